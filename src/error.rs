@@ -1,0 +1,160 @@
+//! The one error type of timebloom.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// Everything that can go wrong in timebloom.
+///
+/// Every variant that concerns a file names it. After an I/O error while
+/// writing, an [`crate::Engine`] refuses further writes with
+/// [`Error::PreviousIo`]: close it and open it again.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O call failed.
+    Io {
+        /// What timebloom was doing.
+        op: &'static str,
+        /// The file or directory concerned.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// The configuration is not valid; nothing was written.
+    InvalidConfig {
+        /// Why.
+        reason: String,
+    },
+    /// Another process (or another `Engine` in this process) holds the directory.
+    Locked {
+        /// The engine directory.
+        path: PathBuf,
+    },
+    /// `create` was called on a directory that already holds an engine.
+    AlreadyExists {
+        /// The engine directory.
+        path: PathBuf,
+    },
+    /// `open` was called on a directory that holds no engine.
+    NotFound {
+        /// The engine directory.
+        path: PathBuf,
+    },
+    /// A file's bytes are wrong: bad magic, checksum, length or field.
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with the expected and the found value where they exist.
+        reason: String,
+    },
+    /// The file was written by a newer or unknown format version.
+    UnsupportedVersion {
+        /// The file.
+        path: PathBuf,
+        /// The version this build reads.
+        expected: u32,
+        /// The version found.
+        got: u32,
+    },
+    /// `insert_at` named an instant whose window has expired (or lies in the future).
+    WindowUnavailable {
+        /// Why the instant cannot be written.
+        reason: String,
+    },
+    /// `contains_within` asked for a horizon longer than any tier keeps.
+    HorizonTooLong {
+        /// The horizon asked for, in seconds.
+        horizon_secs: u64,
+        /// The longest horizon the engine can answer now, in seconds.
+        max_secs: u64,
+    },
+    /// `remove` on an engine whose tiers are not all counting tiers.
+    RemoveUnsupported {
+        /// The first tier that cannot remove keys.
+        tier: String,
+    },
+    /// An earlier I/O error left the engine in an unknown state; reopen it.
+    PreviousIo,
+}
+
+/// `Result` with timebloom's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn corrupt(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
+        Error::Corrupt {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn config(reason: impl Into<String>) -> Self {
+        Error::InvalidConfig {
+            reason: reason.into(),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { op, path, source } => {
+                write!(f, "{}: {op} failed: {source}", path.display())
+            }
+            Error::InvalidConfig { reason } => write!(f, "invalid configuration: {reason}"),
+            Error::Locked { path } => write!(
+                f,
+                "{}: the engine is open in another process (or handle); one writer at a time",
+                path.display()
+            ),
+            Error::AlreadyExists { path } => {
+                write!(f, "{}: an engine already exists here", path.display())
+            }
+            Error::NotFound { path } => write!(f, "{}: no engine here (no MANIFEST)", path.display()),
+            Error::Corrupt { path, reason } => write!(f, "{}: corrupt: {reason}", path.display()),
+            Error::UnsupportedVersion {
+                path,
+                expected,
+                got,
+            } => write!(
+                f,
+                "{}: format version {got} is not supported (this build reads version {expected})",
+                path.display()
+            ),
+            Error::WindowUnavailable { reason } => write!(f, "window unavailable: {reason}"),
+            Error::HorizonTooLong {
+                horizon_secs,
+                max_secs,
+            } => write!(
+                f,
+                "horizon of {horizon_secs}s is longer than any tier keeps (at most {max_secs}s now)"
+            ),
+            Error::RemoveUnsupported { tier } => write!(
+                f,
+                "remove needs counting segments, but tier {tier} is a plain Bloom tier"
+            ),
+            Error::PreviousIo => write!(
+                f,
+                "an earlier I/O error left the engine in an unknown state; close and reopen it"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! Pure filter kernels over 64-byte blocks of atomic words, and the sizing math.
+//!
+//! A sub-filter is `nblocks` blocks of eight `u64` words. A key's block comes
+//! from the high half of its hash, its `k` probes from the low half, so a
+//! lookup touches one cache line per sub-filter. Two kinds share the layout:
+//!
+//! * [`Kind::Bloom`]: 512 one-bit cells per block; inserts are one atomic
+//!   `fetch_or` per word touched.
+//! * [`Kind::Counting`]: 128 four-bit counters per block (16 per word);
+//!   updates are one compare-and-swap loop per word touched; a counter that
+//!   reaches 15 saturates and is never decremented again.
+//!
+//! Nothing here knows about files or time.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::hash::KeyHash;
+
+/// Words per block: 8 x 64 bits = one 64-byte cache line.
+pub(crate) const BLOCK_WORDS: usize = 8;
+/// Bytes per block.
+pub(crate) const BLOCK_BYTES: u64 = 64;
+/// The largest number of probes a plan may use.
+pub(crate) const MAX_K: u32 = 24;
+
+/// One 64-byte block.
+pub(crate) type Block = [AtomicU64; BLOCK_WORDS];
+
+/// The cell type of a sub-filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// One bit per cell: insert and lookup.
+    Bloom,
+    /// Four-bit counters: insert, lookup and remove.
+    Counting,
+}
+
+impl Kind {
+    /// Cells in one 64-byte block.
+    pub(crate) const fn cells_per_block(self) -> u32 {
+        match self {
+            Kind::Bloom => 512,
+            Kind::Counting => 128,
+        }
+    }
+
+    pub(crate) const fn code(self) -> u32 {
+        match self {
+            Kind::Bloom => 1,
+            Kind::Counting => 2,
+        }
+    }
+
+    pub(crate) fn from_code(code: u32) -> Option<Kind> {
+        match code {
+            1 => Some(Kind::Bloom),
+            2 => Some(Kind::Counting),
+            _ => None,
+        }
+    }
+}
+
+/// Odd 64-bit multipliers (from splitmix64): probe `i` is the top bits of
+/// `lo * PROBE_MUL[i]`. The products are independent multiplies, so the
+/// probes of a key are computed in parallel rather than as a serial chain.
+const PROBE_MUL: [u64; MAX_K as usize] = [
+    0x9e3779b97f4a7c15,
+    0xbf58476d1ce4e5b9,
+    0x94d049bb133111eb,
+    0xd6e8feb86659fd93,
+    0xa0761d6478bd642f,
+    0xe7037ed1a0b428db,
+    0x8ebc6af09c88c6e3,
+    0x589965cc75374cc3,
+    0x1d8e4e27c47d124f,
+    0xff51afd7ed558ccd,
+    0xc4ceb9fe1a85ec53,
+    0x87c37b91114253d5,
+    0x4cf5ad432745937f,
+    0x52dce729da3ed3e5,
+    0x2545f4914f6cdd1d,
+    0x9fb21c651e98df25,
+    0xd1b54a32d192ed03,
+    0xaef17502108ef2d9,
+    0xf1357aea2e62a9c5,
+    0xc2b2ae3d27d4eb4f,
+    0x165667b19e3779f9,
+    0x27d4eb2f165667c5,
+    0x85ebca77c2b2ae63,
+    0xcc9e2d51b8b7d3a1,
+];
+
+/// Where a key lands in one sub-filter: its block and, per word, the cells it uses.
+///
+/// For Bloom cells a mask bit is a cell; for counting cells the mask holds the
+/// low bit of each selected nibble.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Probe {
+    pub block: u64,
+    pub masks: [u64; BLOCK_WORDS],
+}
+
+/// Picks the block: the high half of the hash scaled to `nblocks`
+/// (multiply-shift, 64-bit safe for any `nblocks`).
+#[inline]
+pub(crate) fn block_index(h: KeyHash, nblocks: u64) -> u64 {
+    ((u128::from(h.hi) * u128::from(nblocks)) >> 64) as u64
+}
+
+/// The per-word cell masks of a key for `k` probes of the given kind.
+#[inline]
+pub(crate) fn masks(kind: Kind, lo: u64, k: u32) -> [u64; BLOCK_WORDS] {
+    let mut m = [0u64; BLOCK_WORDS];
+    let k = (k as usize).min(PROBE_MUL.len());
+    match kind {
+        Kind::Bloom => {
+            for mul in &PROBE_MUL[..k] {
+                let cell = lo.wrapping_mul(*mul) >> 55; // 0..512
+                m[(cell >> 6) as usize] |= 1u64 << (cell & 63);
+            }
+        }
+        Kind::Counting => {
+            for mul in &PROBE_MUL[..k] {
+                let cell = lo.wrapping_mul(*mul) >> 57; // 0..128
+                m[(cell >> 4) as usize] |= 1u64 << ((cell & 15) * 4);
+            }
+        }
+    }
+    m
+}
+
+/// Computes the probe of a key in a sub-filter of `nblocks` blocks.
+#[inline]
+pub(crate) fn probe(kind: Kind, h: KeyHash, nblocks: u64, k: u32) -> Probe {
+    Probe {
+        block: block_index(h, nblocks),
+        masks: masks(kind, h.lo, k),
+    }
+}
+
+/// Low bit of every nibble.
+const NIBBLE_LOW: u64 = 0x1111_1111_1111_1111;
+
+/// Low bit of each nibble that is not zero.
+#[inline]
+fn nibbles_nonzero(w: u64) -> u64 {
+    (w | (w >> 1) | (w >> 2) | (w >> 3)) & NIBBLE_LOW
+}
+
+/// Low bit of each nibble equal to 15 (saturated).
+#[inline]
+fn nibbles_saturated(w: u64) -> u64 {
+    w & (w >> 1) & (w >> 2) & (w >> 3) & NIBBLE_LOW
+}
+
+/// Low bit of each nibble equal to 1.
+#[inline]
+fn nibbles_one(w: u64) -> u64 {
+    w & !(w >> 1) & !(w >> 2) & !(w >> 3) & NIBBLE_LOW
+}
+
+/// True when every cell of the probe is set (Bloom) or non-zero (counting).
+#[inline]
+pub(crate) fn contains(kind: Kind, block: &Block, masks: &[u64; BLOCK_WORDS]) -> bool {
+    let mut missing = 0u64;
+    match kind {
+        Kind::Bloom => {
+            for (w, m) in block.iter().zip(masks) {
+                missing |= m & !w.load(Ordering::Relaxed);
+            }
+        }
+        Kind::Counting => {
+            for (w, m) in block.iter().zip(masks) {
+                missing |= m & !nibbles_nonzero(w.load(Ordering::Relaxed));
+            }
+        }
+    }
+    missing == 0
+}
+
+/// Records the probe's cells. Returns how many cells went from empty to
+/// occupied (the fill counter's increment); zero means every cell was
+/// occupied already.
+#[inline]
+pub(crate) fn insert(kind: Kind, block: &Block, masks: &[u64; BLOCK_WORDS]) -> u64 {
+    let mut newly = 0u64;
+    match kind {
+        Kind::Bloom => {
+            for (w, &m) in block.iter().zip(masks) {
+                if m != 0 && (w.load(Ordering::Relaxed) & m) != m {
+                    let old = w.fetch_or(m, Ordering::Relaxed);
+                    newly += u64::from((m & !old).count_ones());
+                }
+            }
+        }
+        Kind::Counting => {
+            for (w, &m) in block.iter().zip(masks) {
+                if m == 0 {
+                    continue;
+                }
+                let mut old = w.load(Ordering::Relaxed);
+                loop {
+                    let inc = m & !nibbles_saturated(old);
+                    if inc == 0 {
+                        break;
+                    }
+                    // No carry crosses a nibble: every incremented nibble is below 15.
+                    match w.compare_exchange_weak(
+                        old,
+                        old + inc,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => {
+                            newly += u64::from((inc & !nibbles_nonzero(old)).count_ones());
+                            break;
+                        }
+                        Err(cur) => old = cur,
+                    }
+                }
+            }
+        }
+    }
+    newly
+}
+
+/// Decrements the probe's counters (counting kind only); saturated counters
+/// stay at 15 and empty ones stay at 0. Returns how many cells became empty.
+#[inline]
+pub(crate) fn remove(block: &Block, masks: &[u64; BLOCK_WORDS]) -> u64 {
+    let mut emptied = 0u64;
+    for (w, &m) in block.iter().zip(masks) {
+        if m == 0 {
+            continue;
+        }
+        let mut old = w.load(Ordering::Relaxed);
+        loop {
+            let dec = m & !nibbles_saturated(old) & nibbles_nonzero(old);
+            if dec == 0 {
+                break;
+            }
+            // No borrow crosses a nibble: every decremented nibble is at least 1.
+            match w.compare_exchange_weak(old, old - dec, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => {
+                    emptied += u64::from((dec & nibbles_one(old)).count_ones());
+                    break;
+                }
+                Err(cur) => old = cur,
+            }
+        }
+    }
+    emptied
+}
+
+/// Counts occupied cells in a run of blocks (after a crash, or to verify).
+pub(crate) fn count_occupied(kind: Kind, blocks: &[Block]) -> u64 {
+    let mut n = 0u64;
+    for b in blocks {
+        for w in b {
+            let v = w.load(Ordering::Relaxed);
+            n += u64::from(match kind {
+                Kind::Bloom => v.count_ones(),
+                Kind::Counting => nibbles_nonzero(v).count_ones(),
+            });
+        }
+    }
+    n
+}
+
+/// Counts saturated counters (counting kind).
+pub(crate) fn count_saturated(blocks: &[Block]) -> u64 {
+    blocks
+        .iter()
+        .flat_map(|b| b.iter())
+        .map(|w| u64::from(nibbles_saturated(w.load(Ordering::Relaxed)).count_ones()))
+        .sum()
+}
+
+/// Issues a prefetch of the block that holds `block` so that several
+/// sub-filters' loads overlap instead of queuing.
+#[inline(always)]
+pub(crate) fn prefetch(block: &Block) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `_mm_prefetch` is a hint: it never faults and never reads
+        // into Rust-visible state, and `block` is a valid reference anyway.
+        // SSE is part of the x86_64 baseline, so the instruction exists.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                block.as_ptr().cast::<i8>(),
+            )
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = block;
+    }
+}
+
+pub(crate) mod sizing;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block() -> Block {
+        Default::default()
+    }
+
+    #[test]
+    fn bloom_insert_then_contains() {
+        let b = block();
+        let m = masks(Kind::Bloom, 0x1234_5678_9abc_def1, 8);
+        assert!(!contains(Kind::Bloom, &b, &m));
+        let set = insert(Kind::Bloom, &b, &m);
+        assert!(set >= 1 && set <= 8);
+        assert!(contains(Kind::Bloom, &b, &m));
+        assert_eq!(insert(Kind::Bloom, &b, &m), 0);
+        assert_eq!(count_occupied(Kind::Bloom, std::slice::from_ref(&b)), set);
+    }
+
+    #[test]
+    fn counting_saturates_and_sticks() {
+        let b = block();
+        let m = masks(Kind::Counting, 0xdead_beef_cafe_f00d, 6);
+        for _ in 0..20 {
+            insert(Kind::Counting, &b, &m);
+        }
+        assert_eq!(count_saturated(std::slice::from_ref(&b)), count_occupied(Kind::Counting, std::slice::from_ref(&b)));
+        for _ in 0..20 {
+            remove(&b, &m);
+        }
+        assert!(contains(Kind::Counting, &b, &m), "saturated counters are sticky");
+    }
+
+    #[test]
+    fn counting_insert_remove_roundtrip() {
+        let b = block();
+        let m = masks(Kind::Counting, 0x0123_4567_89ab_cdef, 7);
+        let occ = insert(Kind::Counting, &b, &m);
+        insert(Kind::Counting, &b, &m);
+        assert!(contains(Kind::Counting, &b, &m));
+        assert_eq!(remove(&b, &m), 0);
+        assert_eq!(remove(&b, &m), occ);
+        assert!(!contains(Kind::Counting, &b, &m));
+        // Removing again changes nothing: counters never go below zero.
+        assert_eq!(remove(&b, &m), 0);
+        assert_eq!(count_occupied(Kind::Counting, std::slice::from_ref(&b)), 0);
+    }
+
+    #[test]
+    fn block_index_in_range_past_2_pow_32() {
+        let n = (1u64 << 40) + 7;
+        for hi in [0, 1, u64::MAX / 3, u64::MAX] {
+            assert!(block_index(KeyHash { lo: 0, hi }, n) < n);
+        }
+        assert!(block_index(KeyHash { lo: 0, hi: u64::MAX }, n) > (1u64 << 39));
+    }
+}

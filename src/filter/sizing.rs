@@ -1,0 +1,225 @@
+//! Sizing math for blocked filters.
+//!
+//! A blocked filter's false-positive rate is not the classic
+//! `(1 - e^(-kn/m))^k`: keys do not spread evenly over blocks, and an
+//! overloaded block answers "yes" far more often than an underloaded one
+//! answers "no". We model the number of keys in a block as Poisson with mean
+//! `lambda = n / nblocks` and, for a block holding `i` keys, compute exactly
+//! the chance that all `k` probes of a foreign key land on occupied cells:
+//!
+//! ```text
+//! F(i)   = sum_d Pq(d) * Cover(d, k*i)
+//! Pq(d)  = chance that k probes hit d distinct cells of B
+//! Cover(d, n) = chance that n uniform throws into B cells hit d given cells
+//!             = (d/B) Cover(d-1, n-1) + (1 - d/B) Cover(d, n-1)
+//! fpr(lambda) = sum_i Poisson(i; lambda) * F(i)
+//! ```
+//!
+//! All terms are positive, so the result is accurate down to rates far below
+//! anything a user asks for. `F` is tabulated once per (cells per block, k).
+//! A plan picks, for every `k`, the largest `lambda` meeting the target and
+//! keeps the `k` that needs the fewest blocks.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::{Kind, MAX_K};
+
+/// Keys per block up to which `F` is tabulated; plans never load a block
+/// beyond `MAX_LAMBDA`, so the Poisson tail past the table is negligible.
+const TABLE_KEYS: usize = 4096;
+const MAX_LAMBDA: f64 = 1024.0;
+
+/// The geometry of one sub-filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Plan {
+    pub nblocks: u64,
+    pub k: u32,
+}
+
+type Table = Arc<Vec<f64>>;
+
+fn table(cells: u32, k: u32) -> Table {
+    static TABLES: OnceLock<Mutex<HashMap<(u32, u32), Table>>> = OnceLock::new();
+    let tables = TABLES.get_or_init(Default::default);
+    if let Some(t) = tables.lock().unwrap_or_else(|e| e.into_inner()).get(&(cells, k)) {
+        return Arc::clone(t);
+    }
+    let t = Arc::new(build_table(cells, k));
+    tables
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert((cells, k), Arc::clone(&t));
+    t
+}
+
+fn build_table(cells: u32, k: u32) -> Vec<f64> {
+    let b = f64::from(cells);
+    let k = k as usize;
+    // Pq(d): distinct cells among k probes.
+    let mut pq = vec![0.0f64; k + 1];
+    pq[0] = 1.0;
+    for _ in 0..k {
+        for d in (0..=k).rev() {
+            let stay = pq[d] * (d as f64 / b);
+            let grow = if d > 0 { pq[d - 1] * ((b - (d - 1) as f64) / b) } else { 0.0 };
+            pq[d] = stay + grow;
+        }
+    }
+    // Cover(d, n) for n = k*i, advanced one throw at a time.
+    let mut cover = vec![0.0f64; k + 1];
+    cover[0] = 1.0;
+    let mut out = Vec::with_capacity(TABLE_KEYS + 1);
+    for i in 0..=TABLE_KEYS {
+        if i > 0 {
+            for _ in 0..k {
+                for d in (1..=k).rev() {
+                    let df = d as f64 / b;
+                    cover[d] = df * cover[d - 1] + (1.0 - df) * cover[d];
+                }
+            }
+        }
+        out.push((1..=k).map(|d| pq[d] * cover[d]).sum::<f64>());
+    }
+    out
+}
+
+/// False-positive rate of one sub-filter with `lambda` keys per block on average.
+pub(crate) fn fpr(kind: Kind, k: u32, lambda: f64) -> f64 {
+    if !(lambda > 0.0) {
+        return 0.0;
+    }
+    let f = table(kind.cells_per_block(), k.clamp(1, MAX_K));
+    let hi = ((lambda + 12.0 * lambda.sqrt() + 40.0) as usize).min(TABLE_KEYS);
+    let lo = (lambda - 12.0 * lambda.sqrt() - 40.0).max(0.0) as usize;
+    let ln_l = lambda.ln();
+    // log of Poisson(lo; lambda), then stepped.
+    let mut lp = -lambda + lo as f64 * ln_l - ln_factorial(lo);
+    let mut sum = 0.0;
+    for (i, fi) in f.iter().enumerate().take(hi + 1).skip(lo) {
+        if lp > -745.0 {
+            sum += lp.exp() * fi;
+        }
+        lp += ln_l - ((i + 1) as f64).ln();
+    }
+    sum.min(1.0)
+}
+
+fn ln_factorial(n: usize) -> f64 {
+    (2..=n).map(|i| (i as f64).ln()).sum()
+}
+
+/// Expected occupied cells after `n` distinct keys.
+pub(crate) fn expected_occupied(kind: Kind, plan: Plan, n: f64) -> f64 {
+    let cells = f64::from(kind.cells_per_block());
+    let q = (1.0 - 1.0 / cells).powi(plan.k as i32);
+    let nb = plan.nblocks as f64;
+    let lambda = n / nb;
+    nb * cells * (1.0 - (-lambda * (1.0 - q)).exp())
+}
+
+/// Estimates the distinct keys behind `occupied` cells (inverse of
+/// [`expected_occupied`]).
+pub(crate) fn estimate_items(kind: Kind, plan: Plan, occupied: u64) -> f64 {
+    let cells = f64::from(kind.cells_per_block());
+    let total = plan.nblocks as f64 * cells;
+    let fill = (occupied as f64 / total).min(1.0 - 1e-12);
+    let q = (1.0 - 1.0 / cells).powi(plan.k as i32);
+    -(1.0 - fill).ln() / (1.0 - q) * plan.nblocks as f64
+}
+
+/// The cheapest geometry that holds `capacity` keys at rate `p` or below.
+pub(crate) fn plan(kind: Kind, capacity: u64, p: f64) -> Plan {
+    let p = if p.is_finite() { p.clamp(1e-300, 1.0) } else { 1.0 };
+    let n = capacity.max(1) as f64;
+    let mut best: Option<(f64, u32)> = None; // (lambda, k)
+    let mut worse_in_a_row = 0;
+    for k in 1..=MAX_K {
+        let lambda = max_lambda(kind, k, p);
+        match best {
+            Some((bl, _)) if lambda <= bl => {
+                worse_in_a_row += 1;
+                if worse_in_a_row >= 3 {
+                    break;
+                }
+            }
+            _ => {
+                best = Some((lambda, k));
+                worse_in_a_row = 0;
+            }
+        }
+    }
+    let (lambda, k) = best.unwrap_or((1.0, 1));
+    let nblocks = (n / lambda).ceil().max(1.0);
+    Plan {
+        nblocks: if nblocks >= u64::MAX as f64 { u64::MAX } else { nblocks as u64 },
+        k,
+    }
+}
+
+/// The largest mean block load at which `k` probes meet rate `p`.
+fn max_lambda(kind: Kind, k: u32, p: f64) -> f64 {
+    if fpr(kind, k, MAX_LAMBDA) <= p {
+        return MAX_LAMBDA;
+    }
+    let (mut lo, mut hi) = (0.0f64, MAX_LAMBDA);
+    for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if fpr(kind, k, mid) <= p {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bits_per_key(kind: Kind, p: f64) -> f64 {
+        let n = 1_000_000;
+        let pl = plan(kind, n, p);
+        (pl.nblocks * 512) as f64 / n as f64
+    }
+
+    #[test]
+    fn bloom_bits_per_key_match_the_blocked_model() {
+        // ARCHITECTURE.md: 512-bit blocks need about 9.9 bits/key at 1% and
+        // 15.5 at 0.1% (those figures ignore repeated probes, which we count).
+        let b1 = bits_per_key(Kind::Bloom, 0.01);
+        let b01 = bits_per_key(Kind::Bloom, 0.001);
+        assert!((9.6..10.6).contains(&b1), "1%: {b1}");
+        assert!((15.0..16.5).contains(&b01), "0.1%: {b01}");
+        let k = plan(Kind::Bloom, 1_000_000, 0.01).k;
+        assert!((4..=8).contains(&k), "k = {k}");
+    }
+
+    #[test]
+    fn fpr_is_monotone_in_load() {
+        let mut last = 0.0;
+        for l in 1..200 {
+            let f = fpr(Kind::Bloom, 7, f64::from(l));
+            assert!(f >= last);
+            last = f;
+        }
+    }
+
+    #[test]
+    fn tiny_and_extreme_plans_terminate() {
+        for (n, p) in [(0, 0.5), (1, 0.999_999), (1, 1e-15), (u64::MAX, 0.01), (10, 1e-300)] {
+            let pl = plan(Kind::Bloom, n, p);
+            assert!(pl.nblocks >= 1 && pl.k >= 1 && pl.k <= MAX_K, "{n} {p}: {pl:?}");
+        }
+        assert_eq!(plan(Kind::Counting, 1, 0.9).nblocks, 1);
+    }
+
+    #[test]
+    fn occupancy_estimate_inverts() {
+        let pl = plan(Kind::Bloom, 100_000, 0.01);
+        let occ = expected_occupied(Kind::Bloom, pl, 100_000.0);
+        let est = estimate_items(Kind::Bloom, pl, occ as u64);
+        assert!((est - 100_000.0).abs() < 100.0, "{est}");
+    }
+}

@@ -1,0 +1,4 @@
+mod error;
+mod filter;
+mod hash;
+pub use error::{Error, Result};
