@@ -119,7 +119,9 @@ impl fmt::Display for Error {
             Error::AlreadyExists { path } => {
                 write!(f, "{}: an engine already exists here", path.display())
             }
-            Error::NotFound { path } => write!(f, "{}: no engine here (no MANIFEST)", path.display()),
+            Error::NotFound { path } => {
+                write!(f, "{}: no engine here (no MANIFEST)", path.display())
+            }
             Error::Corrupt { path, reason } => write!(f, "{}: corrupt: {reason}", path.display()),
             Error::UnsupportedVersion {
                 path,

@@ -327,11 +327,17 @@ mod tests {
         for _ in 0..20 {
             insert(Kind::Counting, &b, &m);
         }
-        assert_eq!(count_saturated(std::slice::from_ref(&b)), count_occupied(Kind::Counting, std::slice::from_ref(&b)));
+        assert_eq!(
+            count_saturated(std::slice::from_ref(&b)),
+            count_occupied(Kind::Counting, std::slice::from_ref(&b))
+        );
         for _ in 0..20 {
             remove(&b, &m);
         }
-        assert!(contains(Kind::Counting, &b, &m), "saturated counters are sticky");
+        assert!(
+            contains(Kind::Counting, &b, &m),
+            "saturated counters are sticky"
+        );
     }
 
     #[test]
@@ -355,6 +361,14 @@ mod tests {
         for hi in [0, 1, u64::MAX / 3, u64::MAX] {
             assert!(block_index(KeyHash { lo: 0, hi }, n) < n);
         }
-        assert!(block_index(KeyHash { lo: 0, hi: u64::MAX }, n) > (1u64 << 39));
+        assert!(
+            block_index(
+                KeyHash {
+                    lo: 0,
+                    hi: u64::MAX
+                },
+                n
+            ) > (1u64 << 39)
+        );
     }
 }

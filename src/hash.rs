@@ -61,9 +61,24 @@ mod tests {
         let cases: [(u64, &[u8], u64, u64); 4] = [
             // The published XXH3-128 of the empty input with seed 0.
             (0, b"", 0x6001c324468d497f, 0x99aa06d3014798d8),
-            (0, b"https://example.com/", 0x9ff1930daa8e5b98, 0x503c1beec51db020),
-            (42, b"https://example.com/a?b=c", 0x7fdaaeda8f9a9a0c, 0x9274bae3ae6da468),
-            (u64::MAX, &[0xff; 100], 0x61ac6f4f4687471e, 0xacdd586471a905b4),
+            (
+                0,
+                b"https://example.com/",
+                0x9ff1930daa8e5b98,
+                0x503c1beec51db020,
+            ),
+            (
+                42,
+                b"https://example.com/a?b=c",
+                0x7fdaaeda8f9a9a0c,
+                0x9274bae3ae6da468,
+            ),
+            (
+                u64::MAX,
+                &[0xff; 100],
+                0x61ac6f4f4687471e,
+                0xacdd586471a905b4,
+            ),
         ];
         for (seed, key, lo, hi) in cases {
             let h = hash_key(seed, key);

@@ -42,7 +42,11 @@ type Table = Arc<Vec<f64>>;
 fn table(cells: u32, k: u32) -> Table {
     static TABLES: OnceLock<Mutex<HashMap<(u32, u32), Table>>> = OnceLock::new();
     let tables = TABLES.get_or_init(Default::default);
-    if let Some(t) = tables.lock().unwrap_or_else(|e| e.into_inner()).get(&(cells, k)) {
+    if let Some(t) = tables
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&(cells, k))
+    {
         return Arc::clone(t);
     }
     let t = Arc::new(build_table(cells, k));
@@ -62,7 +66,11 @@ fn build_table(cells: u32, k: u32) -> Vec<f64> {
     for _ in 0..k {
         for d in (0..=k).rev() {
             let stay = pq[d] * (d as f64 / b);
-            let grow = if d > 0 { pq[d - 1] * ((b - (d - 1) as f64) / b) } else { 0.0 };
+            let grow = if d > 0 {
+                pq[d - 1] * ((b - (d - 1) as f64) / b)
+            } else {
+                0.0
+            };
             pq[d] = stay + grow;
         }
     }
@@ -130,7 +138,11 @@ pub(crate) fn estimate_items(kind: Kind, plan: Plan, occupied: u64) -> f64 {
 
 /// The cheapest geometry that holds `capacity` keys at rate `p` or below.
 pub(crate) fn plan(kind: Kind, capacity: u64, p: f64) -> Plan {
-    let p = if p.is_finite() { p.clamp(1e-300, 1.0) } else { 1.0 };
+    let p = if p.is_finite() {
+        p.clamp(1e-300, 1.0)
+    } else {
+        1.0
+    };
     let n = capacity.max(1) as f64;
     let mut best: Option<(f64, u32)> = None; // (lambda, k)
     let mut worse_in_a_row = 0;
@@ -152,7 +164,11 @@ pub(crate) fn plan(kind: Kind, capacity: u64, p: f64) -> Plan {
     let (lambda, k) = best.unwrap_or((1.0, 1));
     let nblocks = (n / lambda).ceil().max(1.0);
     Plan {
-        nblocks: if nblocks >= u64::MAX as f64 { u64::MAX } else { nblocks as u64 },
+        nblocks: if nblocks >= u64::MAX as f64 {
+            u64::MAX
+        } else {
+            nblocks as u64
+        },
         k,
     }
 }
@@ -208,9 +224,18 @@ mod tests {
 
     #[test]
     fn tiny_and_extreme_plans_terminate() {
-        for (n, p) in [(0, 0.5), (1, 0.999_999), (1, 1e-15), (u64::MAX, 0.01), (10, 1e-300)] {
+        for (n, p) in [
+            (0, 0.5),
+            (1, 0.999_999),
+            (1, 1e-15),
+            (u64::MAX, 0.01),
+            (10, 1e-300),
+        ] {
             let pl = plan(Kind::Bloom, n, p);
-            assert!(pl.nblocks >= 1 && pl.k >= 1 && pl.k <= MAX_K, "{n} {p}: {pl:?}");
+            assert!(
+                pl.nblocks >= 1 && pl.k >= 1 && pl.k <= MAX_K,
+                "{n} {p}: {pl:?}"
+            );
         }
         assert_eq!(plan(Kind::Counting, 1, 0.9).nblocks, 1);
     }

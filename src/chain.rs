@@ -1,0 +1,95 @@
+//! A segment: the filter for one window of one tier, kept as a scalable
+//! chain of sub-filters.
+//!
+//! Inserts go to the newest sub-filter; when its fill reaches what the
+//! sizing model expects at its planned capacity, the engine appends a larger
+//! one with a tighter rate (growth factor `s`, tightening `r`), so the
+//! chain's rates add up to at most `P0 / (1 - r)`, the segment's share.
+//! Lookups read every sub-filter. Nothing here knows about files beyond the
+//! sub-filters it holds, or about time beyond the window index.
+
+use crate::filter::{self, Kind};
+use crate::hash::KeyHash;
+use crate::segment::{State, SubFilter};
+
+/// One window's filter.
+pub(crate) struct Segment {
+    /// The window index (see `window::index`).
+    pub window: i64,
+    /// The chain, oldest first; never empty.
+    pub subs: Vec<SubFilter>,
+}
+
+impl Segment {
+    /// The sub-filter that takes inserts.
+    pub(crate) fn tail(&self) -> Option<&SubFilter> {
+        self.subs.last()
+    }
+
+    pub(crate) fn is_sealed(&self) -> bool {
+        self.subs.iter().any(|s| s.state() == State::Sealed)
+    }
+
+    /// True when the newest sub-filter has reached its planned fill.
+    pub(crate) fn needs_growth(&self) -> bool {
+        self.tail().is_some_and(SubFilter::is_full)
+    }
+
+    /// Issues the memory loads this key needs in every sub-filter.
+    #[inline]
+    pub(crate) fn prefetch(&self, h: KeyHash) {
+        for s in &self.subs {
+            let b = filter::block_index(h, s.header().nblocks);
+            if let Some(block) = s.blocks().get(b as usize) {
+                filter::prefetch(block);
+            }
+        }
+    }
+
+    /// Whether any sub-filter holds the key.
+    #[inline]
+    pub(crate) fn contains(&self, h: KeyHash) -> bool {
+        self.subs.iter().rev().any(|s| s.contains(&s.probe(h)))
+    }
+
+    /// Records the key in the newest sub-filter. False when the segment is
+    /// sealed.
+    ///
+    /// A Bloom key already present in an older (full) sub-filter is not
+    /// added again: it would only fill the tail with a duplicate. A counting
+    /// key is always counted in the tail: counting segments hold a multiset,
+    /// so that every `remove` of an inserted key takes back exactly one
+    /// earlier increment and never another key's.
+    #[inline]
+    pub(crate) fn insert(&self, h: KeyHash) -> bool {
+        let Some((tail, older)) = self.subs.split_last() else {
+            return false;
+        };
+        if tail.header().kind == Kind::Bloom && older.iter().any(|s| s.contains(&s.probe(h))) {
+            return tail.state() == State::Open;
+        }
+        tail.insert(&tail.probe(h))
+    }
+
+    /// Takes back one occurrence of the key: decrements its counters in the
+    /// newest sub-filter that holds it. Returns whether one did; false also
+    /// for a sealed or Bloom segment.
+    pub(crate) fn remove(&self, h: KeyHash) -> bool {
+        self.subs.iter().rev().any(|s| {
+            let p = s.probe(h);
+            s.contains(&p) && s.remove(&p)
+        })
+    }
+}
+
+/// Whether any of `segments` holds the key: every block address first, a
+/// prefetch for each, then the tests, so the loads overlap.
+#[inline]
+pub(crate) fn any_contains(segments: &[Segment], h: KeyHash) -> bool {
+    if segments.len() > 1 {
+        for s in segments {
+            s.prefetch(h);
+        }
+    }
+    segments.iter().rev().any(|s| s.contains(h))
+}

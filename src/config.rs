@@ -1,0 +1,367 @@
+//! Engine configuration: tiers, sizing inputs, the query false-positive rate.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::filter::Kind;
+use crate::window::{self, Span};
+
+/// The most tiers one engine may have.
+pub const MAX_TIERS: usize = 16;
+/// The longest retention of one tier, in windows.
+pub const MAX_RETENTION: u32 = 10_000;
+
+/// One tier: a window length, how many past windows to keep, and the cell kind.
+///
+/// A tier with retention `R` keeps the open window plus the `R` windows
+/// before it, so every key inserted within the last `R` window lengths is
+/// present.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tier {
+    /// The window length.
+    pub span: Span,
+    /// Past windows kept besides the open one.
+    pub retention: u32,
+    /// Bloom (insert, lookup) or counting (also remove).
+    pub kind: Kind,
+}
+
+impl Tier {
+    /// `retention` UTC days (moved by the configured offset).
+    pub fn daily(retention: u32) -> Tier {
+        Tier::new(Span::Day, retention)
+    }
+
+    /// `retention` ISO weeks (Monday to Sunday).
+    pub fn weekly(retention: u32) -> Tier {
+        Tier::new(Span::Week, retention)
+    }
+
+    /// `retention` calendar months.
+    pub fn monthly(retention: u32) -> Tier {
+        Tier::new(Span::Month, retention)
+    }
+
+    /// `retention` windows of a fixed length (whole seconds, aligned to the
+    /// Unix epoch plus the offset).
+    pub fn custom(window: Duration, retention: u32) -> Tier {
+        Tier::new(Span::Custom(window.as_secs()), retention)
+    }
+
+    /// The same tier built from counting segments, which support `remove`.
+    pub fn counting(self) -> Tier {
+        Tier {
+            kind: Kind::Counting,
+            ..self
+        }
+    }
+
+    fn new(span: Span, retention: u32) -> Tier {
+        Tier {
+            span,
+            retention,
+            kind: Kind::Bloom,
+        }
+    }
+
+    /// The tier's short name, also the prefix of its segment files:
+    /// `d`, `w`, `m`, or `c<seconds>`.
+    pub fn code(&self) -> String {
+        match self.span {
+            Span::Day => "d".into(),
+            Span::Week => "w".into(),
+            Span::Month => "m".into(),
+            Span::Custom(s) => format!("c{s}"),
+        }
+    }
+
+    /// Keys planned for one window of this tier.
+    pub(crate) fn planned_items(&self, items_per_day: u64) -> u64 {
+        let secs = window::nominal_secs(self.span);
+        let per_window = (u128::from(items_per_day) * u128::from(secs)).div_ceil(86_400);
+        u64::try_from(per_window).unwrap_or(u64::MAX).max(1)
+    }
+
+    /// The span with `Custom(86400)` folded into `Day`: two tiers with the
+    /// same windows are the same tier.
+    fn windows(&self) -> Span {
+        match self.span {
+            Span::Custom(86_400) => Span::Day,
+            s => s,
+        }
+    }
+}
+
+impl fmt::Display for Tier {
+    /// The form [`Tier::from_str`] reads: `7d`, `4w`, `12m`, `24h`, `4x6h`,
+    /// with `:counting` for counting tiers.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.retention;
+        match self.span {
+            Span::Day => write!(f, "{n}d")?,
+            Span::Week => write!(f, "{n}w")?,
+            Span::Month => write!(f, "{n}m")?,
+            Span::Custom(3600) => write!(f, "{n}h")?,
+            Span::Custom(s) => write!(f, "{n}x{s}s")?,
+        }
+        if self.kind == Kind::Counting {
+            write!(f, ":counting")?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for Tier {
+    type Err = Error;
+
+    /// Reads `<N><unit>` (`7d`, `4w`, `12m`, `48h`: N windows of a day, an
+    /// ISO week, a month, an hour) or `<N>x<length>` with the length in
+    /// `s`, `min`, `h` or `d` (`4x6h`: four 6-hour windows), optionally
+    /// followed by `:counting` or `:bloom`.
+    fn from_str(s: &str) -> Result<Tier> {
+        let bad = |why: &str| {
+            Error::config(format!(
+                "tier {s:?}: {why} (examples: 7d, 4w, 12m, 48h, 4x6h, 7d:counting)"
+            ))
+        };
+        let (spec, kind) = match s.split_once(':') {
+            None => (s, Kind::Bloom),
+            Some((spec, "counting")) => (spec, Kind::Counting),
+            Some((spec, "bloom")) => (spec, Kind::Bloom),
+            Some(_) => return Err(bad("the kind after ':' must be counting or bloom")),
+        };
+        let spec = spec.trim();
+        let digits = spec.bytes().take_while(u8::is_ascii_digit).count();
+        let count: u32 = spec[..digits]
+            .parse()
+            .map_err(|_| bad("it must start with a window count"))?;
+        let rest = &spec[digits..];
+        let span = match rest {
+            "d" => Span::Day,
+            "w" => Span::Week,
+            "m" => Span::Month,
+            "h" => Span::Custom(3600),
+            _ => match rest.strip_prefix('x') {
+                Some(len) => {
+                    Span::Custom(parse_length(len).ok_or_else(|| bad("bad window length"))?)
+                }
+                None => return Err(bad("unknown unit")),
+            },
+        };
+        Ok(Tier {
+            span,
+            retention: count,
+            kind,
+        })
+    }
+}
+
+/// `30s`, `15min`, `6h`, `2d` -> seconds.
+fn parse_length(s: &str) -> Option<u64> {
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    let n: u64 = s[..digits].parse().ok()?;
+    let unit = match &s[digits..] {
+        "s" => 1,
+        "min" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return None,
+    };
+    n.checked_mul(unit)
+}
+
+/// Parses a comma-separated tier list such as `7d,4w,12m`.
+pub fn parse_tiers(s: &str) -> Result<Vec<Tier>> {
+    s.split(',').map(str::parse).collect()
+}
+
+/// Everything an engine is created with. It is stored in the manifest, so
+/// [`crate::Engine::open`] needs none of it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    /// The tiers; every insert goes into the open window of each.
+    pub tiers: Vec<Tier>,
+    /// Planned distinct keys per day: a daily window is sized for this many,
+    /// a weekly one for 7 times as many, a monthly one for 31 times.
+    pub expected_items_per_day: u64,
+    /// The false-positive rate bound for one query (default 0.001).
+    pub fpr: f64,
+    /// Seconds east of UTC where window boundaries fall (0: UTC midnight).
+    pub utc_offset_secs: i32,
+    /// How much larger each new sub-filter of a grown segment is (default 2).
+    pub growth_factor: f64,
+    /// How much tighter each new sub-filter's rate is (default 0.5): the
+    /// rates of a chain add up to at most the segment's share.
+    pub tightening: f64,
+}
+
+impl Default for Config {
+    /// 7 daily, 4 weekly and 12 monthly windows, one million keys a day, 0.1%.
+    fn default() -> Config {
+        Config {
+            tiers: vec![Tier::daily(7), Tier::weekly(4), Tier::monthly(12)],
+            expected_items_per_day: 1_000_000,
+            fpr: 0.001,
+            utc_offset_secs: 0,
+            growth_factor: 2.0,
+            tightening: 0.5,
+        }
+    }
+}
+
+impl Config {
+    /// Checks every field; the engine writes nothing for an invalid config.
+    pub fn validate(&self) -> Result<()> {
+        if self.tiers.is_empty() {
+            return Err(Error::config("at least one tier is needed"));
+        }
+        if self.tiers.len() > MAX_TIERS {
+            return Err(Error::config(format!("at most {MAX_TIERS} tiers")));
+        }
+        for (i, t) in self.tiers.iter().enumerate() {
+            if t.retention == 0 {
+                return Err(Error::config(format!(
+                    "tier {t}: retention must be at least 1 window"
+                )));
+            }
+            if t.retention > MAX_RETENTION {
+                return Err(Error::config(format!(
+                    "tier {t}: retention above {MAX_RETENTION} windows"
+                )));
+            }
+            if let Span::Custom(secs) = t.span {
+                if !(60..=366 * 86_400).contains(&secs) {
+                    return Err(Error::config(format!(
+                        "tier {t}: a custom window must be between 1 minute and 366 days"
+                    )));
+                }
+            }
+            if self.tiers[..i].iter().any(|o| o.windows() == t.windows()) {
+                return Err(Error::config(format!(
+                    "two tiers have the same window ({t})"
+                )));
+            }
+        }
+        if self.expected_items_per_day == 0 {
+            return Err(Error::config("expected_items_per_day must be at least 1"));
+        }
+        if !(self.fpr > 0.0 && self.fpr < 1.0) {
+            return Err(Error::config(format!(
+                "fpr must be strictly between 0 and 1 (got {})",
+                self.fpr
+            )));
+        }
+        if !(self.utc_offset_secs.unsigned_abs() < 86_400) {
+            return Err(Error::config(
+                "utc_offset_secs must be less than a day in magnitude",
+            ));
+        }
+        if !(self.growth_factor >= 1.0 && self.growth_factor <= 16.0) {
+            return Err(Error::config("growth_factor must be between 1 and 16"));
+        }
+        if !(self.tightening > 0.0 && self.tightening < 1.0) {
+            return Err(Error::config("tightening must be strictly between 0 and 1"));
+        }
+        Ok(())
+    }
+
+    /// The rate one segment of `tier` may contribute: a query reads at most
+    /// the tier's `retention + 1` segments, so each gets an equal share.
+    pub(crate) fn segment_fpr(&self, tier: &Tier) -> f64 {
+        self.fpr / (f64::from(tier.retention) + 1.0)
+    }
+
+    /// Planned keys and target rate of sub-filter `index` of a segment of `tier`.
+    pub(crate) fn subfilter_plan(&self, tier: &Tier, index: u32) -> (u64, f64) {
+        let base = tier.planned_items(self.expected_items_per_day) as f64;
+        let i = index.min(1000) as i32;
+        let capacity = base * self.growth_factor.powi(i);
+        let rate = self.segment_fpr(tier) * (1.0 - self.tightening) * self.tightening.powi(i);
+        let capacity = if capacity >= u64::MAX as f64 {
+            u64::MAX
+        } else {
+            capacity.ceil() as u64
+        };
+        (capacity.max(1), rate)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_tier_lists() {
+        let t = parse_tiers("7d,4w,12m").unwrap();
+        assert_eq!(t, vec![Tier::daily(7), Tier::weekly(4), Tier::monthly(12)]);
+        assert_eq!(
+            "48h".parse::<Tier>().unwrap(),
+            Tier::custom(Duration::from_secs(3600), 48)
+        );
+        assert_eq!("4x6h".parse::<Tier>().unwrap().span, Span::Custom(6 * 3600));
+        assert_eq!(
+            "7d:counting".parse::<Tier>().unwrap(),
+            Tier::daily(7).counting()
+        );
+        for bad in [
+            "",
+            "d",
+            "7",
+            "7y",
+            "7d:fast",
+            "x6h",
+            "4x",
+            "4x6",
+            "4x6y",
+            "99999999999d",
+            "7é",
+        ] {
+            assert!(bad.parse::<Tier>().is_err(), "{bad:?}");
+        }
+        for t in parse_tiers("7d,4w,12m,48h,4x6h,3x90s:counting").unwrap() {
+            assert_eq!(t.to_string().parse::<Tier>().unwrap(), t);
+        }
+    }
+
+    #[test]
+    fn rejects_bad_configs() {
+        let ok = Config::default();
+        ok.validate().unwrap();
+        let cases: Vec<Box<dyn Fn(&mut Config)>> = vec![
+            Box::new(|c| c.tiers.clear()),
+            Box::new(|c| c.tiers[0].retention = 0),
+            Box::new(|c| c.expected_items_per_day = 0),
+            Box::new(|c| c.fpr = 0.0),
+            Box::new(|c| c.fpr = 1.0),
+            Box::new(|c| c.fpr = f64::NAN),
+            Box::new(|c| c.tiers.push(Tier::daily(3))),
+            Box::new(|c| c.tiers.push(Tier::custom(Duration::from_secs(86_400), 3))),
+            Box::new(|c| c.tiers.push(Tier::custom(Duration::from_secs(1), 3))),
+            Box::new(|c| c.utc_offset_secs = 86_400),
+            Box::new(|c| c.tightening = 1.0),
+            Box::new(|c| c.growth_factor = 0.5),
+        ];
+        for (i, mutate) in cases.iter().enumerate() {
+            let mut c = ok.clone();
+            mutate(&mut c);
+            assert!(
+                matches!(c.validate(), Err(Error::InvalidConfig { .. })),
+                "case {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn chain_rates_stay_inside_the_segment_share() {
+        let c = Config::default();
+        let t = Tier::daily(7);
+        let total: f64 = (0..40).map(|i| c.subfilter_plan(&t, i).1).sum();
+        assert!(total <= c.segment_fpr(&t) * (1.0 + 1e-9));
+        assert_eq!(c.subfilter_plan(&t, 0).0, 1_000_000);
+        assert_eq!(c.subfilter_plan(&Tier::weekly(4), 1).0, 14_000_000);
+    }
+}

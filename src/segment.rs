@@ -1,0 +1,627 @@
+//! One sub-filter file: a fixed header, then a page-aligned body of blocks,
+//! mapped into memory.
+//!
+//! The byte layout is documented in `docs/format.md`; the table below is the
+//! same, and [`Header::encode`]/[`Header::decode`] are the only code that
+//! knows it.
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | magic `TBLMSEG\0` |
+//! | 8 | 4 | format version (1) |
+//! | 12 | 4 | kind: 1 Bloom, 2 counting |
+//! | 16 | 4 | cells per block (512 Bloom, 128 counting) |
+//! | 20 | 4 | probes per key `k` |
+//! | 24 | 8 | blocks |
+//! | 32 | 8 | body offset (4096) |
+//! | 40 | 8 | body length (blocks x 64) |
+//! | 48 | 8 | seed fingerprint |
+//! | 56 | 4 | span: 1 day, 2 week, 3 month, 4 custom |
+//! | 60 | 4 | reserved, zero |
+//! | 64 | 8 | custom span seconds (zero otherwise) |
+//! | 72 | 8 | window index (signed) |
+//! | 80 | 4 | sub-filter index in the chain |
+//! | 84 | 4 | state: 1 open, 2 sealed |
+//! | 88 | 4 | clean mark: 1 when the occupied count below is exact |
+//! | 92 | 4 | reserved, zero |
+//! | 96 | 8 | occupied cells |
+//! | 104 | 8 | planned keys (capacity) |
+//! | 112 | 8 | target false-positive rate (IEEE 754 bits) |
+//! | 120 | 4 | CRC32 of the body (valid when sealed) |
+//! | 124 | 4 | CRC32 of bytes 0..124 |
+
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use memmap2::{Mmap, MmapMut, MmapOptions};
+
+use crate::error::{Error, Result};
+use crate::filter::{self, sizing, Block, Kind, Probe, BLOCK_BYTES, MAX_K};
+use crate::window::Span;
+
+const MAGIC: [u8; 8] = *b"TBLMSEG\0";
+/// The segment format version this build writes and reads.
+pub(crate) const VERSION: u32 = 1;
+/// Bytes of header fields; the header page is padded with zeros to 4096.
+pub(crate) const HEADER_LEN: usize = 128;
+/// Where the body starts: one page after the file's start.
+pub(crate) const BODY_OFFSET: u64 = 4096;
+
+/// Whether a segment still takes inserts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum State {
+    Open,
+    Sealed,
+}
+
+/// Which tier window and chain position a file belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Identity {
+    pub span: Span,
+    pub window: i64,
+    pub index: u32,
+}
+
+/// The decoded header.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Header {
+    pub kind: Kind,
+    pub k: u32,
+    pub nblocks: u64,
+    pub seed_fp: u64,
+    pub id: Identity,
+    pub state: State,
+    pub clean: bool,
+    pub occupied: u64,
+    pub capacity: u64,
+    pub target_fpr: f64,
+    pub body_crc: u32,
+}
+
+fn span_code(span: Span) -> (u32, u64) {
+    match span {
+        Span::Day => (1, 0),
+        Span::Week => (2, 0),
+        Span::Month => (3, 0),
+        Span::Custom(s) => (4, s),
+    }
+}
+
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    if let Some(s) = b.get(at..at + 4) {
+        a.copy_from_slice(s);
+    }
+    u32::from_le_bytes(a)
+}
+
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    if let Some(s) = b.get(at..at + 8) {
+        a.copy_from_slice(s);
+    }
+    u64::from_le_bytes(a)
+}
+
+impl Header {
+    pub(crate) fn body_len(&self) -> u64 {
+        self.nblocks.saturating_mul(BLOCK_BYTES)
+    }
+
+    /// Encodes the header into its 128 bytes, checksum included.
+    pub(crate) fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        let (span, secs) = span_code(self.id.span);
+        b[0..8].copy_from_slice(&MAGIC);
+        b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        b[12..16].copy_from_slice(&self.kind.code().to_le_bytes());
+        b[16..20].copy_from_slice(&self.kind.cells_per_block().to_le_bytes());
+        b[20..24].copy_from_slice(&self.k.to_le_bytes());
+        b[24..32].copy_from_slice(&self.nblocks.to_le_bytes());
+        b[32..40].copy_from_slice(&BODY_OFFSET.to_le_bytes());
+        b[40..48].copy_from_slice(&self.body_len().to_le_bytes());
+        b[48..56].copy_from_slice(&self.seed_fp.to_le_bytes());
+        b[56..60].copy_from_slice(&span.to_le_bytes());
+        b[64..72].copy_from_slice(&secs.to_le_bytes());
+        b[72..80].copy_from_slice(&self.id.window.to_le_bytes());
+        b[80..84].copy_from_slice(&self.id.index.to_le_bytes());
+        let state: u32 = match self.state {
+            State::Open => 1,
+            State::Sealed => 2,
+        };
+        b[84..88].copy_from_slice(&state.to_le_bytes());
+        b[88..92].copy_from_slice(&u32::from(self.clean).to_le_bytes());
+        b[96..104].copy_from_slice(&self.occupied.to_le_bytes());
+        b[104..112].copy_from_slice(&self.capacity.to_le_bytes());
+        b[112..120].copy_from_slice(&self.target_fpr.to_bits().to_le_bytes());
+        b[120..124].copy_from_slice(&self.body_crc.to_le_bytes());
+        let crc = crc32fast::hash(&b[..124]);
+        b[124..128].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// Decodes and checks a header; every problem is a [`Error::Corrupt`]
+    /// or [`Error::UnsupportedVersion`] naming `path`.
+    pub(crate) fn decode(b: &[u8], path: &Path) -> Result<Header> {
+        let bad = |why: String| Error::corrupt(path, why);
+        if b.len() < HEADER_LEN {
+            return Err(bad(format!(
+                "header is {} bytes, expected {HEADER_LEN}",
+                b.len()
+            )));
+        }
+        if b[0..8] != MAGIC {
+            return Err(bad("not a timebloom segment (bad magic)".into()));
+        }
+        let crc = crc32fast::hash(&b[..124]);
+        let stored = le_u32(b, 124);
+        if crc != stored {
+            return Err(bad(format!(
+                "header checksum mismatch: expected {stored:#010x}, got {crc:#010x}"
+            )));
+        }
+        let version = le_u32(b, 8);
+        if version != VERSION {
+            return Err(Error::UnsupportedVersion {
+                path: path.to_path_buf(),
+                expected: VERSION,
+                got: version,
+            });
+        }
+        let kind = Kind::from_code(le_u32(b, 12))
+            .ok_or_else(|| bad(format!("unknown kind {}", le_u32(b, 12))))?;
+        let cells = le_u32(b, 16);
+        if cells != kind.cells_per_block() {
+            return Err(bad(format!(
+                "cells per block: expected {}, got {cells}",
+                kind.cells_per_block()
+            )));
+        }
+        let k = le_u32(b, 20);
+        if !(1..=MAX_K).contains(&k) {
+            return Err(bad(format!(
+                "probes per key: expected 1..={MAX_K}, got {k}"
+            )));
+        }
+        let nblocks = le_u64(b, 24);
+        if nblocks == 0 || nblocks > (u64::MAX - BODY_OFFSET) / BLOCK_BYTES {
+            return Err(bad(format!("block count {nblocks} is out of range")));
+        }
+        let body_off = le_u64(b, 32);
+        if body_off != BODY_OFFSET {
+            return Err(bad(format!(
+                "body offset: expected {BODY_OFFSET}, got {body_off}"
+            )));
+        }
+        let body_len = le_u64(b, 40);
+        if body_len != nblocks * BLOCK_BYTES {
+            return Err(bad(format!(
+                "body length: expected {}, got {body_len}",
+                nblocks * BLOCK_BYTES
+            )));
+        }
+        let secs = le_u64(b, 64);
+        let span = match (le_u32(b, 56), secs) {
+            (1, 0) => Span::Day,
+            (2, 0) => Span::Week,
+            (3, 0) => Span::Month,
+            (4, s) if s > 0 => Span::Custom(s),
+            (c, s) => return Err(bad(format!("unknown span {c} ({s} s)"))),
+        };
+        let state = match le_u32(b, 84) {
+            1 => State::Open,
+            2 => State::Sealed,
+            s => return Err(bad(format!("unknown state {s}"))),
+        };
+        let clean = match le_u32(b, 88) {
+            0 => false,
+            1 => true,
+            c => return Err(bad(format!("clean mark: expected 0 or 1, got {c}"))),
+        };
+        let occupied = le_u64(b, 96);
+        let total_cells = nblocks.saturating_mul(u64::from(cells));
+        if occupied > total_cells {
+            return Err(bad(format!(
+                "occupied cells {occupied} exceed the {total_cells} cells"
+            )));
+        }
+        Ok(Header {
+            kind,
+            k,
+            nblocks,
+            seed_fp: le_u64(b, 48),
+            id: Identity {
+                span,
+                window: le_u64(b, 72) as i64,
+                index: le_u32(b, 80),
+            },
+            state,
+            clean,
+            occupied,
+            capacity: le_u64(b, 104),
+            target_fpr: f64::from_bits(le_u64(b, 112)),
+            body_crc: le_u32(b, 120),
+        })
+    }
+}
+
+enum Map {
+    Writable(MmapMut),
+    ReadOnly(Mmap),
+}
+
+impl Map {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Map::Writable(m) => m,
+            Map::ReadOnly(m) => m,
+        }
+    }
+}
+
+/// One mapped sub-filter file.
+pub(crate) struct SubFilter {
+    path: PathBuf,
+    file: File,
+    map: Map,
+    header: Header,
+    occupied: AtomicU64,
+    /// Occupied cells at which the chain grows: the fill the sizing model
+    /// expects at the planned capacity.
+    grow_at: u64,
+}
+
+impl SubFilter {
+    /// Creates, allocates and maps a new open sub-filter. The caller makes the
+    /// directory entry durable (one directory fsync for several files).
+    pub(crate) fn create(
+        path: &Path,
+        kind: Kind,
+        id: Identity,
+        seed_fp: u64,
+        capacity: u64,
+        target_fpr: f64,
+    ) -> Result<SubFilter> {
+        let plan = sizing::plan(kind, capacity, target_fpr);
+        let header = Header {
+            kind,
+            k: plan.k,
+            nblocks: plan.nblocks,
+            seed_fp,
+            id,
+            state: State::Open,
+            clean: false,
+            occupied: 0,
+            capacity,
+            target_fpr,
+            body_crc: 0,
+        };
+        let len = BODY_OFFSET
+            .checked_add(header.body_len())
+            .ok_or_else(|| Error::config("segment too large"))?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| Error::io("create segment", path, e))?;
+        crate::file::allocate(&file, path, len)?;
+        file.write_all_at(&header.encode(), 0)
+            .map_err(|e| Error::io("write segment header", path, e))?;
+        file.sync_all()
+            .map_err(|e| Error::io("fsync segment", path, e))?;
+        let map = map_writable(&file, path, len)?;
+        Ok(SubFilter::assemble(
+            path,
+            file,
+            Map::Writable(map),
+            header,
+            0,
+        ))
+    }
+
+    /// Opens an existing sub-filter file, checking its header against what
+    /// the manifest says it is. A sealed file is mapped read-only; an open
+    /// one writable. An open file that was not closed cleanly has its
+    /// occupied count recomputed from the body.
+    pub(crate) fn open(
+        path: &Path,
+        expect: Identity,
+        seed_fp: u64,
+        verify: bool,
+    ) -> Result<SubFilter> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::io("open segment", path, e))?;
+        let mut hb = [0u8; HEADER_LEN];
+        let file_len = file
+            .metadata()
+            .map_err(|e| Error::io("stat segment", path, e))?
+            .len();
+        if file_len < BODY_OFFSET {
+            return Err(Error::corrupt(
+                path,
+                format!("file is {file_len} bytes, shorter than its header page"),
+            ));
+        }
+        file.read_exact(&mut hb)
+            .map_err(|e| Error::io("read segment header", path, e))?;
+        let header = Header::decode(&hb, path)?;
+        if header.id != expect {
+            return Err(Error::corrupt(
+                path,
+                format!(
+                    "header names {:?}, the manifest expects {:?}",
+                    header.id, expect
+                ),
+            ));
+        }
+        if header.seed_fp != seed_fp {
+            return Err(Error::corrupt(
+                path,
+                "segment belongs to another engine (seed fingerprint differs)",
+            ));
+        }
+        let len = BODY_OFFSET + header.body_len();
+        if file_len != len {
+            return Err(Error::corrupt(
+                path,
+                format!("file length: expected {len}, got {file_len}"),
+            ));
+        }
+        let map = match header.state {
+            State::Sealed => Map::ReadOnly(map_read_only(&file, path, len)?),
+            State::Open => Map::Writable(map_writable(&file, path, len)?),
+        };
+        let occupied = header.occupied;
+        let mut sub = SubFilter::assemble(path, file, map, header, occupied);
+        if header.state == State::Open && !header.clean {
+            let n = filter::count_occupied(header.kind, sub.blocks());
+            sub.occupied.store(n, Ordering::Relaxed);
+        }
+        if verify {
+            sub.verify()?;
+        }
+        if header.state == State::Open {
+            // Mark dirty before taking writes: a crash from here on recounts.
+            sub.header.clean = false;
+            sub.write_header()?;
+        }
+        Ok(sub)
+    }
+
+    fn assemble(path: &Path, file: File, map: Map, header: Header, occupied: u64) -> SubFilter {
+        let grow_at = sizing::expected_occupied(
+            header.kind,
+            sizing::Plan {
+                nblocks: header.nblocks,
+                k: header.k,
+            },
+            header.capacity as f64,
+        ) as u64;
+        SubFilter {
+            path: path.to_path_buf(),
+            file,
+            map,
+            header,
+            occupied: AtomicU64::new(occupied),
+            grow_at,
+        }
+    }
+
+    /// The body as blocks of atomic words.
+    #[inline]
+    pub(crate) fn blocks(&self) -> &[Block] {
+        // Raw pointers straight from the mapping (not through a `&[u8]`), so
+        // writes through the atomics below do not alias a shared byte slice.
+        let (base, len) = match &self.map {
+            Map::Writable(m) => (m.as_ptr(), m.len()),
+            Map::ReadOnly(m) => (m.as_ptr(), m.len()),
+        };
+        let n = (len.saturating_sub(BODY_OFFSET as usize)) / BLOCK_BYTES as usize;
+        // SAFETY: the mapping is `BODY_OFFSET + n * 64` bytes long (`create`
+        // allocates it, `open` checks the file length against the header
+        // before mapping), starts on a page boundary, and the body starts
+        // 4096 bytes in, so the body pointer is in bounds and 64-byte
+        // aligned. `[AtomicU64; 8]` has the size and alignment of
+        // `[u64; 8]` and every bit pattern is valid. The slice borrows
+        // `self`, which owns the mapping, so it cannot outlive it. All
+        // accesses are atomic; the directory lock keeps other timebloom
+        // processes from writing the file, and this process writes only
+        // through `insert`/`remove`, which refuse read-only mappings.
+        unsafe { std::slice::from_raw_parts(base.add(BODY_OFFSET as usize).cast::<Block>(), n) }
+    }
+
+    /// The probe of a key in this sub-filter.
+    #[inline]
+    pub(crate) fn probe(&self, h: crate::hash::KeyHash) -> Probe {
+        filter::probe(self.header.kind, h, self.header.nblocks, self.header.k)
+    }
+
+    /// The block a probe reads.
+    #[inline]
+    pub(crate) fn block(&self, p: &Probe) -> Option<&Block> {
+        self.blocks().get(p.block as usize)
+    }
+
+    #[inline]
+    pub(crate) fn contains(&self, p: &Probe) -> bool {
+        self.block(p)
+            .is_some_and(|b| filter::contains(self.header.kind, b, &p.masks))
+    }
+
+    /// Records a key. Returns false (and writes nothing) on a sealed
+    /// sub-filter, which the engine never asks for.
+    #[inline]
+    pub(crate) fn insert(&self, p: &Probe) -> bool {
+        if !matches!(self.map, Map::Writable(_)) {
+            return false;
+        }
+        if let Some(b) = self.block(p) {
+            let n = filter::insert(self.header.kind, b, &p.masks);
+            if n > 0 {
+                self.occupied.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+        true
+    }
+
+    /// Decrements a key's counters (counting kind). Same contract as `insert`.
+    pub(crate) fn remove(&self, p: &Probe) -> bool {
+        if !matches!(self.map, Map::Writable(_)) || self.header.kind != Kind::Counting {
+            return false;
+        }
+        if let Some(b) = self.block(p) {
+            let n = filter::remove(b, &p.masks);
+            if n > 0 {
+                self.occupied.fetch_sub(n, Ordering::Relaxed);
+            }
+        }
+        true
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.occupied.load(Ordering::Relaxed) >= self.grow_at
+    }
+
+    pub(crate) fn header(&self) -> &Header {
+        &self.header
+    }
+
+    pub(crate) fn occupied(&self) -> u64 {
+        self.occupied.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn state(&self) -> State {
+        self.header.state
+    }
+
+    pub(crate) fn len_bytes(&self) -> u64 {
+        BODY_OFFSET + self.header.body_len()
+    }
+
+    /// Counting kind: counters stuck at 15.
+    pub(crate) fn saturated(&self) -> u64 {
+        match self.header.kind {
+            Kind::Counting => filter::count_saturated(self.blocks()),
+            Kind::Bloom => 0,
+        }
+    }
+
+    fn write_header(&mut self) -> Result<()> {
+        self.header.occupied = self.occupied.load(Ordering::Relaxed);
+        self.file
+            .write_all_at(&self.header.encode(), 0)
+            .map_err(|e| Error::io("write segment header", &self.path, e))?;
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io("fsync segment", &self.path, e))
+    }
+
+    /// Makes every write so far durable (msync of the body, then the header).
+    pub(crate) fn flush(&mut self) -> Result<()> {
+        if let Map::Writable(m) = &self.map {
+            m.flush()
+                .map_err(|e| Error::io("msync segment", &self.path, e))?;
+            self.write_header()?;
+        }
+        Ok(())
+    }
+
+    /// Flushes and marks the header clean (exact occupied count): the last
+    /// step of a clean close.
+    pub(crate) fn close(&mut self) -> Result<()> {
+        if let Map::Writable(m) = &self.map {
+            m.flush()
+                .map_err(|e| Error::io("msync segment", &self.path, e))?;
+            self.header.clean = true;
+            self.write_header()?;
+        }
+        Ok(())
+    }
+
+    /// Seals: msync the body, checksum it, write the sealed header, fsync,
+    /// then remap read-only.
+    pub(crate) fn seal(&mut self) -> Result<()> {
+        let Map::Writable(m) = &self.map else {
+            return Ok(());
+        };
+        m.flush()
+            .map_err(|e| Error::io("msync segment", &self.path, e))?;
+        self.header.body_crc = crc32fast::hash(&m[BODY_OFFSET as usize..]);
+        self.header.state = State::Sealed;
+        self.header.clean = true;
+        self.write_header()?;
+        let len = self.len_bytes();
+        self.map = Map::ReadOnly(map_read_only(&self.file, &self.path, len)?);
+        Ok(())
+    }
+
+    /// Reopens a sealed sub-filter for writes (a backfill into a past window).
+    pub(crate) fn unseal(&mut self) -> Result<()> {
+        if let Map::Writable(_) = self.map {
+            return Ok(());
+        }
+        self.header.state = State::Open;
+        self.header.clean = false;
+        self.write_header()?;
+        let len = self.len_bytes();
+        self.map = Map::Writable(map_writable(&self.file, &self.path, len)?);
+        Ok(())
+    }
+
+    /// Checks a sealed body against its checksum and the occupied count
+    /// against the body.
+    pub(crate) fn verify(&self) -> Result<()> {
+        if self.header.state == State::Sealed {
+            let crc = crc32fast::hash(&self.map.bytes()[BODY_OFFSET as usize..]);
+            if crc != self.header.body_crc {
+                return Err(Error::corrupt(
+                    &self.path,
+                    format!(
+                        "body checksum mismatch: expected {:#010x}, got {crc:#010x}",
+                        self.header.body_crc
+                    ),
+                ));
+            }
+            let n = filter::count_occupied(self.header.kind, self.blocks());
+            if n != self.header.occupied {
+                return Err(Error::corrupt(
+                    &self.path,
+                    format!(
+                        "occupied cells: header says {}, body has {n}",
+                        self.header.occupied
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn map_writable(file: &File, path: &Path, len: u64) -> Result<MmapMut> {
+    let len = usize::try_from(len)
+        .map_err(|_| Error::corrupt(path, "segment larger than the address space"))?;
+    // SAFETY: the file is `len` bytes long (allocated by `create` or checked
+    // by `open`) and the engine never shrinks it while mapped. The directory
+    // lock keeps other timebloom processes out; see `blocks` for how the
+    // mapped bytes are accessed.
+    unsafe { MmapOptions::new().len(len).map_mut(file) }
+        .map_err(|e| Error::io("mmap segment", path, e))
+}
+
+fn map_read_only(file: &File, path: &Path, len: u64) -> Result<Mmap> {
+    let len = usize::try_from(len)
+        .map_err(|_| Error::corrupt(path, "segment larger than the address space"))?;
+    // SAFETY: as for `map_writable`; this mapping is only read.
+    unsafe { MmapOptions::new().len(len).map(file) }.map_err(|e| Error::io("mmap segment", path, e))
+}
