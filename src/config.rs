@@ -17,14 +17,15 @@ pub const MAX_RETENTION: u32 = 10_000;
 
 /// One tier: a window length, how many past windows to keep, and the cell kind.
 ///
-/// A tier with retention `R` keeps the open window plus the `R` windows
-/// before it, so every key inserted within the last `R` window lengths is
-/// present.
+/// A tier with retention `R` keeps `R` windows: the open one and the `R - 1`
+/// before it. `daily(7)` answers for today and the six days before; a key
+/// inserted at any moment of day 0 is gone on day 7. `daily(1)` is a single
+/// window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tier {
     /// The window length.
     pub span: Span,
-    /// Past windows kept besides the open one.
+    /// Windows kept, the open one included (at least 1).
     pub retention: u32,
     /// Bloom (insert, lookup) or counting (also remove).
     pub kind: Kind,
@@ -77,6 +78,11 @@ impl Tier {
             Span::Month => "m".into(),
             Span::Custom(s) => format!("c{s}"),
         }
+    }
+
+    /// The oldest window still live when window `cur` is open.
+    pub(crate) fn oldest_live(&self, cur: i64) -> i64 {
+        cur.saturating_sub(i64::from(self.retention.max(1)) - 1)
     }
 
     /// Keys planned for one window of this tier.
@@ -270,9 +276,9 @@ impl Config {
     }
 
     /// The rate one segment of `tier` may contribute: a query reads at most
-    /// the tier's `retention + 1` segments, so each gets an equal share.
+    /// the tier's `retention` segments, so each gets an equal share.
     pub(crate) fn segment_fpr(&self, tier: &Tier) -> f64 {
-        self.fpr / (f64::from(tier.retention) + 1.0)
+        self.fpr / f64::from(tier.retention.max(1))
     }
 
     /// Planned keys and target rate of sub-filter `index` of a segment of `tier`.

@@ -477,7 +477,7 @@ impl Engine {
         let mut expired = Vec::new();
         for t in &mut st.tiers {
             let cur = self.window_index(t.tier.span, now)?;
-            let keep_from = cur.saturating_sub(i64::from(t.tier.retention));
+            let keep_from = t.tier.oldest_live(cur);
             let n = t.segments.partition_point(|s| s.window < keep_from);
             expired.extend(t.segments.drain(..n));
             let newest = t.segments.len().saturating_sub(1);
@@ -523,7 +523,7 @@ impl Engine {
             if let Some(end) = window::end(t.tier.span, cur, off) {
                 next = next.min(end);
             }
-            let from = cur.saturating_sub(i64::from(t.tier.retention));
+            let from = t.tier.oldest_live(cur);
             let start = window::start(t.tier.span, from, off).unwrap_or(i64::MIN);
             if start < oldest {
                 oldest = start;
@@ -675,30 +675,32 @@ impl Engine {
     pub fn insert_batch<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<bool>> {
         self.tick()?;
         let mut out = Vec::with_capacity(keys.len());
-        let mut grow = false;
-        {
-            let st = self.state.read();
-            self.check_usable(&st)?;
-            for group in keys.chunks(BATCH) {
-                let mut hs = [KeyHash { lo: 0, hi: 0 }; BATCH];
-                for (h, k) in hs.iter_mut().zip(group) {
-                    *h = self.hash(k.as_ref());
-                }
-                let hs = &hs[..group.len()];
-                for &h in hs {
-                    for seg in &st.tiers[st.full_tier].segments {
-                        seg.prefetch(h);
+        let mut groups = keys.chunks(BATCH).peekable();
+        while groups.peek().is_some() {
+            let mut grow = false;
+            {
+                let st = self.state.read();
+                self.check_usable(&st)?;
+                // Groups until a chain must grow: growth needs the exclusive
+                // lock, and a full sub-filter must not keep taking keys.
+                while let (false, Some(group)) = (grow, groups.next()) {
+                    let mut hs = [KeyHash { lo: 0, hi: 0 }; BATCH];
+                    for (h, k) in hs.iter_mut().zip(group) {
+                        *h = self.hash(k.as_ref());
+                        for seg in &st.tiers[st.full_tier].segments {
+                            seg.prefetch(*h);
+                        }
+                    }
+                    for &h in &hs[..group.len()] {
+                        let (new, g) = self.insert_locked(&st, h)?;
+                        out.push(new);
+                        grow |= g;
                     }
                 }
-                for &h in hs {
-                    let (new, g) = self.insert_locked(&st, h)?;
-                    out.push(new);
-                    grow |= g;
-                }
             }
-        }
-        if grow {
-            self.grow()?;
+            if grow {
+                self.grow()?;
+            }
         }
         Ok(out)
     }
@@ -738,8 +740,8 @@ impl Engine {
 
     /// Whether `key` was inserted within `horizon` of now.
     ///
-    /// The engine reads the tier that covers the horizon with the fewest
-    /// segments. The answer is guaranteed `true` for every key inserted
+    /// The engine reads the tier with the shortest windows that still covers
+    /// the horizon, and in it only the windows the horizon touches. The answer is guaranteed `true` for every key inserted
     /// within `horizon`, and may also be `true` for a key up to one window
     /// of that tier older (windows are whole: see `stats`, `coarseness_secs`).
     /// A horizon longer than every tier keeps is an error.
@@ -758,11 +760,11 @@ impl Engine {
     fn pick_tier(&self, st: &Live, now: i64, horizon: Duration) -> Result<(usize, i64)> {
         let secs = i64::try_from(horizon.as_secs()).unwrap_or(i64::MAX);
         let since = now.saturating_sub(secs);
-        let mut best: Option<(i64, u64, usize, i64)> = None; // (segments, window secs, tier, first)
+        let mut best: Option<(u64, i64, usize, i64)> = None; // (window secs, segments, tier, first)
         let mut max_cover = 0u64;
         for (ti, t) in st.tiers.iter().enumerate() {
             let cur = self.window_index(t.tier.span, now)?;
-            let oldest = cur.saturating_sub(i64::from(t.tier.retention));
+            let oldest = t.tier.oldest_live(cur);
             if let Some(start) = window::start(t.tier.span, oldest, self.config.utc_offset_secs) {
                 max_cover = max_cover.max(now.saturating_sub(start).max(0) as u64);
             }
@@ -773,9 +775,11 @@ impl Engine {
             if first < oldest {
                 continue;
             }
+            // The finest windows first (the least coarse answer), then the
+            // fewest segments. See docs/design.md, "Horizons".
             let cand = (
-                cur - first + 1,
                 window::nominal_secs(t.tier.span),
+                cur - first + 1,
                 ti,
                 first,
             );
@@ -840,7 +844,7 @@ impl Engine {
                     reason: format!("instant {t} lies in a future window of tier {}", ts.tier),
                 });
             }
-            if w >= cur.saturating_sub(i64::from(ts.tier.retention)) {
+            if w >= ts.tier.oldest_live(cur) {
                 out.push((ti, w));
             }
         }
@@ -1014,7 +1018,7 @@ impl Engine {
         let mut bytes = 0;
         for (ti, t) in st.tiers.iter().enumerate() {
             let cur = self.window_index(t.tier.span, now)?;
-            let oldest = cur.saturating_sub(i64::from(t.tier.retention));
+            let oldest = t.tier.oldest_live(cur);
             let covers = window::start(t.tier.span, oldest, off)
                 .map_or(0, |s| now.saturating_sub(s).max(0) as u64);
             let mut segments = Vec::new();
@@ -1120,7 +1124,7 @@ pub struct TierStats {
     pub tier: String,
     /// Bloom or counting.
     pub kind: Kind,
-    /// Past windows kept besides the open one.
+    /// Live windows, the open one included.
     pub retention: u32,
     /// The window length (the longest month for monthly tiers).
     pub window_secs: u64,

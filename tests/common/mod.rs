@@ -1,0 +1,75 @@
+//! Shared by the integration tests: crawl-like URLs and a clock at a fixed date.
+#![allow(dead_code)]
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use timebloom::{Config, Engine, ManualClock, Options, Tier};
+
+/// Monday 2026-01-05T00:00:00Z: the start of ISO week 2026W02.
+pub const T0: u64 = 1_767_571_200;
+pub const DAY: Duration = Duration::from_secs(86_400);
+
+pub fn at(secs: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(secs)
+}
+
+pub fn day(n: u64) -> SystemTime {
+    at(T0 + n * 86_400 + 12 * 3600)
+}
+
+/// A deterministic crawl-like URL, 60 to 120 bytes, from many hosts. `set`
+/// separates disjoint key sets (inserted versus probed).
+pub fn url(set: u64, i: u64) -> Vec<u8> {
+    let mut x = splitmix(set.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ i);
+    let mut next = || {
+        x = splitmix(x);
+        x
+    };
+    let tlds = ["com", "org", "net", "io", "de", "co.uk", "fr", "jp"];
+    let words = [
+        "news", "shop", "blog", "wiki", "docs", "forum", "media", "store", "video", "travel",
+        "sports", "cloud", "music", "games", "photos", "health",
+    ];
+    let host = format!(
+        "{}{}.{}",
+        words[(next() % 16) as usize],
+        next() % 50_000,
+        tlds[(next() % 8) as usize]
+    );
+    let mut u = format!("https://www.{host}/{set}/");
+    while u.len() < 60 + (next() % 40) as usize {
+        u.push_str(words[(next() % 16) as usize]);
+        u.push('/');
+    }
+    u.push_str(&format!(
+        "item-{i}?ref={:x}&page={}",
+        next() % 0xffff,
+        next() % 100
+    ));
+    u.truncate(120);
+    u.into_bytes()
+}
+
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+pub fn config(tiers: &[Tier], items_per_day: u64, fpr: f64) -> Config {
+    Config {
+        tiers: tiers.to_vec(),
+        expected_items_per_day: items_per_day,
+        fpr,
+        ..Config::default()
+    }
+}
+
+pub fn create(dir: &std::path::Path, cfg: Config, clock: &ManualClock) -> Engine {
+    Engine::create_with(dir, cfg, Options::default().clock(clock.clone())).expect("create")
+}
+
+pub fn open(dir: &std::path::Path, clock: &ManualClock) -> Engine {
+    Engine::open_with(dir, Options::default().clock(clock.clone())).expect("open")
+}

@@ -1,0 +1,182 @@
+//! Guards the time-window contract: retention, expiry, horizons, backfill,
+//! and that a clean reopen keeps every key.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use timebloom::{Error, ManualClock, Tier};
+
+#[test]
+fn reopen_after_clean_close_keeps_every_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let e = create(
+        dir.path(),
+        config(&[Tier::daily(7), Tier::weekly(4)], 10_000, 0.01),
+        &clock,
+    );
+    for i in 0..20_000 {
+        e.insert(&url(1, i)).unwrap();
+    }
+    e.close().unwrap();
+    let e = open(dir.path(), &clock);
+    for i in 0..20_000 {
+        assert!(
+            e.contains(&url(1, i)).unwrap(),
+            "key {i} lost across reopen"
+        );
+        assert!(
+            !e.insert(&url(1, i)).unwrap(),
+            "key {i} reported new after reopen"
+        );
+    }
+    // The chain grew past the planned 10,000 a day, and the growth persisted.
+    let stats = e.stats().unwrap();
+    assert!(stats.tiers[0].segments.last().unwrap().subfilters >= 2);
+}
+
+#[test]
+fn daily_tier_expires_after_its_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let e = create(dir.path(), config(&[Tier::daily(7)], 1000, 0.001), &clock);
+    assert!(e.insert(b"https://example.com/a").unwrap());
+    assert!(!e.insert(b"https://example.com/a").unwrap());
+    clock.set(day(6));
+    assert!(
+        e.contains(b"https://example.com/a").unwrap(),
+        "seen on day 6"
+    );
+    clock.set(day(8));
+    assert!(
+        !e.contains(b"https://example.com/a").unwrap(),
+        "new again on day 8"
+    );
+    assert!(e.insert(b"https://example.com/a").unwrap());
+    assert_eq!(
+        e.stats().unwrap().tiers[0].segments.len(),
+        2,
+        "day 0 expired, day 8 is open"
+    );
+    // Files of expired windows are gone.
+    let files = std::fs::read_dir(dir.path().join("seg")).unwrap().count();
+    assert_eq!(files, 2);
+}
+
+#[test]
+fn a_longer_tier_answers_a_longer_horizon() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let e = create(
+        dir.path(),
+        config(&[Tier::daily(7), Tier::weekly(4)], 1000, 0.001),
+        &clock,
+    );
+    e.insert(b"k").unwrap();
+    clock.set(day(8));
+    assert!(e
+        .contains_within(b"k", Duration::from_secs(20 * 86_400))
+        .unwrap());
+    assert!(e.contains(b"k").unwrap());
+    assert!(!e
+        .contains_within(b"k", Duration::from_secs(3 * 86_400))
+        .unwrap());
+    // Longer than 4 weeks can hold: an error, not a guess.
+    let err = e
+        .contains_within(b"k", Duration::from_secs(60 * 86_400))
+        .unwrap_err();
+    assert!(matches!(err, Error::HorizonTooLong { .. }), "{err}");
+    clock.set(day(7 * 4 + 1));
+    assert!(!e.contains(b"k").unwrap(), "past every tier's retention");
+}
+
+#[test]
+fn horizon_is_guaranteed_and_at_most_one_window_coarse() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let e = create(dir.path(), config(&[Tier::daily(7)], 1000, 0.001), &clock);
+    // Inserted at 12:00 on days 0..=5.
+    for d in 0..6 {
+        clock.set(day(d));
+        e.insert(format!("day-{d}").as_bytes()).unwrap();
+    }
+    clock.set(day(5));
+    // A 1-day horizon reads today's and yesterday's windows.
+    assert!(e.contains_within(b"day-5", DAY).unwrap());
+    assert!(e.contains_within(b"day-4", DAY).unwrap());
+    assert!(!e.contains_within(b"day-3", DAY).unwrap());
+    assert!(e.contains_within(b"day-3", 2 * DAY).unwrap());
+}
+
+#[test]
+fn backfill_writes_past_windows_and_refuses_expired_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(10));
+    let e = create(
+        dir.path(),
+        config(&[Tier::daily(7), Tier::weekly(4)], 1000, 0.001),
+        &clock,
+    );
+    assert!(e.insert_at(b"old", day(8)).unwrap());
+    assert!(e.contains_within(b"old", 3 * DAY).unwrap());
+    assert!(!e.contains_within(b"old", DAY).unwrap());
+    assert!(!e.insert_at(b"old", day(9)).unwrap());
+    assert!(e.contains_within(b"old", DAY).unwrap());
+    // Too old for the daily tier, still inside the weekly one.
+    assert!(e.insert_at(b"older", day(1)).unwrap());
+    assert!(e.contains(b"older").unwrap());
+    // Older than every tier keeps, and the future: errors.
+    assert!(matches!(
+        e.insert_at(b"x", day(0) - 60 * DAY),
+        Err(Error::WindowUnavailable { .. })
+    ));
+    assert!(matches!(
+        e.insert_at(b"x", day(12)),
+        Err(Error::WindowUnavailable { .. })
+    ));
+    e.flush().unwrap();
+    e.verify().unwrap();
+    drop(e);
+    let e = open(dir.path(), &clock);
+    assert!(e.contains(b"old").unwrap() && e.contains(b"older").unwrap());
+    e.verify().unwrap();
+}
+
+#[test]
+fn rotation_seals_and_reopen_rotates_missed_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let e = create(dir.path(), config(&[Tier::daily(3)], 1000, 0.001), &clock);
+    e.insert(b"a").unwrap();
+    clock.set(day(1));
+    e.insert(b"b").unwrap();
+    let s = e.stats().unwrap();
+    let states: Vec<&str> = s.tiers[0].segments.iter().map(|s| s.state).collect();
+    assert_eq!(states, ["sealed", "open"]);
+    e.verify().unwrap();
+    drop(e);
+    // The engine is closed for two days; reopening rotates and expires.
+    clock.set(day(3));
+    let e = open(dir.path(), &clock);
+    assert!(!e.contains(b"a").unwrap());
+    assert!(e.contains(b"b").unwrap());
+    let s = e.stats().unwrap();
+    assert_eq!(s.tiers[0].segments.len(), 2, "day 1 sealed, day 3 open");
+}
+
+#[test]
+fn a_utc_offset_moves_the_day_boundary() {
+    let dir = tempfile::tempdir().unwrap();
+    // 22:00 UTC on day 0 is already day 1 at UTC+03:00.
+    let clock = ManualClock::new(at(T0 + 22 * 3600));
+    let mut cfg = config(&[Tier::daily(1)], 1000, 0.001);
+    cfg.utc_offset_secs = 3 * 3600;
+    let e = create(dir.path(), cfg, &clock);
+    e.insert(b"k").unwrap();
+    clock.set(at(T0 + 86_400 + 20 * 3600)); // 23:00 local on day 1: same window
+    assert!(e.contains(b"k").unwrap());
+    clock.set(at(T0 + 86_400 + 21 * 3600)); // 00:00 local on day 2
+    assert!(!e.contains(b"k").unwrap());
+}
