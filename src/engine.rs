@@ -683,7 +683,8 @@ impl Engine {
                 self.check_usable(&st)?;
                 // Groups until a chain must grow: growth needs the exclusive
                 // lock, and a full sub-filter must not keep taking keys.
-                while let (false, Some(group)) = (grow, groups.next()) {
+                while !grow {
+                    let Some(group) = groups.next() else { break };
                     let mut hs = [KeyHash { lo: 0, hi: 0 }; BATCH];
                     for (h, k) in hs.iter_mut().zip(group) {
                         *h = self.hash(k.as_ref());

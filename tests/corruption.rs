@@ -1,0 +1,274 @@
+//! Guards promise 2 and 3 of RELIABILITY: a damaged segment or manifest, a
+//! bad config and a locked directory give typed errors naming the file,
+//! never a panic and never silent use.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use timebloom::{Config, Engine, Error, ManualClock, Options, Tier};
+
+/// A small engine with one sealed and one open daily segment.
+fn small_engine(dir: &Path) -> ManualClock {
+    let clock = ManualClock::new(day(0));
+    let e = create(dir, config(&[Tier::daily(3)], 50, 0.01), &clock);
+    for i in 0..50 {
+        e.insert(&url(1, i)).unwrap();
+    }
+    clock.set(day(1));
+    e.insert(b"today").unwrap();
+    e.close().unwrap();
+    clock
+}
+
+fn segment_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(dir.join("seg"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    v.sort();
+    v
+}
+
+fn open_result(dir: &Path, clock: &ManualClock, verify: bool) -> Result<Engine, Error> {
+    Engine::open_with(
+        dir,
+        Options::default()
+            .clock(clock.clone())
+            .verify_on_open(verify),
+    )
+}
+
+fn assert_names(err: &Error, file: &Path) {
+    let msg = err.to_string();
+    let name = file.file_name().unwrap().to_str().unwrap();
+    assert!(msg.contains(name), "error does not name {name}: {msg}");
+}
+
+#[test]
+fn every_truncation_of_a_segment_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = small_engine(dir.path());
+    for file in segment_files(dir.path()) {
+        let bytes = fs::read(&file).unwrap();
+        let lens: Vec<usize> = (0..300).chain((300..bytes.len()).step_by(61)).collect();
+        for len in lens {
+            fs::write(&file, &bytes[..len]).unwrap();
+            let err = open_result(dir.path(), &clock, false).expect_err("truncated segment opened");
+            assert!(matches!(err, Error::Corrupt { .. }), "len {len}: {err}");
+            assert_names(&err, &file);
+        }
+        // Appended junk is a wrong length too.
+        let mut longer = bytes.clone();
+        longer.extend_from_slice(&[0xAB; 100]);
+        fs::write(&file, &longer).unwrap();
+        assert!(matches!(
+            open_result(dir.path(), &clock, false),
+            Err(Error::Corrupt { .. })
+        ));
+        fs::write(&file, &bytes).unwrap();
+    }
+    open_result(dir.path(), &clock, true).expect("restored files open");
+}
+
+#[test]
+fn every_header_bit_flip_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = small_engine(dir.path());
+    let file = segment_files(dir.path()).remove(0);
+    let bytes = fs::read(&file).unwrap();
+    for i in 0..128 {
+        for bit in 0..8 {
+            let mut b = bytes.clone();
+            b[i] ^= 1 << bit;
+            fs::write(&file, &b).unwrap();
+            match open_result(dir.path(), &clock, false) {
+                Err(Error::Corrupt { .. }) | Err(Error::UnsupportedVersion { .. }) => {}
+                Err(e) => panic!("byte {i} bit {bit}: unexpected error {e}"),
+                Ok(_) => panic!("byte {i} bit {bit}: flipped header accepted"),
+            }
+        }
+    }
+    fs::write(&file, &bytes).unwrap();
+}
+
+#[test]
+fn a_sealed_body_flip_is_caught_by_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = small_engine(dir.path());
+    let sealed = segment_files(dir.path()).remove(0); // day 0: sealed
+    let mut b = fs::read(&sealed).unwrap();
+    let at = 4096 + (b.len() - 4096) / 2;
+    b[at] ^= 0x10;
+    fs::write(&sealed, &b).unwrap();
+    // Open is cheap and does not read sealed bodies; verify does.
+    let e = open_result(dir.path(), &clock, false).unwrap();
+    let err = e.verify().unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    assert_names(&err, &sealed);
+    drop(e);
+    let err = open_result(dir.path(), &clock, true).unwrap_err();
+    assert_names(&err, &sealed);
+}
+
+#[test]
+fn zeroed_or_foreign_segments_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = small_engine(dir.path());
+    let other = tempfile::tempdir().unwrap();
+    small_engine(other.path());
+    let file = segment_files(dir.path()).remove(0);
+    let original = fs::read(&file).unwrap();
+    // Another engine's file under the same name: another seed.
+    fs::copy(segment_files(other.path()).remove(0), &file).unwrap();
+    let err = open_result(dir.path(), &clock, false).unwrap_err();
+    assert!(err.to_string().contains("another engine"), "{err}");
+    // A zeroed header page.
+    let mut z = original.clone();
+    z[..4096].fill(0);
+    fs::write(&file, &z).unwrap();
+    assert!(matches!(
+        open_result(dir.path(), &clock, false),
+        Err(Error::Corrupt { .. })
+    ));
+    // A missing file the manifest names.
+    fs::remove_file(&file).unwrap();
+    let err = open_result(dir.path(), &clock, false).unwrap_err();
+    assert!(matches!(err, Error::Io { .. }), "{err}");
+    assert_names(&err, &file);
+}
+
+#[test]
+fn a_damaged_manifest_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = small_engine(dir.path());
+    let path = dir.path().join("MANIFEST");
+    let bytes = fs::read(&path).unwrap();
+    for len in [0, 7, 19, 20, bytes.len() / 2, bytes.len() - 1] {
+        fs::write(&path, &bytes[..len]).unwrap();
+        let err = open_result(dir.path(), &clock, false).unwrap_err();
+        assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+        assert_names(&err, &path);
+    }
+    let mut v = bytes.clone();
+    v[8] = 99; // version
+    fs::write(&path, &v).unwrap();
+    assert!(matches!(
+        open_result(dir.path(), &clock, false),
+        Err(Error::UnsupportedVersion { got: 99, .. })
+    ));
+    // A body that names a file outside the directory, with a valid checksum.
+    let body = String::from_utf8(bytes[20..].to_vec()).unwrap();
+    let evil = body.replacen("\"d-", "\"../../d-", 1);
+    let mut m = bytes[..20].to_vec();
+    m[12..16].copy_from_slice(&(evil.len() as u32).to_le_bytes());
+    m[16..20].copy_from_slice(&crc32(evil.as_bytes()).to_le_bytes());
+    m.extend_from_slice(evil.as_bytes());
+    fs::write(&path, &m).unwrap();
+    let err = open_result(dir.path(), &clock, false).unwrap_err();
+    assert!(err.to_string().contains("escapes"), "{err}");
+    fs::write(&path, &bytes).unwrap();
+    open_result(dir.path(), &clock, true).unwrap();
+}
+
+/// CRC-32 (IEEE), bit by bit: the test's own, independent of the engine's.
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+#[test]
+fn leftover_files_are_removed_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = small_engine(dir.path());
+    let stray = dir.path().join("seg").join("d-20260110-0.seg");
+    fs::write(&stray, b"half-created by a crash").unwrap();
+    fs::write(dir.path().join("MANIFEST.tmp"), b"partial").unwrap();
+    let e = open_result(dir.path(), &clock, false).unwrap();
+    assert!(!stray.exists() && !dir.path().join("MANIFEST.tmp").exists());
+    assert!(e.contains(b"today").unwrap());
+}
+
+#[test]
+fn a_locked_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = small_engine(dir.path());
+    let first = open_result(dir.path(), &clock, false).unwrap();
+    let err = open_result(dir.path(), &clock, false).unwrap_err();
+    assert!(matches!(err, Error::Locked { .. }), "{err}");
+    assert!(matches!(
+        Engine::create_with(dir.path(), Config::default(), Options::default()),
+        Err(Error::AlreadyExists { .. })
+    ));
+    drop(first);
+    open_result(dir.path(), &clock, false).unwrap();
+}
+
+#[test]
+fn bad_config_writes_nothing() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("engine");
+    let bad = [
+        Config {
+            fpr: 0.0,
+            ..Config::default()
+        },
+        Config {
+            fpr: 1.0,
+            ..Config::default()
+        },
+        Config {
+            expected_items_per_day: 0,
+            ..Config::default()
+        },
+        Config {
+            tiers: vec![],
+            ..Config::default()
+        },
+        Config {
+            tiers: vec![Tier::daily(0)],
+            ..Config::default()
+        },
+        Config {
+            tiers: vec![Tier::daily(3), Tier::daily(5)],
+            ..Config::default()
+        },
+    ];
+    for cfg in bad {
+        let err = Engine::create(&dir, cfg).unwrap_err();
+        assert!(matches!(err, Error::InvalidConfig { .. }), "{err}");
+        assert!(!dir.exists(), "an invalid config created {dir:?}");
+    }
+    assert!(matches!(Engine::open(&dir), Err(Error::NotFound { .. })));
+}
+
+#[test]
+fn tiny_and_huge_keys_and_extreme_plans_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let e = create(dir.path(), config(&[Tier::daily(1)], 1, 0.999), &clock);
+    assert!(e.insert(b"").unwrap());
+    assert!(e.contains(b"").unwrap());
+    let huge = vec![7u8; 10 << 20];
+    e.insert(&huge).unwrap();
+    assert!(e.contains(&huge).unwrap());
+    drop(e);
+    let dir = tempfile::tempdir().unwrap();
+    let e = create(dir.path(), config(&[Tier::daily(1)], 1, 1e-12), &clock);
+    for i in 0..1000 {
+        e.insert(&url(1, i)).unwrap();
+    }
+    assert!((0..1000).all(|i| e.contains(&url(1, i)).unwrap()));
+}
