@@ -7,11 +7,13 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::filter::Kind;
+use crate::filter::{sizing, Kind};
 use crate::window::{self, Span};
 
 /// The most tiers one engine may have.
 pub const MAX_TIERS: usize = 16;
+/// The largest first sub-filter of one window: 1 TiB.
+pub const MAX_SEGMENT_BYTES: u64 = 1 << 40;
 /// The longest retention of one tier, in windows.
 pub const MAX_RETENTION: u32 = 10_000;
 
@@ -261,7 +263,7 @@ impl Config {
                 self.fpr
             )));
         }
-        if !(self.utc_offset_secs.unsigned_abs() < 86_400) {
+        if self.utc_offset_secs.unsigned_abs() >= 86_400 {
             return Err(Error::config(
                 "utc_offset_secs must be less than a day in magnitude",
             ));
@@ -271,6 +273,16 @@ impl Config {
         }
         if !(self.tightening > 0.0 && self.tightening < 1.0) {
             return Err(Error::config("tightening must be strictly between 0 and 1"));
+        }
+        for t in &self.tiers {
+            let (capacity, rate) = self.subfilter_plan(t, 0);
+            let bytes = sizing::plan(t.kind, capacity, rate).nblocks.saturating_mul(64);
+            if bytes > MAX_SEGMENT_BYTES {
+                return Err(Error::config(format!(
+                    "tier {t}: one window would need {bytes} bytes (at most {MAX_SEGMENT_BYTES}); \
+                     lower expected_items_per_day or raise fpr"
+                )));
+            }
         }
         Ok(())
     }
@@ -337,7 +349,8 @@ mod tests {
     fn rejects_bad_configs() {
         let ok = Config::default();
         ok.validate().unwrap();
-        let cases: Vec<Box<dyn Fn(&mut Config)>> = vec![
+        type Mutation = Box<dyn Fn(&mut Config)>;
+        let cases: Vec<Mutation> = vec![
             Box::new(|c| c.tiers.clear()),
             Box::new(|c| c.tiers[0].retention = 0),
             Box::new(|c| c.expected_items_per_day = 0),
@@ -350,6 +363,7 @@ mod tests {
             Box::new(|c| c.utc_offset_secs = 86_400),
             Box::new(|c| c.tightening = 1.0),
             Box::new(|c| c.growth_factor = 0.5),
+            Box::new(|c| c.expected_items_per_day = u64::MAX),
         ];
         for (i, mutate) in cases.iter().enumerate() {
             let mut c = ok.clone();

@@ -53,6 +53,8 @@ impl Clock for SystemClock {
 }
 
 /// A clock that moves only when told to (whole seconds); clones share it.
+///
+/// Instants before 1970 read as 1970-01-01 (the engine refuses them anyway).
 #[derive(Clone, Debug)]
 pub struct ManualClock(Arc<AtomicI64>);
 
@@ -210,17 +212,31 @@ impl Engine {
                 path: dir.to_path_buf(),
             });
         }
-        fs::create_dir_all(dir.join(SEG_DIR)).map_err(|e| Error::io("create directory", dir, e))?;
-        let lock = lock_dir(dir)?;
-        if dir.join(MANIFEST).exists() {
-            return Err(Error::AlreadyExists {
-                path: dir.to_path_buf(),
-            });
+        let fresh = !dir.exists();
+        let r = (|| {
+            fs::create_dir_all(dir.join(SEG_DIR))
+                .map_err(|e| Error::io("create directory", dir, e))?;
+            let lock = lock_dir(dir)?;
+            if dir.join(MANIFEST).exists() {
+                return Err(Error::AlreadyExists {
+                    path: dir.to_path_buf(),
+                });
+            }
+            let engine = Engine::assemble(dir, lock, random_seed(), config, options, Vec::new(), 0);
+            engine.remove_unnamed_files(&[])?;
+            engine.maintain_at(now)?;
+            Ok(engine)
+        })();
+        if r.is_err() && fresh {
+            // Leave no half-made engine behind in a directory we made.
+            let _ = fs::remove_dir_all(dir);
         }
-        let engine = Engine::assemble(dir, lock, random_seed(), config, options, Vec::new(), 0);
-        engine.remove_unnamed_files(&[])?;
-        engine.maintain_at(now)?;
-        Ok(engine)
+        r
+    }
+
+    /// Whether [`Engine::remove`] works here: every tier is a counting tier.
+    pub fn supports_remove(&self) -> bool {
+        self.config.tiers.iter().all(|t| t.kind == Kind::Counting)
     }
 
     /// Opens the engine in `dir` with the system clock; its configuration

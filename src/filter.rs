@@ -314,7 +314,7 @@ mod tests {
         let m = masks(Kind::Bloom, 0x1234_5678_9abc_def1, 8);
         assert!(!contains(Kind::Bloom, &b, &m));
         let set = insert(Kind::Bloom, &b, &m);
-        assert!(set >= 1 && set <= 8);
+        assert!((1..=8).contains(&set));
         assert!(contains(Kind::Bloom, &b, &m));
         assert_eq!(insert(Kind::Bloom, &b, &m), 0);
         assert_eq!(count_occupied(Kind::Bloom, std::slice::from_ref(&b)), set);

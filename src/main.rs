@@ -200,7 +200,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let mut chunk = Chunk::default();
             let (mut new, mut total) = (0u64, 0u64);
             while keys.fill(&mut chunk)? {
-                let fresh = engine.insert_batch(chunk.keys())?;
+                let fresh = per_key(&chunk, engine.insert_batch(chunk.keys())?)?;
                 new += fresh.iter().filter(|n| **n).count() as u64;
                 total += fresh.len() as u64;
             }
@@ -212,7 +212,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let mut keys = KeyReader::files(files, "filter-new");
             let mut chunk = Chunk::default();
             while !out.closed && keys.fill(&mut chunk)? {
-                let fresh = engine.insert_batch(chunk.keys())?;
+                let fresh = per_key(&chunk, engine.insert_batch(chunk.keys())?)?;
                 for (key, _) in chunk.keys().iter().zip(fresh).filter(|(_, n)| *n) {
                     out.write(&[key, b"\n"])?;
                 }
@@ -227,7 +227,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let mut any_new = false;
             while !out.closed && keys.fill(&mut chunk)? {
                 let seen = match within {
-                    None => engine.contains_batch(chunk.keys())?,
+                    None => per_key(&chunk, engine.contains_batch(chunk.keys())?)?,
                     Some(h) => (chunk.keys().iter())
                         .map(|k| engine.contains_within(k, h))
                         .collect::<Result<_, _>>()?,
@@ -367,6 +367,19 @@ impl Chunk {
     fn keys(&self) -> &[Vec<u8>] {
         &self.bufs[..self.len]
     }
+}
+
+/// The answers of a batch call, checked to be one per key: a short answer
+/// would pair keys with the wrong answers.
+fn per_key(chunk: &Chunk, answers: Vec<bool>) -> CliResult<Vec<bool>> {
+    if answers.len() == chunk.len {
+        return Ok(answers);
+    }
+    Err(CliError(format!(
+        "internal error: the engine answered {} of a batch of {} keys",
+        answers.len(),
+        chunk.len
+    )))
 }
 
 /// Keys from command-line arguments, or lines from files in turn (`-` is stdin).
@@ -542,7 +555,7 @@ fn stats_table(dir: &Path, s: &Stats) -> String {
         };
         let _ = writeln!(
             t,
-            "\ntier {}  {kind}  retention {} + open window of {}  covers {}{}",
+            "\ntier {}  {kind}  {} windows of {}  covers {}{}",
             tier.tier,
             tier.retention,
             fmt_secs(tier.window_secs),
@@ -769,5 +782,71 @@ fn parse_fpr(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(p) if p > 0.0 && p < 1.0 => Ok(p),
         _ => Err("expected a rate strictly between 0 and 1, like 0.001".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_rfc3339_instants() {
+        let secs =
+            |s: &str| parse_rfc3339(s).map(|t| t.duration_since(UNIX_EPOCH).unwrap().as_secs());
+        assert_eq!(secs("1970-01-01T00:00:00Z"), Ok(0));
+        assert_eq!(secs("2026-11-29T12:00:00Z"), Ok(1_795_953_600));
+        assert_eq!(secs("2026-11-29T14:00:00+02:00"), Ok(1_795_953_600));
+        assert_eq!(secs("2026-11-29t11:30:00.999-00:30"), Ok(1_795_953_600));
+        assert_eq!(secs("2024-02-29 00:00:00z"), Ok(1_709_164_800));
+        assert_eq!(secs("9999-12-31T23:59:59Z"), Ok(MAX_INSTANT as u64));
+        for bad in [
+            "",
+            "2026-11-29",
+            "2026-11-29T12:00:00",
+            "2026-11-29T12:00Z",
+            "2025-02-29T00:00:00Z",
+            "2026-13-01T00:00:00Z",
+            "2026-11-29T12:00:00.Z",
+            "2026-11-29T12:00:00+2:00",
+            "2026-11-29T12:00:00+24:00",
+            "1969-12-31T23:59:59Z",
+            "9999-12-31T23:59:59-00:01",
+            "2026-11-29T12:00:00Zjunk",
+            "２026-11-29T12:00:00Z",
+            "+026-11-29T12:00:00Z",
+        ] {
+            assert!(parse_rfc3339(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(fmt_instant(1_795_953_600), "2026-11-29T12:00:00Z");
+        assert_eq!(fmt_instant(MAX_INSTANT), "9999-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn parses_durations_and_offsets() {
+        let d = |s: &str| parse_duration(s).map(|d| d.as_secs());
+        assert_eq!(d("3d"), Ok(3 * 86_400));
+        assert_eq!(d("90min"), Ok(5400));
+        assert_eq!(d("2w"), Ok(14 * 86_400));
+        assert_eq!(d("1d12h30s"), Ok(86_400 + 12 * 3600 + 30));
+        for bad in [
+            "",
+            "3",
+            "d",
+            "3m",
+            "3y",
+            "-3d",
+            "3 d",
+            "99999999999999999999s",
+            "é",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse_offset("+02:00"), Ok(7200));
+        assert_eq!(parse_offset("-05:30"), Ok(-19_800));
+        assert_eq!(parse_offset("Z"), Ok(0));
+        assert!(parse_offset("+24:00").is_err() && parse_offset("2").is_err());
+        assert_eq!(fmt_offset(-19_800), "-05:30");
+        assert_eq!(fmt_secs(6 * 86_400 + 12 * 3600 + 5), "6d 12h");
+        assert_eq!(fmt_secs(0), "0s");
     }
 }

@@ -94,7 +94,7 @@ fn build_table(cells: u32, k: u32) -> Vec<f64> {
 
 /// False-positive rate of one sub-filter with `lambda` keys per block on average.
 pub(crate) fn fpr(kind: Kind, k: u32, lambda: f64) -> f64 {
-    if !(lambda > 0.0) {
+    if lambda.is_nan() || lambda <= 0.0 {
         return 0.0;
     }
     let f = table(kind.cells_per_block(), k.clamp(1, MAX_K));
