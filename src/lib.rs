@@ -1,5 +1,50 @@
-//! timebloom: embedded, persistent, time-windowed Bloom filters.
+//! timebloom: embedded, persistent, time-windowed Bloom filters for
+//! deduplicating URLs and other keys.
+//!
+//! An [`Engine`] keeps, for every tier of its configuration (by default 7
+//! daily, 4 weekly and 12 monthly windows), one filter per window as
+//! checksummed, memory-mapped files in a directory. Every insert goes into
+//! the open window of each tier; old windows expire by themselves; a window
+//! that receives more keys than planned grows a chain of larger sub-filters
+//! instead of losing accuracy. The configured false-positive rate bounds
+//! every query, however many windows it reads.
+//!
+//! ```
+//! use std::time::Duration;
+//! use timebloom::{Config, Engine, Tier};
+//!
+//! # fn main() -> timebloom::Result<()> {
+//! let dir = tempfile::tempdir().unwrap();
+//! let config = Config {
+//!     tiers: vec![Tier::daily(7), Tier::weekly(4)],
+//!     expected_items_per_day: 100_000,
+//!     fpr: 0.001,
+//!     ..Config::default()
+//! };
+//! let engine = Engine::create(dir.path().join("crawl.tb"), config)?;
+//!
+//! // Check-and-insert: true the first time a URL is seen.
+//! assert!(engine.insert(b"https://example.com/a")?);
+//! assert!(!engine.insert(b"https://example.com/a")?);
+//!
+//! // "Seen in the last 3 days?"
+//! assert!(engine.contains_within(b"https://example.com/a", Duration::from_secs(3 * 86_400))?);
+//! engine.close()?;
+//!
+//! // Reopening finds every key; the configuration comes from the directory.
+//! let engine = Engine::open(dir.path().join("crawl.tb"))?;
+//! assert!(engine.contains(b"https://example.com/a")?);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The layers, bottom up: `hash` (one xxh3-128 per key), `filter` (blocked
+//! Bloom and counting kernels, sizing math), `segment` (one mapped file),
+//! `chain` (a window's scalable list of sub-filters), `window` (calendar
+//! arithmetic), `manifest` (the live set), `engine` (all of it together).
+//! `docs/design.md` explains why, `docs/format.md` draws the bytes.
 #![deny(missing_docs)]
+#![warn(clippy::unwrap_used)]
 
 mod chain;
 mod config;
@@ -19,3 +64,13 @@ pub use engine::{
 pub use error::{Error, Result};
 pub use filter::Kind;
 pub use window::Span;
+
+#[cfg(test)]
+mod tests {
+    /// The engine is shared between threads behind an `Arc`.
+    #[test]
+    fn engine_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<crate::Engine>();
+    }
+}
