@@ -52,33 +52,42 @@ impl Segment {
         self.subs.iter().rev().any(|s| s.contains(&s.probe(h)))
     }
 
-    /// Records the key in the newest sub-filter. False when the segment is
-    /// sealed.
+    /// Records the key. False when the segment is sealed.
     ///
-    /// A Bloom key already present in an older (full) sub-filter is not
-    /// added again: it would only fill the tail with a duplicate. A counting
-    /// key is always counted in the tail: counting segments hold a multiset,
-    /// so that every `remove` of an inserted key takes back exactly one
-    /// earlier increment and never another key's.
+    /// A Bloom key goes to the newest sub-filter, unless an older (full) one
+    /// already holds it: adding it again would only fill the tail.
+    ///
+    /// A counting window is a multiset: every insert is counted, duplicates
+    /// included. It goes to the **oldest** sub-filter that holds the key, or
+    /// to the newest when none does, and `remove` takes from the oldest
+    /// sub-filter that holds the key. The two rules always pick the same
+    /// sub-filter: only the newest sub-filter gains keys, so in an older
+    /// one a key that was absent at insert time stays absent (counters there
+    /// only reach zero, never leave it). Taking from "the newest holder"
+    /// instead would let a false positive in a newer sub-filter take other
+    /// keys' counts.
     #[inline]
     pub(crate) fn insert(&self, h: KeyHash) -> bool {
         let Some((tail, older)) = self.subs.split_last() else {
             return false;
         };
-        if tail.header().kind == Kind::Bloom && older.iter().any(|s| s.contains(&s.probe(h))) {
-            return tail.state() == State::Open;
+        let holder = older.iter().find(|s| s.contains(&s.probe(h)));
+        match (tail.header().kind, holder) {
+            (Kind::Bloom, Some(_)) => tail.state() == State::Open,
+            (Kind::Counting, Some(s)) => s.insert(&s.probe(h)),
+            (_, None) => tail.insert(&tail.probe(h)),
         }
-        tail.insert(&tail.probe(h))
     }
 
-    /// Takes back one occurrence of the key: decrements its counters in the
-    /// newest sub-filter that holds it. Returns whether one did; false also
-    /// for a sealed or Bloom segment.
+    /// Takes back one occurrence of the key (counting kind): decrements its
+    /// counters in the oldest sub-filter that holds it (see `insert`).
+    /// Returns whether one did; false also for a sealed or Bloom segment.
     pub(crate) fn remove(&self, h: KeyHash) -> bool {
-        self.subs.iter().rev().any(|s| {
-            let p = s.probe(h);
-            s.contains(&p) && s.remove(&p)
-        })
+        self.subs
+            .iter()
+            .map(|s| (s, s.probe(h)))
+            .find(|(s, p)| s.contains(p))
+            .is_some_and(|(s, p)| s.remove(&p))
     }
 }
 
