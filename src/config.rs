@@ -276,7 +276,9 @@ impl Config {
         }
         for t in &self.tiers {
             let (capacity, rate) = self.subfilter_plan(t, 0);
-            let bytes = sizing::plan(t.kind, capacity, rate).nblocks.saturating_mul(64);
+            let bytes = sizing::plan(t.kind, capacity, rate)
+                .nblocks
+                .saturating_mul(64);
             if bytes > MAX_SEGMENT_BYTES {
                 return Err(Error::config(format!(
                     "tier {t}: one window would need {bytes} bytes (at most {MAX_SEGMENT_BYTES}); \

@@ -475,9 +475,16 @@ fn filter_new_stays_exact_when_filters_grow() {
     let printed: Vec<String> = stdout(&out).lines().map(str::to_owned).collect();
     let mut expected = (0..5000).map(|i| format!("k{i}"));
     for line in &printed {
-        assert!(expected.any(|e| e == *line), "{line:?} out of order or not an input line");
+        assert!(
+            expected.any(|e| e == *line),
+            "{line:?} out of order or not an input line"
+        );
     }
-    assert!(printed.len() >= 4990, "only {} of 5000 new keys printed", printed.len());
+    assert!(
+        printed.len() >= 4990,
+        "only {} of 5000 new keys printed",
+        printed.len()
+    );
     let out = cmd("check", &db, &[], input.as_bytes());
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }

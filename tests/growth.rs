@@ -22,11 +22,23 @@ fn batches_across_growth_keep_every_key_and_answer_once_per_key() {
     }
     assert!(new >= 19_900, "{new} of 20000 distinct keys reported new");
     let found = e.contains_batch(&keys).unwrap();
-    assert!(found.iter().all(|&f| f), "a key inserted in a batch is missing");
+    assert!(
+        found.iter().all(|&f| f),
+        "a key inserted in a batch is missing"
+    );
     let s = e.stats().unwrap();
     let seg = s.tiers[0].segments.last().unwrap();
-    assert!(seg.subfilters >= 4, "20x the plan grew only {} sub-filters", seg.subfilters);
-    assert!(seg.estimated_fpr <= s.tiers[0].segment_fpr, "{} > {}", seg.estimated_fpr, s.tiers[0].segment_fpr);
+    assert!(
+        seg.subfilters >= 4,
+        "20x the plan grew only {} sub-filters",
+        seg.subfilters
+    );
+    assert!(
+        seg.estimated_fpr <= s.tiers[0].segment_fpr,
+        "{} > {}",
+        seg.estimated_fpr,
+        s.tiers[0].segment_fpr
+    );
     let est = seg.estimated_items as f64;
     assert!((est - 20_000.0).abs() < 1_000.0, "estimated {est} items");
 }
