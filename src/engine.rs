@@ -12,18 +12,19 @@ use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use parking_lot::{Mutex, RwLock};
-use serde::Serialize;
 
 use crate::chain::{any_contains, Segment};
+use crate::clock::{instant, Clock, Options};
 use crate::config::{Config, Tier};
 use crate::error::{Error, Result};
 use crate::filter::{sizing, Kind};
 use crate::hash::{hash_key, random_seed, seed_fingerprint, KeyHash};
 use crate::manifest::{file_name, Manifest, SegmentEntry};
 use crate::segment::{self, Identity, SubFilter};
+use crate::stats::{SegmentStats, Stats, TierStats};
 use crate::window;
 
 const MANIFEST: &str = "MANIFEST";
@@ -33,108 +34,6 @@ const STRIPES: usize = 1024;
 /// Sub-filters one segment may grow to; at growth factor 2 that is far more
 /// keys than any disk holds.
 const MAX_CHAIN: usize = 64;
-/// The latest instant the engine accepts: 9999-12-31T23:59:59Z.
-const MAX_INSTANT: i64 = 253_402_300_799;
-
-/// Where the engine reads the time. Tests and backfills inject their own.
-pub trait Clock: Send + Sync {
-    /// The current instant.
-    fn now(&self) -> SystemTime;
-}
-
-/// The system's wall clock.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> SystemTime {
-        SystemTime::now()
-    }
-}
-
-/// A clock that moves only when told to (whole seconds); clones share it.
-///
-/// Instants before 1970 read as 1970-01-01 (the engine refuses them anyway).
-#[derive(Clone, Debug)]
-pub struct ManualClock(Arc<AtomicI64>);
-
-impl ManualClock {
-    /// A clock showing `t`.
-    pub fn new(t: SystemTime) -> ManualClock {
-        ManualClock(Arc::new(AtomicI64::new(to_secs(t).unwrap_or(0))))
-    }
-
-    /// Shows `t` from now on.
-    pub fn set(&self, t: SystemTime) {
-        self.0.store(to_secs(t).unwrap_or(0), Ordering::SeqCst);
-    }
-
-    /// Moves the clock forward by `d`.
-    pub fn advance(&self, d: Duration) {
-        let secs = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
-        self.0.fetch_add(secs, Ordering::SeqCst);
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> SystemTime {
-        from_secs(self.0.load(Ordering::SeqCst))
-    }
-}
-
-/// How to open or create an engine.
-#[derive(Clone)]
-pub struct Options {
-    clock: Arc<dyn Clock>,
-    verify_on_open: bool,
-}
-
-impl Default for Options {
-    fn default() -> Options {
-        Options {
-            clock: Arc::new(SystemClock),
-            verify_on_open: false,
-        }
-    }
-}
-
-impl std::fmt::Debug for Options {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Options")
-            .field("verify_on_open", &self.verify_on_open)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Options {
-    /// Reads the time from `clock` instead of the system clock.
-    pub fn clock(mut self, clock: impl Clock + 'static) -> Options {
-        self.clock = Arc::new(clock);
-        self
-    }
-
-    /// Checks every sealed segment's body checksum at open (reads every
-    /// sealed byte; off by default, see [`Engine::verify`]).
-    pub fn verify_on_open(mut self, yes: bool) -> Options {
-        self.verify_on_open = yes;
-        self
-    }
-}
-
-fn to_secs(t: SystemTime) -> Option<i64> {
-    let s = t.duration_since(UNIX_EPOCH).ok()?.as_secs();
-    i64::try_from(s).ok().filter(|s| *s <= MAX_INSTANT)
-}
-
-fn from_secs(s: i64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_secs(s.max(0).unsigned_abs())
-}
-
-fn instant(t: SystemTime) -> Result<i64> {
-    to_secs(t).ok_or_else(|| Error::WindowUnavailable {
-        reason: "the instant is before 1970 or after 9999".into(),
-    })
-}
 
 struct TierState {
     tier: Tier,
@@ -1113,78 +1012,4 @@ impl Drop for Engine {
     fn drop(&mut self) {
         let _ = self.close_inner();
     }
-}
-
-/// What [`Engine::stats`] reports.
-#[derive(Clone, Debug, Serialize)]
-#[non_exhaustive]
-pub struct Stats {
-    /// The instant of the report (seconds since the Unix epoch).
-    pub now: i64,
-    /// The configured false-positive rate of one query.
-    pub fpr: f64,
-    /// The configured keys per day.
-    pub expected_items_per_day: u64,
-    /// The manifest generation.
-    pub generation: u64,
-    /// Bytes of all segment files.
-    pub bytes: u64,
-    /// One entry per tier.
-    pub tiers: Vec<TierStats>,
-}
-
-/// One tier in [`Stats`].
-#[derive(Clone, Debug, Serialize)]
-#[non_exhaustive]
-pub struct TierStats {
-    /// The tier as written in `--tiers` (`7d`, `4w:counting`).
-    pub tier: String,
-    /// Bloom or counting.
-    pub kind: Kind,
-    /// Live windows, the open one included.
-    pub retention: u32,
-    /// The window length (the longest month for monthly tiers).
-    pub window_secs: u64,
-    /// How far back the live windows reach now.
-    pub covers_secs: u64,
-    /// How much older than a horizon a key answered through this tier can
-    /// be: one window.
-    pub coarseness_secs: u64,
-    /// The rate each segment of this tier is sized for (the query rate
-    /// divided by the tier's segment count).
-    pub segment_fpr: f64,
-    /// Whether `contains` reads this tier (the one reaching furthest back).
-    pub answers_contains: bool,
-    /// Live segments, oldest first.
-    pub segments: Vec<SegmentStats>,
-}
-
-/// One segment in [`Stats`].
-#[derive(Clone, Debug, Serialize)]
-#[non_exhaustive]
-pub struct SegmentStats {
-    /// The window label (`20261129`, `2026W48`, `202611`).
-    pub window: String,
-    /// Window start, seconds since the Unix epoch.
-    pub window_start: i64,
-    /// Window end (exclusive).
-    pub window_end: i64,
-    /// `open` or `sealed`.
-    pub state: &'static str,
-    /// Sub-filters in the chain.
-    pub subfilters: usize,
-    /// Bytes of the segment's files.
-    pub bytes: u64,
-    /// Cells (bits, or 4-bit counters).
-    pub cells: u64,
-    /// Occupied cells (bits set, or non-zero counters).
-    pub occupied: u64,
-    /// `occupied / cells`.
-    pub fill: f64,
-    /// Distinct keys estimated from the fill.
-    pub estimated_items: u64,
-    /// The false-positive rate the segment has now (sum over its chain).
-    pub estimated_fpr: f64,
-    /// Counters stuck at 15 (counting segments).
-    pub saturated: u64,
 }

@@ -47,6 +47,7 @@
 #![warn(clippy::unwrap_used)]
 
 mod chain;
+mod clock;
 mod config;
 mod engine;
 mod error;
@@ -55,14 +56,15 @@ mod filter;
 mod hash;
 mod manifest;
 mod segment;
+mod stats;
 mod window;
 
+pub use clock::{Clock, ManualClock, Options, SystemClock};
 pub use config::{parse_tiers, Config, Tier};
-pub use engine::{
-    Clock, Engine, ManualClock, Options, SegmentStats, Stats, SystemClock, TierStats,
-};
+pub use engine::Engine;
 pub use error::{Error, Result};
 pub use filter::Kind;
+pub use stats::{SegmentStats, Stats, TierStats};
 pub use window::Span;
 
 #[cfg(test)]
