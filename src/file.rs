@@ -36,27 +36,14 @@ pub(crate) fn rewrite_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// Gives `file` `len` bytes of allocated blocks, so that writing through a
 /// mapping of it cannot hit a full disk (which would be SIGBUS, not ENOSPC).
 pub(crate) fn allocate(file: &File, path: &Path, len: u64) -> Result<()> {
-    let off_len = libc::off_t::try_from(len).map_err(|_| {
-        Error::io(
-            "allocate",
-            path,
-            std::io::Error::from(std::io::ErrorKind::FileTooLarge),
-        )
-    })?;
-    use std::os::fd::AsRawFd;
-    // SAFETY: `posix_fallocate` only reads its integer arguments and acts on
-    // the descriptor, which `file` keeps open for the duration of the call.
-    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, off_len) };
-    match rc {
-        0 => Ok(()),
+    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len) {
+        Ok(()) => Ok(()),
         // File systems without fallocate: extend the file and write its
         // blocks out, which allocates them just the same.
-        libc::EOPNOTSUPP | libc::EINVAL => write_zeros(file, path, len),
-        e => Err(Error::io(
-            "allocate",
-            path,
-            std::io::Error::from_raw_os_error(e),
-        )),
+        Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => {
+            write_zeros(file, path, len)
+        }
+        Err(e) => Err(Error::io("allocate", path, e.into())),
     }
 }
 
