@@ -566,13 +566,15 @@ fn stats_table(dir: &Path, s: &Stats) -> String {
                 ""
             }
         );
-        let _ = writeln!(
+        let counting = tier.kind == Kind::Counting;
+        let _ = write!(
             t,
             "  {:<10} {:<7} {:>10} {:>10} {:>8} {:>12} {:>10}",
             "window", "state", "subfilters", "size", "fill", "est. items", "est. fpr"
         );
+        let _ = writeln!(t, "{}", if counting { "  saturated" } else { "" });
         for g in &tier.segments {
-            let _ = writeln!(
+            let _ = write!(
                 t,
                 "  {:<10} {:<7} {:>10} {:>10} {:>7.3}% {:>12} {:>10.2e}",
                 g.window,
@@ -583,7 +585,16 @@ fn stats_table(dir: &Path, s: &Stats) -> String {
                 g.estimated_items,
                 g.estimated_fpr
             );
+            if counting {
+                let _ = write!(t, " {:>10}", g.saturated);
+            }
+            t.push('\n');
         }
+        let _ = writeln!(
+            t,
+            "  (a horizon answered by this tier may also report keys up to {} older)",
+            fmt_secs(tier.coarseness_secs)
+        );
     }
     t
 }

@@ -488,3 +488,19 @@ fn filter_new_stays_exact_when_filters_grow() {
     let out = cmd("check", &db, &[], input.as_bytes());
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
+
+#[test]
+fn stats_shows_saturated_counters_of_counting_tiers() {
+    // Guards the counting-tier stats column: saturation is visible to operators.
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    assert_eq!(code(&cmd("create", &db, &["--tiers", "2d:counting"], b"")), 0);
+    assert_eq!(code(&cmd("add", &db, &[], "hot\n".repeat(20).as_bytes())), 0);
+    let out = cmd("stats", &db, &[], b"");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("saturated"), "{text}");
+    let json = cmd("stats", &db, &["--json"], b"");
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(v["tiers"][0]["segments"][0]["saturated"].as_u64().unwrap() > 0);
+}
