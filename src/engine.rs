@@ -567,8 +567,17 @@ impl Engine {
                 seg.prefetch(h);
             }
         }
-        let _g = self.stripe(h).lock();
-        let present = any_contains(&st.tiers[st.full_tier].segments, h);
+        // A key already present (the common case in a crawl) is recorded
+        // without the stripe lock: it cannot be anybody's "new". An absent
+        // key is checked again under its stripe lock, so that of several
+        // threads inserting it, exactly one sees it absent.
+        let full = &st.tiers[st.full_tier].segments;
+        let mut present = any_contains(full, h);
+        let _g = (!present).then(|| {
+            let g = self.stripe(h).lock();
+            present = any_contains(full, h);
+            g
+        });
         let mut grow = false;
         for t in &st.tiers {
             let Some(seg) = t.segments.last() else {
