@@ -337,35 +337,39 @@ impl Engine {
         })
     }
 
-    /// Creates the files of a new segment (sub-filter 0) for `window` of tier `ti`.
-    fn new_segment(&self, t: &TierState, window: i64) -> Result<Segment> {
-        let name = self.file_name(t, window, 0)?;
-        let (capacity, rate) = self.config.subfilter_plan(&t.tier, 0);
+    /// The file name of sub-filter `index` of `window` in a tier.
+    fn file_name(tier: &Tier, code: &str, window: i64, index: u32) -> Result<String> {
+        file_name(code, tier.span, window, index).ok_or_else(|| Error::WindowUnavailable {
+            reason: format!("window {window} of tier {tier} has no file name (year out of range)"),
+        })
+    }
+
+    /// Creates the file of sub-filter `index` of `window` in a tier, sized
+    /// by the chain's plan for that position.
+    fn new_subfilter(&self, tier: &Tier, code: &str, window: i64, index: u32) -> Result<SubFilter> {
+        let name = Engine::file_name(tier, code, window, index)?;
+        let (capacity, rate) = self.config.subfilter_plan(tier, index);
         let id = Identity {
-            span: t.tier.span,
+            span: tier.span,
             window,
-            index: 0,
+            index,
         };
-        let sub = SubFilter::create(
+        SubFilter::create(
             &self.seg_path(&name),
-            t.tier.kind,
+            tier.kind,
             id,
             seed_fingerprint(self.seed),
             capacity,
             rate,
-        )?;
+        )
+    }
+
+    /// Creates a new segment (its sub-filter 0) for `window` of a tier.
+    fn new_segment(&self, t: &TierState, window: i64) -> Result<Segment> {
+        let sub = self.new_subfilter(&t.tier, &t.code, window, 0)?;
         Ok(Segment {
             window,
             subs: vec![sub],
-        })
-    }
-
-    fn file_name(&self, t: &TierState, window: i64, index: u32) -> Result<String> {
-        file_name(&t.code, t.tier.span, window, index).ok_or_else(|| Error::WindowUnavailable {
-            reason: format!(
-                "window {window} of tier {} has no file name (year out of range)",
-                t.tier
-            ),
         })
     }
 
@@ -454,7 +458,7 @@ impl Engine {
         for (ti, t) in st.tiers.iter().enumerate() {
             for seg in &t.segments {
                 let files = (0..seg.subs.len() as u32)
-                    .map(|i| self.file_name(t, seg.window, i))
+                    .map(|i| Engine::file_name(&t.tier, &t.code, seg.window, i))
                     .collect::<Result<Vec<_>>>()?;
                 segments.push(SegmentEntry {
                     tier: ti,
@@ -490,26 +494,8 @@ impl Engine {
                     continue;
                 }
                 let index = seg.subs.len() as u32;
-                let name = file_name(&t.code, t.tier.span, seg.window, index).ok_or_else(|| {
-                    Error::WindowUnavailable {
-                        reason: "window has no file name".into(),
-                    }
-                })?;
-                let (capacity, rate) = self.config.subfilter_plan(&t.tier, index);
-                let id = Identity {
-                    span: t.tier.span,
-                    window: seg.window,
-                    index,
-                };
-                let sub = SubFilter::create(
-                    &self.seg_path(&name),
-                    t.tier.kind,
-                    id,
-                    seed_fingerprint(self.seed),
-                    capacity,
-                    rate,
-                )?;
-                seg.subs.push(sub);
+                seg.subs
+                    .push(self.new_subfilter(&t.tier, &t.code, seg.window, index)?);
                 grown.push((ti, si));
             }
         }
