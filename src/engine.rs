@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::filter::{sizing, Kind};
 use crate::hash::{hash_key, random_seed, seed_fingerprint, KeyHash};
 use crate::manifest::{file_name, Manifest, SegmentEntry};
-use crate::segment::{self, Identity, SubFilter};
+use crate::segment::{Identity, SubFilter};
 use crate::stats::{SegmentStats, Stats, TierStats};
 use crate::window;
 
@@ -311,7 +311,7 @@ impl Engine {
     fn maintain_at(&self, now: i64) -> Result<()> {
         let mut st = self.state.write();
         self.check_usable(&st)?;
-        let r = self.rotate(&mut st, now, true);
+        let r = self.rotate(&mut st, now);
         self.latch(r)
     }
 
@@ -378,7 +378,7 @@ impl Engine {
     /// 2. seal every segment that is no longer the newest of its tier;
     /// 3. write the manifest naming the new set (the commit point);
     /// 4. delete the files of expired segments.
-    fn rotate(&self, st: &mut Live, now: i64, reseal: bool) -> Result<()> {
+    fn rotate(&self, st: &mut Live, now: i64) -> Result<()> {
         let off = self.config.utc_offset_secs;
         let mut created = false;
         for ti in 0..st.tiers.len() {
@@ -401,16 +401,13 @@ impl Engine {
             expired.extend(t.segments.drain(..n));
             let newest = t.segments.len().saturating_sub(1);
             for (i, seg) in t.segments.iter_mut().enumerate() {
-                if i == newest {
-                    // The newest segment takes inserts: after a crash between
-                    // sealing and the manifest it may be sealed; reopen it.
-                    for s in &mut seg.subs {
-                        if s.state() == segment::State::Sealed && i == newest {
-                            s.unseal()?;
-                        }
-                    }
-                } else if reseal {
-                    for s in &mut seg.subs {
+                for s in &mut seg.subs {
+                    if i == newest {
+                        // The newest segment takes inserts: after a crash
+                        // between sealing and the manifest it may be sealed.
+                        s.unseal()?;
+                    } else {
+                        // Also reseals what a backfill or remove reopened.
                         s.seal()?;
                     }
                 }
@@ -865,7 +862,7 @@ impl Engine {
         let mut st = self.state.write();
         self.check_usable(&st)?;
         let r = (|| {
-            self.rotate(&mut st, now, true)?;
+            self.rotate(&mut st, now)?;
             for t in &mut st.tiers {
                 for seg in &mut t.segments {
                     for s in &mut seg.subs {
