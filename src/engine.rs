@@ -896,11 +896,15 @@ impl Engine {
 
     fn close_inner(&self) -> Result<()> {
         let mut st = self.state.write();
-        if st.closed || self.failed.load(Ordering::Relaxed) {
-            st.closed = true;
+        if st.closed {
             return Ok(());
         }
         st.closed = true;
+        if self.failed.load(Ordering::Relaxed) {
+            // Nothing is written after an I/O error; the caller learns that
+            // the last writes may not have reached the disk.
+            return Err(Error::PreviousIo);
+        }
         for t in &mut st.tiers {
             let newest = t.segments.len().saturating_sub(1);
             for (i, seg) in t.segments.iter_mut().enumerate() {

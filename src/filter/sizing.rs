@@ -27,7 +27,7 @@ use super::{Kind, MAX_K};
 
 /// Keys per block up to which `F` is tabulated; plans never load a block
 /// beyond `MAX_LAMBDA`, so the Poisson tail past the table is negligible.
-const TABLE_KEYS: usize = 4096;
+const TABLE_KEYS: usize = 1536;
 const MAX_LAMBDA: f64 = 1024.0;
 
 /// The geometry of one sub-filter.
@@ -137,7 +137,27 @@ pub(crate) fn estimate_items(kind: Kind, plan: Plan, occupied: u64) -> f64 {
 }
 
 /// The cheapest geometry that holds `capacity` keys at rate `p` or below.
+///
+/// A plan costs a few milliseconds of bisection; every window of a tier asks
+/// for the same ones, so they are remembered for the life of the process.
 pub(crate) fn plan(kind: Kind, capacity: u64, p: f64) -> Plan {
+    type Memo = Mutex<HashMap<(Kind, u64, u64), Plan>>;
+    static PLANS: OnceLock<Memo> = OnceLock::new();
+    let plans = PLANS.get_or_init(Default::default);
+    let key = (kind, capacity, p.to_bits());
+    if let Some(p) = plans.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return *p;
+    }
+    let plan = compute_plan(kind, capacity, p);
+    let mut plans = plans.lock().unwrap_or_else(|e| e.into_inner());
+    if plans.len() >= 4096 {
+        plans.clear(); // a process that plans endless configurations
+    }
+    plans.insert(key, plan);
+    plan
+}
+
+fn compute_plan(kind: Kind, capacity: u64, p: f64) -> Plan {
     let p = if p.is_finite() {
         p.clamp(1e-300, 1.0)
     } else {
@@ -179,7 +199,8 @@ fn max_lambda(kind: Kind, k: u32, p: f64) -> f64 {
         return MAX_LAMBDA;
     }
     let (mut lo, mut hi) = (0.0f64, MAX_LAMBDA);
-    for _ in 0..60 {
+    // 40 halvings of 1024: far finer than one block of any real plan.
+    for _ in 0..40 {
         let mid = 0.5 * (lo + hi);
         if fpr(kind, k, mid) <= p {
             lo = mid;
@@ -246,5 +267,25 @@ mod tests {
         let occ = expected_occupied(Kind::Bloom, pl, 100_000.0);
         let est = estimate_items(Kind::Bloom, pl, occ as u64);
         assert!((est - 100_000.0).abs() < 100.0, "{est}");
+    }
+}
+
+#[cfg(test)]
+mod speed {
+    use super::*;
+
+    /// Opening an engine plans each tier's first sub-filter: that must stay
+    /// cheap (a few milliseconds at most, even unoptimized), and a repeated
+    /// plan is free.
+    #[test]
+    fn plans_are_cheap_and_remembered() {
+        let t = std::time::Instant::now();
+        let a = plan(Kind::Bloom, 31_000_000, 0.001 / 24.0);
+        let first = t.elapsed();
+        let t = std::time::Instant::now();
+        let b = plan(Kind::Bloom, 31_000_000, 0.001 / 24.0);
+        assert_eq!(a, b);
+        assert!(t.elapsed() < first, "memo slower than planning");
+        println!("first plan {first:?}");
     }
 }
