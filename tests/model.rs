@@ -3,271 +3,37 @@
 // contains / contains_within / clock advances / reopen / crash / flush /
 // insert_at (backfill).
 //
-// The model keeps every insertion instant of every key. From the same window
-// arithmetic as the engine (days, ISO weeks starting on Monday, calendar
-// months and fixed spans, at a UTC offset) it derives what the engine must
-// answer:
-//
-// * `contains` must be true for a key inserted at an instant whose window is
-//   still live in the tier that reaches furthest back (the union of all
-//   tiers' retentions); `insert` and `insert_at` must then return `false`.
-// * `contains_within(h)` must be true for a key inserted at or after
-//   `now - h`, and must fail with `HorizonTooLong` exactly when no tier's
-//   live windows reach back to `now - h`.
-// * `insert_at(t)` must fail with `WindowUnavailable` exactly when `t` lies
-//   in a future window of some tier or is older than every tier keeps.
-//
-// Positive answers for keys the model does not require are false positives
-// and allowed. The same operation alphabet drives `fuzz/fuzz_targets/model.rs`.
+// The model, the operation alphabet and the checks live in
+// `tests/common/model_core.rs`, shared with `fuzz/fuzz_targets/model.rs`;
+// this file is the proptest front end: strategies over the alphabet,
+// shrinking, and engine directories from `tempfile`.
 
-use std::collections::HashMap;
+#[path = "common/model_core.rs"]
+mod model_core;
+
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use model_core::{Harness, Op, Step, Storage, When, KEYS, VARIANTS};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use tempfile::TempDir;
-use timebloom::{Config, Engine, Error, ManualClock, Options, Tier};
+use timebloom::{Engine, Options};
 
-const DAY: i64 = 86_400;
-const HOUR: i64 = 3_600;
-/// Monday 2026-01-05T00:00:00Z, the start of ISO week 2026W02.
-const T0: i64 = 1_767_571_200;
-/// Distinct keys: `k0` .. `k50`, plus the empty key and a long one.
-const KEYS: u8 = 53;
+/// Plain temporary directories, engines created at the start instant.
+struct TempStorage;
 
-// ---- the model ----------------------------------------------------------------
-
-/// A tier's windows as the model computes them (UTC plus `off` seconds).
-#[derive(Clone, Copy, Debug)]
-enum Span {
-    Day,
-    Week,
-    Month,
-    Secs(i64),
-}
-
-/// Days since 1970-01-01 of the proleptic Gregorian date `y-m-d`
-/// (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// `(year, month)` of a day counted from 1970-01-01 (Hinnant's `civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m)
-}
-
-impl Span {
-    fn index(self, t: i64, off: i64) -> i64 {
-        let local = t + off;
-        match self {
-            Span::Day => local.div_euclid(DAY),
-            // ISO weeks start on Monday; 1970-01-01 was a Thursday.
-            Span::Week => (local.div_euclid(DAY) + 3).div_euclid(7),
-            Span::Month => {
-                let (y, m) = civil_from_days(local.div_euclid(DAY));
-                y * 12 + m - 1
-            }
-            Span::Secs(s) => local.div_euclid(s),
-        }
+impl Storage for TempStorage {
+    fn tempdir() -> TempDir {
+        tempfile::tempdir().expect("tempdir")
     }
 
-    fn start(self, i: i64, off: i64) -> i64 {
-        let local = match self {
-            Span::Day => i * DAY,
-            Span::Week => (i * 7 - 3) * DAY,
-            Span::Month => days_from_civil(i.div_euclid(12), i.rem_euclid(12) + 1, 1) * DAY,
-            Span::Secs(s) => i * s,
-        };
-        local - off
-    }
-}
-
-#[derive(Clone, Copy, Debug)]
-struct ModelTier {
-    span: Span,
-    retention: i64,
-    /// The configuration's `utc_offset_secs`.
-    off: i64,
-}
-
-impl ModelTier {
-    fn index(self, t: i64) -> i64 {
-        self.span.index(t, self.off)
+    fn create(v: u8, dir: &Path, options: Options) -> Engine {
+        Engine::create_with(dir, model_core::engine_config(v), options).expect("create")
     }
 
-    fn start(self, i: i64) -> i64 {
-        self.span.start(i, self.off)
+    fn copy(from: &Path, to: &Path) {
+        copy_dir(from, to).expect("copy directory");
     }
-
-    fn oldest_live(self, now: i64) -> i64 {
-        self.index(now) - (self.retention - 1)
-    }
-}
-
-const VARIANTS: u8 = 8;
-
-/// The engine configurations: tiers, keys a day (few, so chains grow) and
-/// the UTC offset of window boundaries.
-fn variant(v: u8) -> (Vec<Tier>, u64, i32) {
-    let six_hours = Duration::from_secs(6 * 3600);
-    match v % VARIANTS {
-        0 => (vec![Tier::daily(3), Tier::weekly(2)], 4, 0),
-        // The tier reaching furthest back alternates with the weekday.
-        1 => (vec![Tier::daily(10), Tier::weekly(2)], 4, 0),
-        2 => (vec![Tier::custom(six_hours, 4), Tier::daily(2)], 3, 0),
-        3 => (
-            vec![Tier::daily(3).counting(), Tier::weekly(2).counting()],
-            4,
-            0,
-        ),
-        4 => (vec![Tier::daily(1)], 2, 0),
-        5 => (vec![Tier::weekly(2), Tier::daily(3)], 4, 0),
-        // Boundaries at local midnight, +05:30.
-        6 => (vec![Tier::daily(3), Tier::weekly(2)], 4, 19_800),
-        // The month reaches furthest back except early in a month; -05:00.
-        _ => (vec![Tier::monthly(1), Tier::daily(10)], 4, -18_000),
-    }
-}
-
-fn model_tiers(tiers: &[Tier], off: i32) -> Vec<ModelTier> {
-    tiers
-        .iter()
-        .map(|t| ModelTier {
-            span: match t.span {
-                timebloom::Span::Day => Span::Day,
-                timebloom::Span::Week => Span::Week,
-                timebloom::Span::Month => Span::Month,
-                timebloom::Span::Custom(s) => Span::Secs(s as i64),
-            },
-            retention: i64::from(t.retention),
-            off: i64::from(off),
-        })
-        .collect()
-}
-
-struct Model {
-    tiers: Vec<ModelTier>,
-    inserted: HashMap<Vec<u8>, Vec<i64>>,
-}
-
-impl Model {
-    /// The start of the oldest live window of the tier reaching furthest back.
-    fn coverage_start(&self, now: i64) -> i64 {
-        self.tiers
-            .iter()
-            .map(|t| t.start(t.oldest_live(now)))
-            .min()
-            .unwrap_or(i64::MAX)
-    }
-
-    /// Whether `contains` must answer true.
-    fn must_contain(&self, key: &[u8], now: i64) -> bool {
-        let from = self.coverage_start(now);
-        self.inserted_since(key, from)
-    }
-
-    fn inserted_since(&self, key: &[u8], from: i64) -> bool {
-        self.inserted
-            .get(key)
-            .is_some_and(|ts| ts.iter().any(|&t| t >= from))
-    }
-
-    /// Whether some tier keeps the window holding `since` (else `HorizonTooLong`).
-    fn horizon_covered(&self, now: i64, since: i64) -> bool {
-        self.tiers
-            .iter()
-            .any(|t| t.index(since) >= t.oldest_live(now))
-    }
-
-    /// Whether `insert_at(t)` must succeed.
-    fn backfill_ok(&self, now: i64, t: i64) -> bool {
-        let future = self.tiers.iter().any(|tr| tr.index(t) > tr.index(now));
-        !future
-            && self
-                .tiers
-                .iter()
-                .any(|tr| tr.index(t) >= tr.oldest_live(now))
-    }
-
-    fn record(&mut self, key: &[u8], t: i64) {
-        self.inserted.entry(key.to_vec()).or_default().push(t);
-    }
-}
-
-// ---- operations ---------------------------------------------------------------
-
-#[derive(Clone, Copy, Debug)]
-enum Step {
-    Hours(u8),
-    Days(u8),
-    /// To the next UTC midnight, plus -1, 0 or +1 seconds.
-    Midnight(i8),
-}
-
-#[derive(Clone, Copy, Debug)]
-enum When {
-    /// `now` minus so many seconds.
-    Ago(u32),
-    /// The start of the day `n` days before today, plus -1, 0 or +1 seconds
-    /// (`n = -1` is tomorrow: a future window).
-    DayStart(i8, i8),
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Op {
-    Insert(u8),
-    Contains(u8),
-    ContainsWithin(u8, u32),
-    Advance(Step),
-    Reopen,
-    /// Copies the directory while the engine is open (what a process crash
-    /// leaves: the page cache survives) and opens the copy.
-    Crash,
-    Flush,
-    InsertAt(u8, When),
-}
-
-fn key_bytes(k: u8) -> Vec<u8> {
-    match k % KEYS {
-        51 => Vec::new(),
-        52 => vec![b'L'; 4000],
-        k => format!("k{k}").into_bytes(),
-    }
-}
-
-fn at(t: i64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_secs(t as u64)
-}
-
-// ---- the harness --------------------------------------------------------------
-
-struct Harness {
-    dir: TempDir,
-    clock: ManualClock,
-    now: i64,
-    engine: Option<Engine>,
-    model: Model,
-    retention: Vec<u32>,
-    /// The UTC offset of window boundaries.
-    off: i64,
-}
-
-fn options(clock: &ManualClock) -> Options {
-    Options::default().clock(clock.clone()).verify_on_open(true)
 }
 
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
@@ -284,222 +50,14 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-impl Harness {
-    fn new(v: u8, start_offset: u32) -> Harness {
-        let (tiers, items, off) = variant(v);
-        let now = T0 + i64::from(start_offset);
-        let clock = ManualClock::new(at(now));
-        let dir = tempfile::tempdir().expect("tempdir");
-        let config = Config {
-            tiers: tiers.clone(),
-            expected_items_per_day: items,
-            fpr: 0.01,
-            utc_offset_secs: off,
-            ..Config::default()
-        };
-        let engine = Engine::create_with(dir.path(), config, options(&clock)).expect("create");
-        Harness {
-            dir,
-            clock,
-            now,
-            engine: Some(engine),
-            model: Model {
-                tiers: model_tiers(&tiers, off),
-                inserted: HashMap::new(),
-            },
-            retention: tiers.iter().map(|t| t.retention).collect(),
-            off: i64::from(off),
-        }
-    }
-
-    fn engine(&self) -> &Engine {
-        self.engine.as_ref().expect("engine is open")
-    }
-
-    /// The local day (window boundaries at `off`) holding `t`.
-    fn local_day(&self, t: i64) -> i64 {
-        (t + self.off).div_euclid(DAY)
-    }
-
-    fn set_now(&mut self, t: i64) {
-        assert!(t >= self.now, "the model clock only moves forward");
-        self.now = t;
-        self.clock.set(at(t));
-    }
-
-    fn when(&self, w: When) -> i64 {
-        match w {
-            When::Ago(s) => self.now - i64::from(s),
-            When::DayStart(n, d) => {
-                (self.local_day(self.now) - i64::from(n)) * DAY - self.off + i64::from(d.signum())
-            }
-        }
-    }
-
-    /// Applies one operation and checks the engine against the model.
-    fn apply(&mut self, op: Op) -> Result<(), TestCaseError> {
-        let now = self.now;
-        match op {
-            Op::Insert(k) => {
-                let key = key_bytes(k);
-                let must = self.model.must_contain(&key, now);
-                let new = self
-                    .engine()
-                    .insert(&key)
-                    .map_err(|e| fail(format!("insert: {e}")))?;
-                prop_assert!(
-                    !(must && new),
-                    "insert reported new a key the model holds (inserted at {:?}, now {now})",
-                    self.model.inserted.get(&key)
-                );
-                self.model.record(&key, now);
-            }
-            Op::Contains(k) => {
-                let key = key_bytes(k);
-                let got = self
-                    .engine()
-                    .contains(&key)
-                    .map_err(|e| fail(format!("contains: {e}")))?;
-                prop_assert!(
-                    got || !self.model.must_contain(&key, now),
-                    "false negative: contains({k}) = false, inserted at {:?}, now {now}, \
-                     coverage from {}",
-                    self.model.inserted.get(&key),
-                    self.model.coverage_start(now)
-                );
-            }
-            Op::ContainsWithin(k, h) => {
-                let key = key_bytes(k);
-                let since = now - i64::from(h);
-                let covered = self.model.horizon_covered(now, since);
-                match self
-                    .engine()
-                    .contains_within(&key, Duration::from_secs(u64::from(h)))
-                {
-                    Ok(got) => {
-                        prop_assert!(
-                            covered,
-                            "contains_within({h}s) answered though no tier keeps {since}"
-                        );
-                        prop_assert!(
-                            got || !self.model.inserted_since(&key, since),
-                            "false negative: contains_within(k{k}, {h}s) = false, inserted at \
-                             {:?}, now {now}",
-                            self.model.inserted.get(&key)
-                        );
-                    }
-                    Err(Error::HorizonTooLong { .. }) => prop_assert!(
-                        !covered,
-                        "contains_within({h}s) refused a horizon that a tier keeps (now {now})"
-                    ),
-                    Err(e) => return Err(fail(format!("contains_within: {e}"))),
-                }
-            }
-            Op::Advance(step) => {
-                let to = match step {
-                    Step::Hours(n) => now + i64::from(n) * HOUR,
-                    Step::Days(n) => now + i64::from(n) * DAY,
-                    Step::Midnight(d) => {
-                        (self.local_day(now) + 1) * DAY - self.off + i64::from(d.signum())
-                    }
-                };
-                self.set_now(to.max(now));
-            }
-            Op::Reopen => {
-                let engine = self.engine.take().expect("engine is open");
-                engine.close().map_err(|e| fail(format!("close: {e}")))?;
-                self.reopen()?;
-            }
-            Op::Crash => {
-                let copy = tempfile::tempdir().expect("tempdir");
-                copy_dir(self.dir.path(), copy.path()).expect("copy directory");
-                drop(self.engine.take());
-                self.dir = copy;
-                self.reopen()?;
-            }
-            Op::Flush => {
-                let e = self.engine();
-                e.flush().map_err(|e| fail(format!("flush: {e}")))?;
-                e.verify().map_err(|e| fail(format!("verify: {e}")))?;
-                let stats = e.stats().map_err(|e| fail(format!("stats: {e}")))?;
-                for (t, r) in stats.tiers.iter().zip(&self.retention) {
-                    prop_assert!(
-                        t.segments.len() <= *r as usize,
-                        "tier {} keeps {} segments, retention {r}",
-                        t.tier,
-                        t.segments.len()
-                    );
-                }
-            }
-            Op::InsertAt(k, w) => {
-                let key = key_bytes(k);
-                let t = self.when(w);
-                let ok = self.model.backfill_ok(now, t);
-                let must = self.model.must_contain(&key, now);
-                match self.engine().insert_at(&key, at(t)) {
-                    Ok(new) => {
-                        prop_assert!(ok, "insert_at({t}) accepted, now {now}");
-                        prop_assert!(
-                            !(must && new),
-                            "insert_at reported new a key the model holds (inserted at {:?}, \
-                             now {now})",
-                            self.model.inserted.get(&key)
-                        );
-                        self.model.record(&key, t);
-                    }
-                    Err(Error::WindowUnavailable { .. }) => {
-                        prop_assert!(!ok, "insert_at({t}) refused, now {now}")
-                    }
-                    Err(e) => return Err(fail(format!("insert_at({t}): {e}"))),
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn reopen(&mut self) -> Result<(), TestCaseError> {
-        let e = Engine::open_with(self.dir.path(), options(&self.clock))
-            .map_err(|e| fail(format!("open: {e}")))?;
-        self.engine = Some(e);
-        Ok(())
-    }
-
-    /// After the last operation: every key the model holds is present.
-    fn check_all(&self) -> Result<(), TestCaseError> {
-        for k in 0..KEYS {
-            self.apply_read(k)?;
-        }
-        Ok(())
-    }
-
-    fn apply_read(&self, k: u8) -> Result<(), TestCaseError> {
-        let key = key_bytes(k);
-        let got = self
-            .engine()
-            .contains(&key)
-            .map_err(|e| fail(format!("contains: {e}")))?;
-        prop_assert!(
-            got || !self.model.must_contain(&key, self.now),
-            "false negative at the end: k{k}, inserted at {:?}, now {}",
-            self.model.inserted.get(&key),
-            self.now
-        );
-        Ok(())
-    }
-}
-
-fn fail(msg: String) -> TestCaseError {
-    TestCaseError::fail(msg)
-}
-
 /// Runs a sequence, failing at the first operation the engine gets wrong.
 fn run(v: u8, start_offset: u32, ops: &[Op]) -> Result<(), TestCaseError> {
-    let mut h = Harness::new(v, start_offset);
+    let mut h = Harness::<TempStorage>::new(v, i64::from(start_offset));
     for (i, op) in ops.iter().enumerate() {
         h.apply(*op)
-            .map_err(|e| fail(format!("op {i} ({op:?}): {e}")))?;
+            .map_err(|e| TestCaseError::fail(format!("op {i} ({op:?}): {e}")))?;
     }
-    h.check_all()
+    h.check_all().map_err(TestCaseError::fail)
 }
 
 // ---- strategies ---------------------------------------------------------------
