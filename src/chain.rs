@@ -49,7 +49,7 @@ impl Segment {
     /// Whether any sub-filter holds the key.
     #[inline]
     pub(crate) fn contains(&self, h: KeyHash) -> bool {
-        self.subs.iter().rev().any(|s| s.contains(&s.probe(h)))
+        self.subs.iter().rev().any(|s| s.contains(h))
     }
 
     /// Records the key. False when the segment is sealed.
@@ -71,7 +71,7 @@ impl Segment {
         let Some((tail, older)) = self.subs.split_last() else {
             return false;
         };
-        let holder = older.iter().find(|s| s.contains(&s.probe(h)));
+        let holder = older.iter().find(|s| s.contains(h));
         match (tail.header().kind, holder) {
             (Kind::Bloom, Some(_)) => tail.state() == State::Open,
             (Kind::Counting, Some(s)) => s.insert(&s.probe(h)),
@@ -85,9 +85,8 @@ impl Segment {
     pub(crate) fn remove(&self, h: KeyHash) -> bool {
         self.subs
             .iter()
-            .map(|s| (s, s.probe(h)))
-            .find(|(s, p)| s.contains(p))
-            .is_some_and(|(s, p)| s.remove(&p))
+            .find(|s| s.contains(h))
+            .is_some_and(|s| s.remove(&s.probe(h)))
     }
 }
 

@@ -63,17 +63,43 @@ impl Clock for ManualClock {
     }
 }
 
+/// Where an engine reads the time: the system's coarse clock read directly
+/// (the hot path: no `SystemTime` round trip), or an injected [`Clock`].
+#[derive(Clone)]
+pub(crate) enum TimeSource {
+    System,
+    Injected(Arc<dyn Clock>),
+}
+
+impl TimeSource {
+    /// Seconds since the Unix epoch, checked against the engine's range.
+    #[inline]
+    pub(crate) fn now_secs(&self) -> Result<i64> {
+        match self {
+            TimeSource::System => {
+                let secs = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse).tv_sec;
+                if (0..=MAX_INSTANT).contains(&secs) {
+                    Ok(secs)
+                } else {
+                    instant(SystemTime::now())
+                }
+            }
+            TimeSource::Injected(c) => instant(c.now()),
+        }
+    }
+}
+
 /// How to open or create an engine.
 #[derive(Clone)]
 pub struct Options {
-    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) clock: TimeSource,
     pub(crate) verify_on_open: bool,
 }
 
 impl Default for Options {
     fn default() -> Options {
         Options {
-            clock: Arc::new(SystemClock),
+            clock: TimeSource::System,
             verify_on_open: false,
         }
     }
@@ -90,7 +116,7 @@ impl std::fmt::Debug for Options {
 impl Options {
     /// Reads the time from `clock` instead of the system clock.
     pub fn clock(mut self, clock: impl Clock + 'static) -> Options {
-        self.clock = Arc::new(clock);
+        self.clock = TimeSource::Injected(Arc::new(clock));
         self
     }
 

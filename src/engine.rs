@@ -11,13 +11,12 @@
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use parking_lot::{Mutex, RwLock};
 
 use crate::chain::{any_contains, Segment};
-use crate::clock::{instant, Clock, Options};
+use crate::clock::{instant, Options, TimeSource};
 use crate::config::{Config, Tier};
 use crate::error::{Error, Result};
 use crate::filter::{sizing, Kind};
@@ -60,7 +59,7 @@ pub struct Engine {
     _lock: File,
     seed: u64,
     config: Config,
-    clock: Arc<dyn Clock>,
+    clock: TimeSource,
     state: RwLock<Live>,
     stripes: Box<[Mutex<()>]>,
     /// The earliest instant at which some tier's window ends.
@@ -105,7 +104,7 @@ impl Engine {
     pub fn create_with(dir: impl AsRef<Path>, config: Config, options: Options) -> Result<Engine> {
         let dir = dir.as_ref();
         config.validate()?;
-        let now = instant(options.clock.now())?;
+        let now = options.clock.now_secs()?;
         if dir.join(MANIFEST).exists() {
             return Err(Error::AlreadyExists {
                 path: dir.to_path_buf(),
@@ -196,7 +195,7 @@ impl Engine {
             .iter()
             .flat_map(|e| e.files.iter().map(String::as_str))
             .collect();
-        let now = instant(options.clock.now())?;
+        let now = options.clock.now_secs()?;
         let engine = Engine::assemble(
             dir,
             lock,
@@ -288,7 +287,7 @@ impl Engine {
     // ---- time and rotation -------------------------------------------------
 
     fn now(&self) -> Result<i64> {
-        instant(self.clock.now())
+        self.clock.now_secs()
     }
 
     /// Reads the clock and rotates when a window boundary has passed.

@@ -449,10 +449,13 @@ impl SubFilter {
         self.blocks().get(p.block as usize)
     }
 
+    /// Whether the sub-filter holds the key.
     #[inline]
-    pub(crate) fn contains(&self, p: &Probe) -> bool {
-        self.block(p)
-            .is_some_and(|b| filter::contains(self.header.kind, b, &p.masks))
+    pub(crate) fn contains(&self, h: crate::hash::KeyHash) -> bool {
+        let b = filter::block_index(h, self.header.nblocks);
+        self.blocks()
+            .get(b as usize)
+            .is_some_and(|blk| filter::contains_key(self.header.kind, blk, h.lo, self.header.k))
     }
 
     /// Records a key. Returns false (and writes nothing) on a sealed
