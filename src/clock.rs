@@ -77,7 +77,8 @@ impl TimeSource {
     pub(crate) fn now_secs(&self) -> Result<i64> {
         match self {
             TimeSource::System => {
-                let secs = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse).tv_sec;
+                let secs =
+                    rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse).tv_sec;
                 if (0..=MAX_INSTANT).contains(&secs) {
                     Ok(secs)
                 } else {
@@ -155,7 +156,10 @@ mod tests {
             Ok(d) => d,
             Err(e) => e.duration(),
         };
-        assert!(gap < Duration::from_millis(50), "coarse clock off by {gap:?}");
+        assert!(
+            gap < Duration::from_millis(50),
+            "coarse clock off by {gap:?}"
+        );
     }
 
     #[test]

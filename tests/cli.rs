@@ -494,8 +494,14 @@ fn stats_shows_saturated_counters_of_counting_tiers() {
     // Guards the counting-tier stats column: saturation is visible to operators.
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
-    assert_eq!(code(&cmd("create", &db, &["--tiers", "2d:counting"], b"")), 0);
-    assert_eq!(code(&cmd("add", &db, &[], "hot\n".repeat(20).as_bytes())), 0);
+    assert_eq!(
+        code(&cmd("create", &db, &["--tiers", "2d:counting"], b"")),
+        0
+    );
+    assert_eq!(
+        code(&cmd("add", &db, &[], "hot\n".repeat(20).as_bytes())),
+        0
+    );
     let out = cmd("stats", &db, &[], b"");
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let text = stdout(&out);
