@@ -20,8 +20,12 @@ mod model_core;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+#[path = "../scratch.rs"]
+mod scratch;
+
 use libfuzzer_sys::fuzz_target;
 use model_core::{at, Harness, Op, Step, Storage, When, HOUR, KEYS, T0, VARIANTS};
+use scratch::scratch;
 use tempfile::TempDir;
 use timebloom::{Engine, ManualClock, Options};
 
@@ -83,27 +87,6 @@ fn decode(input: &mut Input) -> Op {
             Op::InsertAt(k, w)
         }
     }
-}
-
-/// A fresh directory, on tmpfs when there is one (`/dev/shm`): the engine
-/// fsyncs at every rotation and close, which on a disk costs more than
-/// everything else an input does. `TIMEBLOOM_FUZZ_TMPDIR` overrides it.
-fn scratch() -> TempDir {
-    static BASE: OnceLock<Option<PathBuf>> = OnceLock::new();
-    let base = BASE.get_or_init(|| {
-        let shm = Path::new("/dev/shm");
-        std::env::var_os("TIMEBLOOM_FUZZ_TMPDIR")
-            .map(PathBuf::from)
-            .or_else(|| shm.is_dir().then(|| shm.to_path_buf()))
-    });
-    match base {
-        Some(b) => tempfile::Builder::new()
-            .prefix("timebloom-fuzz-")
-            .tempdir_in(b)
-            .or_else(|_| tempfile::tempdir()),
-        None => tempfile::tempdir(),
-    }
-    .expect("tempdir")
 }
 
 /// The files of an engine directory (relative paths and bytes), LOCK aside.

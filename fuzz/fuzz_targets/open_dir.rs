@@ -23,8 +23,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Once, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+#[path = "../scratch.rs"]
+mod scratch;
+
 use libfuzzer_sys::fuzz_target;
-use tempfile::TempDir;
+use scratch::scratch;
 use timebloom::{Config, Engine, Error, ManualClock, Options, Tier};
 
 /// Monday 2026-01-05T00:00:00Z.
@@ -42,27 +45,6 @@ struct Template {
     files: Files,
     /// The clock when it was last written.
     now: i64,
-}
-
-/// A fresh directory, on tmpfs when there is one (`/dev/shm`): the engine
-/// fsyncs at every rotation and close, which on a disk costs more than
-/// everything else an input does. `TIMEBLOOM_FUZZ_TMPDIR` overrides it.
-fn scratch() -> TempDir {
-    static BASE: OnceLock<Option<PathBuf>> = OnceLock::new();
-    let base = BASE.get_or_init(|| {
-        let shm = Path::new("/dev/shm");
-        std::env::var_os("TIMEBLOOM_FUZZ_TMPDIR")
-            .map(PathBuf::from)
-            .or_else(|| shm.is_dir().then(|| shm.to_path_buf()))
-    });
-    match base {
-        Some(b) => tempfile::Builder::new()
-            .prefix("timebloom-fuzz-")
-            .tempdir_in(b)
-            .or_else(|_| tempfile::tempdir()),
-        None => tempfile::tempdir(),
-    }
-    .expect("tempdir")
 }
 
 fn at(t: i64) -> SystemTime {
