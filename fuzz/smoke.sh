@@ -9,7 +9,9 @@
 #
 # Each run starts from fuzz/seeds/<target> plus whatever fuzz/corpus/<target>
 # holds (new inputs are written there); a crash leaves its input in
-# fuzz/artifacts/<target>/.
+# fuzz/artifacts/<target>/. The mutation seed is fixed (FUZZ_SEED, default 1)
+# so that a CI run explores the same inputs each time and a red run can be
+# replayed; FUZZ_SEED=0 lets libFuzzer pick one (exploratory runs).
 set -euo pipefail
 
 secs="${1:-30}"
@@ -33,7 +35,7 @@ for t in $targets; do
     echo "== $t: ${secs}s"
     log="$(mktemp)"
     if cargo fuzz run --sanitizer=none "$t" "corpus/$t" "seeds/$t" -- \
-        -max_total_time="$secs" -timeout=60 -rss_limit_mb=2048 "${dict[@]}" \
+        -max_total_time="$secs" -seed="${FUZZ_SEED:-1}" -timeout=60 -rss_limit_mb=2048 "${dict[@]}" \
         >"$log" 2>&1; then
         grep -E '(DONE|^Done [0-9]+ runs)' "$log" || tail -n 3 "$log"
     else

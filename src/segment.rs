@@ -554,8 +554,12 @@ impl SubFilter {
         Ok(())
     }
 
-    /// Seals: msync the body, checksum it, write the sealed header, fsync,
-    /// then remap read-only.
+    /// Seals: msync the body, checksum it and count its occupied cells,
+    /// write the sealed header, fsync, then remap read-only.
+    ///
+    /// The count comes from the body, not the running counter: an open body
+    /// has no checksum, so damage done to it while it was closed goes
+    /// unnoticed, and a sealed header must agree with the body it describes.
     pub(crate) fn seal(&mut self) -> Result<()> {
         let Map::Writable(m) = &self.map else {
             return Ok(());
@@ -563,6 +567,8 @@ impl SubFilter {
         m.flush()
             .map_err(|e| Error::io("msync segment", &self.path, e))?;
         self.header.body_crc = crc32fast::hash(&m[BODY_OFFSET as usize..]);
+        let n = filter::count_occupied(self.header.kind, self.blocks());
+        self.occupied.store(n, Ordering::Relaxed);
         self.header.state = State::Sealed;
         self.header.clean = true;
         self.write_header()?;

@@ -113,6 +113,27 @@ fn a_sealed_body_flip_is_caught_by_verify() {
     assert_names(&err, &sealed);
 }
 
+/// An open segment's body has no checksum (it changes with every insert),
+/// so a flipped bit there goes unnoticed at open. Sealing must not turn that
+/// into a file that fails its own checks: the seal counts the body it
+/// checksums instead of trusting the running count.
+#[test]
+fn sealing_a_damaged_open_segment_writes_a_consistent_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = small_engine(dir.path());
+    let open_seg = segment_files(dir.path()).pop().unwrap(); // day 1: open, clean
+    let mut b = fs::read(&open_seg).unwrap();
+    let at = 4096 + (b.len() - 4096) / 3;
+    b[at] ^= 0x11;
+    fs::write(&open_seg, &b).unwrap();
+    let e = open_result(dir.path(), &clock, true).expect("an open body has no checksum");
+    clock.set(day(2)); // rotation seals day 1
+    e.insert(b"tomorrow").unwrap();
+    e.close().unwrap();
+    let e = open_result(dir.path(), &clock, true).expect("what the engine sealed verifies");
+    e.verify().unwrap();
+}
+
 #[test]
 fn zeroed_or_foreign_segments_are_refused() {
     let dir = tempfile::tempdir().unwrap();

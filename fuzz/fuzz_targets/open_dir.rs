@@ -117,9 +117,13 @@ fn build(tiers: Vec<Tier>, crashed: bool) -> Template {
         e.close().expect("close template");
         work
     };
-    // The template must open as it is, or the target tests nothing.
+    // The template must open as it is, or the target tests nothing. Open a
+    // copy: opening recovers and a clean close rewrites the headers, which
+    // would leave a "crashed" template indistinguishable from a clean one.
+    let probe = scratch();
+    copy_dir(out.path(), probe.path());
     let check = Engine::open_with(
-        out.path(),
+        probe.path(),
         Options::default()
             .clock(ManualClock::new(at(now)))
             .verify_on_open(true),
