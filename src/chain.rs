@@ -8,7 +8,7 @@
 //! Lookups read every sub-filter. Nothing here knows about files beyond the
 //! sub-filters it holds, or about time beyond the window index.
 
-use crate::filter::{self, Kind};
+use crate::filter::{self, Exclusive, Kind};
 use crate::hash::KeyHash;
 use crate::segment::{State, SubFilter};
 
@@ -67,26 +67,35 @@ impl Segment {
     /// instead would let a false positive in a newer sub-filter take other
     /// keys' counts.
     #[inline]
-    pub(crate) fn insert(&self, h: KeyHash) -> bool {
+    pub(crate) fn insert(&self, x: &Exclusive, h: KeyHash) -> bool {
         let Some((tail, older)) = self.subs.split_last() else {
             return false;
         };
         let holder = older.iter().find(|s| s.contains(h));
         match (tail.header().kind, holder) {
             (Kind::Bloom, Some(_)) => tail.state() == State::Open,
-            (Kind::Counting, Some(s)) => s.insert(&s.probe(h)),
-            (_, None) => tail.insert(&tail.probe(h)),
+            (Kind::Counting, Some(s)) => s.insert(x, h),
+            (_, None) => tail.insert(x, h),
         }
+    }
+
+    /// True when inserting the key would change nothing: a Bloom segment
+    /// that holds it already. (A counting segment counts every insert.)
+    #[inline]
+    pub(crate) fn settled(&self, h: KeyHash) -> bool {
+        self.tail()
+            .is_some_and(|t| t.header().kind == Kind::Bloom && t.state() == State::Open)
+            && self.contains(h)
     }
 
     /// Takes back one occurrence of the key (counting kind): decrements its
     /// counters in the oldest sub-filter that holds it (see `insert`).
     /// Returns whether one did; false also for a sealed or Bloom segment.
-    pub(crate) fn remove(&self, h: KeyHash) -> bool {
+    pub(crate) fn remove(&self, x: &Exclusive, h: KeyHash) -> bool {
         self.subs
             .iter()
             .find(|s| s.contains(h))
-            .is_some_and(|s| s.remove(&s.probe(h)))
+            .is_some_and(|s| s.remove(x, h))
     }
 }
 

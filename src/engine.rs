@@ -2,24 +2,28 @@
 //! rotates windows, expires old ones, and reports stats.
 //!
 //! Concurrency: the segment list sits behind a read-write lock. Inserts and
-//! lookups take it shared and touch the mapped words with atomics; rotation,
-//! expiry, chain growth and unsealing take it exclusive for the few file
-//! operations they need. Check-and-insert of one key is made atomic by a
-//! small array of stripe locks picked by the key's hash, so that of several
-//! threads inserting the same new key exactly one is told it was new.
+//! lookups take it shared; rotation, expiry, chain growth and unsealing take
+//! it exclusive for the few file operations they need. Lookups read the
+//! mapped words with plain atomic loads. Every write to them happens under
+//! the engine's one writer lock (`filter::WriteLock`), which also makes
+//! check-and-insert atomic: of several threads inserting the same new key,
+//! exactly one is told it was new. A key that every open window holds
+//! already (most keys of a crawl) is answered without the writer lock, and
+//! a batch takes it once per group of keys. See docs/design.md,
+//! "Concurrency".
 
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 
 use crate::chain::{any_contains, Segment};
 use crate::clock::{instant, Options, TimeSource};
 use crate::config::{Config, Tier};
 use crate::error::{Error, Result};
-use crate::filter::{sizing, Kind};
+use crate::filter::{sizing, Exclusive, Kind, WriteLock};
 use crate::hash::{hash_key, random_seed, seed_fingerprint, KeyHash};
 use crate::manifest::{file_name, Manifest, SegmentEntry};
 use crate::segment::{Identity, SubFilter};
@@ -29,7 +33,6 @@ use crate::window;
 const MANIFEST: &str = "MANIFEST";
 const LOCK: &str = "LOCK";
 const SEG_DIR: &str = "seg";
-const STRIPES: usize = 1024;
 /// Sub-filters one segment may grow to; at growth factor 2 that is far more
 /// keys than any disk holds.
 const MAX_CHAIN: usize = 64;
@@ -61,7 +64,8 @@ pub struct Engine {
     config: Config,
     clock: TimeSource,
     state: RwLock<Live>,
-    stripes: Box<[Mutex<()>]>,
+    /// Serializes every write to segment words (see the module docs).
+    writer: WriteLock,
     /// The earliest instant at which some tier's window ends.
     next_boundary: AtomicI64,
     failed: AtomicBool,
@@ -241,7 +245,7 @@ impl Engine {
                 full_tier: 0,
                 closed: false,
             }),
-            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            writer: WriteLock::default(),
             next_boundary: AtomicI64::new(i64::MIN),
             failed: AtomicBool::new(false),
         }
@@ -517,11 +521,6 @@ impl Engine {
         hash_key(self.seed, key)
     }
 
-    #[inline]
-    fn stripe(&self, h: KeyHash) -> &Mutex<()> {
-        &self.stripes[(h.lo >> 54) as usize % STRIPES]
-    }
-
     /// Records `key` in the open window of every tier. Returns `true` when
     /// the key was not present in any live segment before (check-and-insert).
     ///
@@ -549,23 +548,33 @@ impl Engine {
                 seg.prefetch(h);
             }
         }
-        // A key already present (the common case in a crawl) is recorded
-        // without the stripe lock: it cannot be anybody's "new". An absent
-        // key is checked again under its stripe lock, so that of several
-        // threads inserting it, exactly one sees it absent.
+        let present = any_contains(&st.tiers[st.full_tier].segments, h);
+        if present && settled(st, h) {
+            return Ok((false, false));
+        }
+        let x = self.writer.lock();
+        self.write_locked(st, &x, h, present)
+    }
+
+    /// The write half of check-and-insert, under the writer lock: checks
+    /// again a key that tested absent (another writer may have inserted it
+    /// since), then records it in every tier's open window.
+    #[inline]
+    fn write_locked(
+        &self,
+        st: &Live,
+        x: &Exclusive,
+        h: KeyHash,
+        present: bool,
+    ) -> Result<(bool, bool)> {
         let full = &st.tiers[st.full_tier].segments;
-        let mut present = any_contains(full, h);
-        let _g = (!present).then(|| {
-            let g = self.stripe(h).lock();
-            present = any_contains(full, h);
-            g
-        });
+        let present = present || full.iter().rev().any(|s| s.contains(h));
         let mut grow = false;
         for t in &st.tiers {
             let Some(seg) = t.segments.last() else {
                 continue;
             };
-            if !seg.insert(h) {
+            if !seg.insert(x, h) {
                 return Err(Error::corrupt(
                     seg_path_of(seg),
                     "the open segment is sealed",
@@ -576,8 +585,9 @@ impl Engine {
         Ok((!present, grow))
     }
 
-    /// [`Engine::insert`] for many keys: one clock read, one lock, and the
-    /// memory loads of a group of keys issued before any is tested.
+    /// [`Engine::insert`] for many keys: one clock read, one shared lock,
+    /// and per group of keys: every memory load issued before any key is
+    /// tested, then one writer lock for the keys that need a write.
     pub fn insert_batch<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<bool>> {
         self.tick()?;
         let mut out = Vec::with_capacity(keys.len());
@@ -587,6 +597,7 @@ impl Engine {
             {
                 let st = self.state.read();
                 self.check_usable(&st)?;
+                let full = &st.tiers[st.full_tier].segments;
                 // Groups until a chain must grow: growth needs the exclusive
                 // lock, and a full sub-filter must not keep taking keys.
                 while !grow {
@@ -594,14 +605,36 @@ impl Engine {
                     let mut hs = [KeyHash { lo: 0, hi: 0 }; BATCH];
                     for (h, k) in hs.iter_mut().zip(group) {
                         *h = self.hash(k.as_ref());
-                        for seg in &st.tiers[st.full_tier].segments {
+                        for seg in full {
                             seg.prefetch(*h);
                         }
+                        for (ti, t) in st.tiers.iter().enumerate() {
+                            if let (true, Some(seg)) = (ti != st.full_tier, t.segments.last()) {
+                                seg.prefetch(*h);
+                            }
+                        }
                     }
-                    for &h in &hs[..group.len()] {
-                        let (new, g) = self.insert_locked(&st, h)?;
-                        out.push(new);
-                        grow |= g;
+                    let hs = &hs[..group.len()];
+                    // Which keys are present, and which need no write at all.
+                    let mut present = [false; BATCH];
+                    let mut todo = 0u32; // bit i: key i needs the writer
+                    for (i, h) in hs.iter().enumerate() {
+                        present[i] = full.iter().rev().any(|s| s.contains(*h));
+                        if !(present[i] && settled(&st, *h)) {
+                            todo |= 1 << i;
+                        }
+                    }
+                    let first = out.len();
+                    out.extend(present[..hs.len()].iter().map(|p| !p));
+                    if todo != 0 {
+                        let x = self.writer.lock();
+                        for (i, h) in hs.iter().enumerate() {
+                            if todo & (1 << i) != 0 {
+                                let (new, g) = self.write_locked(&st, &x, *h, present[i])?;
+                                out[first + i] = new;
+                                grow |= g;
+                            }
+                        }
                     }
                 }
             }
@@ -722,12 +755,12 @@ impl Engine {
                     self.open_windows(now, t)?;
                     continue;
                 }
-                let _g = self.stripe(h).lock();
+                let x = self.writer.lock();
                 let present = any_contains(&st.tiers[st.full_tier].segments, h);
                 let mut grow = false;
                 for (ti, w) in targets {
                     if let Some(seg) = st.tiers[ti].segments.iter().find(|s| s.window == w) {
-                        seg.insert(h);
+                        seg.insert(&x, h);
                         grow |= seg.needs_growth();
                     }
                 }
@@ -813,7 +846,7 @@ impl Engine {
         loop {
             let st = self.state.read();
             self.check_usable(&st)?;
-            let _g = self.stripe(h).lock();
+            let x = self.writer.lock();
             let holders = || {
                 st.tiers
                     .iter()
@@ -821,14 +854,14 @@ impl Engine {
                     .filter(|s| s.contains(h))
             };
             if holders().any(Segment::is_sealed) {
-                drop(_g);
+                drop(x);
                 drop(st);
                 self.unseal_holders(h)?;
                 continue;
             }
             let mut any = false;
             for seg in holders() {
-                any |= seg.remove(h);
+                any |= seg.remove(&x, h);
             }
             return Ok(any);
         }
@@ -997,6 +1030,15 @@ fn seg_path_of(seg: &Segment) -> PathBuf {
     seg.tail()
         .map(|s| s.path().to_path_buf())
         .unwrap_or_default()
+}
+
+/// True when inserting the key would write nothing: every tier's open
+/// window holds it already in a Bloom segment.
+#[inline]
+fn settled(st: &Live, h: KeyHash) -> bool {
+    st.tiers
+        .iter()
+        .all(|t| t.segments.last().is_none_or(|s| s.settled(h)))
 }
 
 fn has_open_segment(t: &TierState, w: i64) -> bool {

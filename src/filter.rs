@@ -4,17 +4,43 @@
 //! from the high half of its hash, its `k` probes from the low half, so a
 //! lookup touches one cache line per sub-filter. Two kinds share the layout:
 //!
-//! * [`Kind::Bloom`]: 512 one-bit cells per block; inserts are one atomic
-//!   `fetch_or` per word touched.
-//! * [`Kind::Counting`]: 128 four-bit counters per block (16 per word);
-//!   updates are one compare-and-swap loop per word touched; a counter that
-//!   reaches 15 saturates and is never decremented again.
+//! * [`Kind::Bloom`]: 512 one-bit cells per block.
+//! * [`Kind::Counting`]: 128 four-bit counters per block (16 per word); a
+//!   counter that reaches 15 saturates and is never decremented again.
+//!
+//! **Concurrency.** Readers load words without any lock. Writers are
+//! serialized by one [`WriteLock`] per engine, and every function that
+//! changes a word takes an [`Exclusive`], the proof that its caller holds
+//! that lock. So a write is a plain atomic load and store: no
+//! read-modify-write instruction (on x86 a `lock`-prefixed one is a full
+//! barrier that waits for the key's cache miss and keeps consecutive keys
+//! from overlapping their loads), and still no lost update. A reader racing a
+//! writer sees each word either before or after the store: a key being
+//! inserted may test absent until its insert returns, never after.
 //!
 //! Nothing here knows about files or time.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use parking_lot::{Mutex, MutexGuard};
+
 use crate::hash::KeyHash;
+
+/// Serializes every write to the filter words of one engine.
+#[derive(Default)]
+pub(crate) struct WriteLock(Mutex<()>);
+
+impl WriteLock {
+    /// Waits for the lock; writes are allowed while the proof lives.
+    #[inline]
+    pub(crate) fn lock(&self) -> Exclusive<'_> {
+        Exclusive(self.0.lock())
+    }
+}
+
+/// Proof that the caller holds its engine's [`WriteLock`]: the kernels that
+/// write take one, so no code path can write without the lock.
+pub(crate) struct Exclusive<'a>(#[allow(dead_code)] MutexGuard<'a, ()>);
 
 /// Words per block: 8 x 64 bits = one 64-byte cache line.
 pub(crate) const BLOCK_WORDS: usize = 8;
@@ -91,16 +117,6 @@ const PROBE_MUL: [u64; MAX_K as usize] = [
     0xcc9e2d51b8b7d3a1,
 ];
 
-/// Where a key lands in one sub-filter: its block and, per word, the cells it uses.
-///
-/// For Bloom cells a mask bit is a cell; for counting cells the mask holds the
-/// low bit of each selected nibble.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Probe {
-    pub block: u64,
-    pub masks: [u64; BLOCK_WORDS],
-}
-
 /// Picks the block: the high half of the hash scaled to `nblocks`
 /// (multiply-shift, 64-bit safe for any `nblocks`).
 #[inline]
@@ -128,15 +144,6 @@ pub(crate) fn masks(kind: Kind, lo: u64, k: u32) -> [u64; BLOCK_WORDS] {
         }
     }
     m
-}
-
-/// Computes the probe of a key in a sub-filter of `nblocks` blocks.
-#[inline]
-pub(crate) fn probe(kind: Kind, h: KeyHash, nblocks: u64, k: u32) -> Probe {
-    Probe {
-        block: block_index(h, nblocks),
-        masks: masks(kind, h.lo, k),
-    }
 }
 
 /// Low bit of every nibble.
@@ -178,75 +185,62 @@ pub(crate) fn contains_key(kind: Kind, block: &Block, lo: u64, k: u32) -> bool {
     }
 }
 
-/// Records the probe's cells. Returns how many cells went from empty to
-/// occupied (the fill counter's increment); zero means every cell was
-/// occupied already.
+/// Sets a key's cells (Bloom kind), probe by probe. Returns how many cells
+/// went from empty to set; zero means the block held the key already.
 #[inline]
-pub(crate) fn insert(kind: Kind, block: &Block, masks: &[u64; BLOCK_WORDS]) -> u64 {
+pub(crate) fn set_key(_: &Exclusive, block: &Block, lo: u64, k: u32) -> u64 {
+    let k = (k as usize).min(PROBE_MUL.len());
     let mut newly = 0u64;
-    match kind {
-        Kind::Bloom => {
-            for (w, &m) in block.iter().zip(masks) {
-                if m != 0 && (w.load(Ordering::Relaxed) & m) != m {
-                    let old = w.fetch_or(m, Ordering::Relaxed);
-                    newly += u64::from((m & !old).count_ones());
-                }
-            }
-        }
-        Kind::Counting => {
-            for (w, &m) in block.iter().zip(masks) {
-                if m == 0 {
-                    continue;
-                }
-                let mut old = w.load(Ordering::Relaxed);
-                loop {
-                    let inc = m & !nibbles_saturated(old);
-                    if inc == 0 {
-                        break;
-                    }
-                    // No carry crosses a nibble: every incremented nibble is below 15.
-                    match w.compare_exchange_weak(
-                        old,
-                        old + inc,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    ) {
-                        Ok(_) => {
-                            newly += u64::from((inc & !nibbles_nonzero(old)).count_ones());
-                            break;
-                        }
-                        Err(cur) => old = cur,
-                    }
-                }
-            }
+    for mul in &PROBE_MUL[..k] {
+        let cell = lo.wrapping_mul(*mul) >> 55;
+        let w = &block[(cell >> 6) as usize];
+        let bit = 1u64 << (cell & 63);
+        let v = w.load(Ordering::Relaxed);
+        if v & bit == 0 {
+            // Writers are serialized (`Exclusive`): nobody else stores here.
+            w.store(v | bit, Ordering::Relaxed);
+            newly += 1;
         }
     }
     newly
 }
 
-/// Decrements the probe's counters (counting kind only); saturated counters
-/// stay at 15 and empty ones stay at 0. Returns how many cells became empty.
+/// Increments the counters selected by `masks` (counting kind; one count
+/// per distinct cell, even when two probes pick the same one). Saturated
+/// counters stay at 15. Returns how many counters went from zero to one.
 #[inline]
-pub(crate) fn remove(block: &Block, masks: &[u64; BLOCK_WORDS]) -> u64 {
+pub(crate) fn increment(_: &Exclusive, block: &Block, masks: &[u64; BLOCK_WORDS]) -> u64 {
+    let mut newly = 0u64;
+    for (w, &m) in block.iter().zip(masks) {
+        if m == 0 {
+            continue;
+        }
+        let old = w.load(Ordering::Relaxed);
+        let inc = m & !nibbles_saturated(old);
+        if inc != 0 {
+            // No carry crosses a nibble: every incremented nibble is below 15.
+            w.store(old + inc, Ordering::Relaxed);
+            newly += u64::from((inc & !nibbles_nonzero(old)).count_ones());
+        }
+    }
+    newly
+}
+
+/// Decrements the counters selected by `masks` (counting kind): saturated
+/// counters stay at 15, empty ones at 0. Returns how many became empty.
+#[inline]
+pub(crate) fn decrement(_: &Exclusive, block: &Block, masks: &[u64; BLOCK_WORDS]) -> u64 {
     let mut emptied = 0u64;
     for (w, &m) in block.iter().zip(masks) {
         if m == 0 {
             continue;
         }
-        let mut old = w.load(Ordering::Relaxed);
-        loop {
-            let dec = m & !nibbles_saturated(old) & nibbles_nonzero(old);
-            if dec == 0 {
-                break;
-            }
+        let old = w.load(Ordering::Relaxed);
+        let dec = m & !nibbles_saturated(old) & nibbles_nonzero(old);
+        if dec != 0 {
             // No borrow crosses a nibble: every decremented nibble is at least 1.
-            match w.compare_exchange_weak(old, old - dec, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => {
-                    emptied += u64::from((dec & nibbles_one(old)).count_ones());
-                    break;
-                }
-                Err(cur) => old = cur,
-            }
+            w.store(old - dec, Ordering::Relaxed);
+            emptied += u64::from((dec & nibbles_one(old)).count_ones());
         }
     }
     emptied
@@ -307,32 +301,46 @@ mod tests {
         Default::default()
     }
 
+    fn insert(x: &Exclusive, kind: Kind, b: &Block, lo: u64, k: u32) -> u64 {
+        match kind {
+            Kind::Bloom => set_key(x, b, lo, k),
+            Kind::Counting => increment(x, b, &masks(kind, lo, k)),
+        }
+    }
+
     #[test]
     fn bloom_insert_then_contains() {
+        let lock = WriteLock::default();
+        let x = lock.lock();
         let b = block();
         let lo = 0x1234_5678_9abc_def1;
-        let m = masks(Kind::Bloom, lo, 8);
         assert!(!contains_key(Kind::Bloom, &b, lo, 8));
-        let set = insert(Kind::Bloom, &b, &m);
+        let set = insert(&x, Kind::Bloom, &b, lo, 8);
         assert!((1..=8).contains(&set));
         assert!(contains_key(Kind::Bloom, &b, lo, 8));
-        assert_eq!(insert(Kind::Bloom, &b, &m), 0);
+        assert_eq!(insert(&x, Kind::Bloom, &b, lo, 8), 0);
         assert_eq!(count_occupied(Kind::Bloom, std::slice::from_ref(&b)), set);
+        // Setting probe by probe sets exactly the cells of the key's masks.
+        let m = masks(Kind::Bloom, lo, 8);
+        let words: Vec<u64> = b.iter().map(|w| w.load(Ordering::Relaxed)).collect();
+        assert_eq!(words, m.to_vec());
     }
 
     #[test]
     fn counting_saturates_and_sticks() {
+        let lock = WriteLock::default();
+        let x = lock.lock();
         let b = block();
         let m = masks(Kind::Counting, 0xdead_beef_cafe_f00d, 6);
         for _ in 0..20 {
-            insert(Kind::Counting, &b, &m);
+            increment(&x, &b, &m);
         }
         assert_eq!(
             count_saturated(std::slice::from_ref(&b)),
             count_occupied(Kind::Counting, std::slice::from_ref(&b))
         );
         for _ in 0..20 {
-            remove(&b, &m);
+            decrement(&x, &b, &m);
         }
         assert!(
             contains_key(Kind::Counting, &b, 0xdead_beef_cafe_f00d, 6),
@@ -342,17 +350,19 @@ mod tests {
 
     #[test]
     fn counting_insert_remove_roundtrip() {
+        let lock = WriteLock::default();
+        let x = lock.lock();
         let b = block();
         let lo = 0x0123_4567_89ab_cdef;
         let m = masks(Kind::Counting, lo, 7);
-        let occ = insert(Kind::Counting, &b, &m);
-        insert(Kind::Counting, &b, &m);
+        let occ = insert(&x, Kind::Counting, &b, lo, 7);
+        insert(&x, Kind::Counting, &b, lo, 7);
         assert!(contains_key(Kind::Counting, &b, lo, 7));
-        assert_eq!(remove(&b, &m), 0);
-        assert_eq!(remove(&b, &m), occ);
+        assert_eq!(decrement(&x, &b, &m), 0);
+        assert_eq!(decrement(&x, &b, &m), occ);
         assert!(!contains_key(Kind::Counting, &b, lo, 7));
         // Removing again changes nothing: counters never go below zero.
-        assert_eq!(remove(&b, &m), 0);
+        assert_eq!(decrement(&x, &b, &m), 0);
         assert_eq!(count_occupied(Kind::Counting, std::slice::from_ref(&b)), 0);
     }
 

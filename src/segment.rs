@@ -39,7 +39,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use memmap2::{Mmap, MmapMut, MmapOptions};
 
 use crate::error::{Error, Result};
-use crate::filter::{self, sizing, Block, Kind, Probe, BLOCK_BYTES, MAX_K};
+use crate::filter::{self, sizing, Block, Exclusive, Kind, BLOCK_BYTES, MAX_K};
+use crate::hash::KeyHash;
 use crate::window::Span;
 
 const MAGIC: [u8; 8] = *b"TBLMSEG\0";
@@ -439,52 +440,53 @@ impl SubFilter {
         unsafe { std::slice::from_raw_parts(base.add(BODY_OFFSET as usize).cast::<Block>(), n) }
     }
 
-    /// The probe of a key in this sub-filter.
+    /// The block a key uses here.
     #[inline]
-    pub(crate) fn probe(&self, h: crate::hash::KeyHash) -> Probe {
-        filter::probe(self.header.kind, h, self.header.nblocks, self.header.k)
-    }
-
-    /// The block a probe reads.
-    #[inline]
-    pub(crate) fn block(&self, p: &Probe) -> Option<&Block> {
-        self.blocks().get(p.block as usize)
+    fn block_of(&self, h: KeyHash) -> Option<&Block> {
+        let b = filter::block_index(h, self.header.nblocks);
+        self.blocks().get(b as usize)
     }
 
     /// Whether the sub-filter holds the key.
     #[inline]
-    pub(crate) fn contains(&self, h: crate::hash::KeyHash) -> bool {
-        let b = filter::block_index(h, self.header.nblocks);
-        self.blocks()
-            .get(b as usize)
+    pub(crate) fn contains(&self, h: KeyHash) -> bool {
+        self.block_of(h)
             .is_some_and(|blk| filter::contains_key(self.header.kind, blk, h.lo, self.header.k))
     }
 
     /// Records a key. Returns false (and writes nothing) on a sealed
     /// sub-filter, which the engine never asks for.
     #[inline]
-    pub(crate) fn insert(&self, p: &Probe) -> bool {
+    pub(crate) fn insert(&self, x: &Exclusive, h: KeyHash) -> bool {
         if !matches!(self.map, Map::Writable(_)) {
             return false;
         }
-        if let Some(b) = self.block(p) {
-            let n = filter::insert(self.header.kind, b, &p.masks);
+        if let Some(b) = self.block_of(h) {
+            let n = match self.header.kind {
+                Kind::Bloom => filter::set_key(x, b, h.lo, self.header.k),
+                Kind::Counting => {
+                    filter::increment(x, b, &filter::masks(Kind::Counting, h.lo, self.header.k))
+                }
+            };
             if n > 0 {
-                self.occupied.fetch_add(n, Ordering::Relaxed);
+                // Serialized by `x`: a load and a store lose no update.
+                let o = self.occupied.load(Ordering::Relaxed);
+                self.occupied.store(o + n, Ordering::Relaxed);
             }
         }
         true
     }
 
     /// Decrements a key's counters (counting kind). Same contract as `insert`.
-    pub(crate) fn remove(&self, p: &Probe) -> bool {
+    pub(crate) fn remove(&self, x: &Exclusive, h: KeyHash) -> bool {
         if !matches!(self.map, Map::Writable(_)) || self.header.kind != Kind::Counting {
             return false;
         }
-        if let Some(b) = self.block(p) {
-            let n = filter::remove(b, &p.masks);
+        if let Some(b) = self.block_of(h) {
+            let n = filter::decrement(x, b, &filter::masks(Kind::Counting, h.lo, self.header.k));
             if n > 0 {
-                self.occupied.fetch_sub(n, Ordering::Relaxed);
+                let o = self.occupied.load(Ordering::Relaxed);
+                self.occupied.store(o.saturating_sub(n), Ordering::Relaxed);
             }
         }
         true
