@@ -100,13 +100,140 @@ impl Segment {
 }
 
 /// Whether any of `segments` holds the key: every block address first, a
-/// prefetch for each, then the tests, so the loads overlap.
+/// prefetch for each, then the tests, newest first, so the loads overlap.
 #[inline]
 pub(crate) fn any_contains(segments: &[Segment], h: KeyHash) -> bool {
-    if segments.len() > 1 {
-        for s in segments {
-            s.prefetch(h);
+    if segments.len() == 1 {
+        return segments[0].contains(h);
+    }
+    let subs = || segments.iter().flat_map(|s| &s.subs);
+    let mut blocks: [Option<&filter::Block>; MAX_SINGLE] = [None; MAX_SINGLE];
+    let mut n = 0;
+    for sub in subs() {
+        let Some(slot) = blocks.get_mut(n) else {
+            // More sub-filters than the stack array holds: the slow path.
+            for s in segments {
+                s.prefetch(h);
+            }
+            return segments.iter().rev().any(|s| s.contains(h));
+        };
+        *slot = View::of(sub).block(h).map(|(_, b)| b);
+        if let Some(b) = slot {
+            filter::prefetch(b);
+        }
+        n += 1;
+    }
+    // Newest first: a recent key is usually found in the newest window.
+    let subs = segments.iter().rev().flat_map(|s| s.subs.iter().rev());
+    subs.zip(blocks[..n].iter().rev())
+        .any(|(sub, b)| b.is_some_and(|b| View::of(sub).test(b, h)))
+}
+
+/// Sub-filters `any_contains` handles with addresses on the stack.
+const MAX_SINGLE: usize = 32;
+
+/// One sub-filter as a lookup sees it: its blocks, kind and probe count,
+/// read out of the mapping once.
+#[derive(Clone, Copy)]
+pub(crate) struct View<'a> {
+    blocks: &'a [filter::Block],
+    kind: Kind,
+    k: u32,
+}
+
+impl<'a> View<'a> {
+    #[inline]
+    fn of(sub: &'a SubFilter) -> View<'a> {
+        View {
+            blocks: sub.blocks(),
+            kind: sub.header().kind,
+            k: sub.header().k,
         }
     }
-    segments.iter().rev().any(|s| s.contains(h))
+
+    /// The key's block, with the view that tests it.
+    #[inline]
+    fn block(self, h: KeyHash) -> Option<(View<'a>, &'a filter::Block)> {
+        let i = filter::block_index(h, self.blocks.len() as u64);
+        self.blocks.get(i as usize).map(|b| (self, b))
+    }
+
+    #[inline]
+    fn test(&self, blk: &filter::Block, h: KeyHash) -> bool {
+        filter::contains_key(self.kind, blk, h.lo, self.k)
+    }
+}
+
+/// Batch lookups in a run of segments: every key of a group gets all its
+/// block addresses computed once and prefetched before any is tested.
+pub(crate) struct Lookup<'a> {
+    views: Vec<View<'a>>,
+    /// Keys per group: enough loads in flight to hide the memory latency,
+    /// not so many that the earliest lines are evicted before their test.
+    group: usize,
+    /// Per key of the group, its block in each view (`views.len()` each).
+    addrs: Vec<Option<&'a filter::Block>>,
+    hashes: Vec<KeyHash>,
+}
+
+/// Block loads a batch group issues before its first test.
+const LOADS_PER_GROUP: usize = 64;
+/// The most keys in one group.
+pub(crate) const MAX_GROUP: usize = 16;
+
+impl<'a> Lookup<'a> {
+    pub(crate) fn new(segments: &'a [Segment]) -> Lookup<'a> {
+        let views: Vec<View<'a>> = segments
+            .iter()
+            .flat_map(|s| s.subs.iter().map(View::of))
+            .collect();
+        let group = (LOADS_PER_GROUP / views.len().max(1)).clamp(2, MAX_GROUP);
+        Lookup {
+            addrs: Vec::with_capacity(group * views.len()),
+            hashes: Vec::with_capacity(group),
+            views,
+            group,
+        }
+    }
+
+    /// Keys per group.
+    pub(crate) fn group(&self) -> usize {
+        self.group
+    }
+
+    /// Starts a group: forgets the previous one's keys.
+    pub(crate) fn clear(&mut self) {
+        self.addrs.clear();
+        self.hashes.clear();
+    }
+
+    /// Adds a key to the group and prefetches its blocks.
+    #[inline]
+    pub(crate) fn push(&mut self, h: KeyHash) {
+        self.hashes.push(h);
+        for v in &self.views {
+            let b = v.block(h).map(|(_, b)| b);
+            if let Some(b) = b {
+                filter::prefetch(b);
+            }
+            self.addrs.push(b);
+        }
+    }
+
+    /// The keys of the group, in the order pushed.
+    pub(crate) fn hashes(&self) -> &[KeyHash] {
+        &self.hashes
+    }
+
+    /// Whether the `i`-th key of the group is in any segment (newest first).
+    #[inline]
+    pub(crate) fn contains(&self, i: usize) -> bool {
+        let h = self.hashes[i];
+        let n = self.views.len();
+        self.views
+            .iter()
+            .zip(&self.addrs[i * n..(i + 1) * n])
+            .rev()
+            .any(|(v, b)| b.is_some_and(|b| v.test(b, h)))
+    }
 }

@@ -19,7 +19,7 @@ use std::time::{Duration, SystemTime};
 
 use parking_lot::RwLock;
 
-use crate::chain::{any_contains, Segment};
+use crate::chain::{any_contains, Lookup, Segment, MAX_GROUP};
 use crate::clock::{instant, Options, TimeSource};
 use crate::config::{Config, Tier};
 use crate::error::{Error, Result};
@@ -591,46 +591,47 @@ impl Engine {
     pub fn insert_batch<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<bool>> {
         self.tick()?;
         let mut out = Vec::with_capacity(keys.len());
-        let mut groups = keys.chunks(BATCH).peekable();
-        while groups.peek().is_some() {
+        let mut rest = keys;
+        while !rest.is_empty() {
             let mut grow = false;
             {
                 let st = self.state.read();
                 self.check_usable(&st)?;
-                let full = &st.tiers[st.full_tier].segments;
+                let mut look = Lookup::new(&st.tiers[st.full_tier].segments);
+                // The open windows of the other tiers take writes too.
+                let tails: Vec<&Segment> = (st.tiers.iter().enumerate())
+                    .filter(|&(ti, _)| ti != st.full_tier)
+                    .filter_map(|(_, t)| t.segments.last())
+                    .collect();
                 // Groups until a chain must grow: growth needs the exclusive
                 // lock, and a full sub-filter must not keep taking keys.
-                while !grow {
-                    let Some(group) = groups.next() else { break };
-                    let mut hs = [KeyHash { lo: 0, hi: 0 }; BATCH];
-                    for (h, k) in hs.iter_mut().zip(group) {
-                        *h = self.hash(k.as_ref());
-                        for seg in full {
-                            seg.prefetch(*h);
-                        }
-                        for (ti, t) in st.tiers.iter().enumerate() {
-                            if let (true, Some(seg)) = (ti != st.full_tier, t.segments.last()) {
-                                seg.prefetch(*h);
-                            }
+                while !grow && !rest.is_empty() {
+                    let (group, tail) = rest.split_at(look.group().min(rest.len()));
+                    rest = tail;
+                    look.clear();
+                    for k in group {
+                        let h = self.hash(k.as_ref());
+                        look.push(h);
+                        for seg in &tails {
+                            seg.prefetch(h);
                         }
                     }
-                    let hs = &hs[..group.len()];
                     // Which keys are present, and which need no write at all.
-                    let mut present = [false; BATCH];
+                    let first = out.len();
                     let mut todo = 0u32; // bit i: key i needs the writer
-                    for (i, h) in hs.iter().enumerate() {
-                        present[i] = full.iter().rev().any(|s| s.contains(*h));
-                        if !(present[i] && settled(&st, *h)) {
+                    for (i, h) in look.hashes().iter().enumerate() {
+                        let present = look.contains(i);
+                        out.push(!present);
+                        if !(present && settled(&st, *h)) {
                             todo |= 1 << i;
                         }
                     }
-                    let first = out.len();
-                    out.extend(present[..hs.len()].iter().map(|p| !p));
                     if todo != 0 {
                         let x = self.writer.lock();
-                        for (i, h) in hs.iter().enumerate() {
+                        for (i, h) in look.hashes().iter().enumerate() {
                             if todo & (1 << i) != 0 {
-                                let (new, g) = self.write_locked(&st, &x, *h, present[i])?;
+                                let was_present = !out[first + i];
+                                let (new, g) = self.write_locked(&st, &x, *h, was_present)?;
                                 out[first + i] = new;
                                 grow |= g;
                             }
@@ -661,19 +662,14 @@ impl Engine {
         self.tick()?;
         let st = self.state.read();
         self.check_usable(&st)?;
-        let segs = &st.tiers[st.full_tier].segments;
+        let mut look = Lookup::new(&st.tiers[st.full_tier].segments);
         let mut out = Vec::with_capacity(keys.len());
-        for group in keys.chunks(BATCH) {
-            let mut hs = [KeyHash { lo: 0, hi: 0 }; BATCH];
-            for (h, k) in hs.iter_mut().zip(group) {
-                *h = self.hash(k.as_ref());
-                for seg in segs {
-                    seg.prefetch(*h);
-                }
+        for group in keys.chunks(look.group()) {
+            look.clear();
+            for k in group {
+                look.push(self.hash(k.as_ref()));
             }
-            for h in &hs[..group.len()] {
-                out.push(segs.iter().rev().any(|s| s.contains(*h)));
-            }
+            out.extend((0..group.len()).map(|i| look.contains(i)));
         }
         Ok(out)
     }
@@ -1023,8 +1019,8 @@ impl Engine {
     }
 }
 
-/// Keys hashed and prefetched together by the batch calls.
-const BATCH: usize = 16;
+// `insert_batch` keeps one bit per key of a group in a `u32`.
+const _: () = assert!(MAX_GROUP <= 32);
 
 fn seg_path_of(seg: &Segment) -> PathBuf {
     seg.tail()

@@ -42,3 +42,38 @@ fn batches_across_growth_keep_every_key_and_answer_once_per_key() {
     let est = seg.estimated_items as f64;
     assert!((est - 20_000.0).abs() < 1_000.0, "estimated {est} items");
 }
+
+/// Batch and single lookups test the same cells, so they must agree on
+/// every key, present or not: over 40 daily windows (more sub-filters than
+/// the single lookup keeps on its stack) whose chains have grown.
+#[test]
+fn batch_and_single_lookups_agree_over_many_grown_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let e = create(dir.path(), config(&[Tier::daily(40)], 200, 0.01), &clock);
+    let mut inserted = Vec::new();
+    for d in 0..40 {
+        clock.set(day(d));
+        // Day 3 gets 8x its plan: a chain of several sub-filters.
+        let n = if d == 3 { 1_600 } else { 150 };
+        let keys: Vec<Vec<u8>> = (0..n).map(|i| url(100 + d, i)).collect();
+        e.insert_batch(&keys).unwrap();
+        inserted.extend(keys);
+    }
+    let s = e.stats().unwrap();
+    let subs: usize = s.tiers[0].segments.iter().map(|g| g.subfilters).sum();
+    assert!(subs > 40, "no chain grew: {subs} sub-filters");
+    let negatives: Vec<Vec<u8>> = (0..20_000).map(|i| url(99, i)).collect();
+    for keys in [&inserted, &negatives] {
+        let batch = e.contains_batch(keys).unwrap();
+        for (k, b) in keys.iter().zip(&batch) {
+            assert_eq!(*b, e.contains(k).unwrap(), "batch and single disagree");
+        }
+    }
+    assert!(e.contains_batch(&inserted).unwrap().iter().all(|&f| f));
+    let fp = e.contains_batch(&negatives).unwrap();
+    assert!(
+        fp.iter().any(|&f| f),
+        "no false positive at all: the test is blind"
+    );
+}
