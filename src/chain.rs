@@ -124,9 +124,42 @@ pub(crate) fn any_contains(segments: &[Segment], h: KeyHash) -> bool {
         n += 1;
     }
     // Newest first: a recent key is usually found in the newest window.
+    let mut masks = Masks::new(h);
     let subs = segments.iter().rev().flat_map(|s| s.subs.iter().rev());
     subs.zip(blocks[..n].iter().rev())
-        .any(|(sub, b)| b.is_some_and(|b| View::of(sub).test(b, h)))
+        .any(|(sub, b)| b.is_some_and(|b| masks.test(View::of(sub), b)))
+}
+
+/// A key's cell masks for the sub-filters of a multi-segment lookup,
+/// computed once per (kind, probe count): the segments of one tier share it
+/// unless a chain grew.
+struct Masks {
+    lo: u64,
+    last: Option<(Kind, u32, [u64; filter::BLOCK_WORDS])>,
+}
+
+impl Masks {
+    #[inline]
+    fn new(h: KeyHash) -> Masks {
+        Masks {
+            lo: h.lo,
+            last: None,
+        }
+    }
+
+    /// Whether the view's block holds the key (branch-free test).
+    #[inline]
+    fn test(&mut self, v: View, blk: &filter::Block) -> bool {
+        let m = match self.last {
+            Some((kind, k, m)) if kind == v.kind && k == v.k => m,
+            _ => {
+                let m = filter::masks(v.kind, self.lo, v.k);
+                self.last = Some((v.kind, v.k, m));
+                m
+            }
+        };
+        filter::contains_masks(v.kind, blk, &m)
+    }
 }
 
 /// Sub-filters `any_contains` handles with addresses on the stack.
@@ -230,10 +263,14 @@ impl<'a> Lookup<'a> {
     pub(crate) fn contains(&self, i: usize) -> bool {
         let h = self.hashes[i];
         let n = self.views.len();
-        self.views
-            .iter()
-            .zip(&self.addrs[i * n..(i + 1) * n])
+        let mut views = self.views.iter().zip(&self.addrs[i * n..(i + 1) * n]);
+        if n == 1 {
+            // One block: stop at the first empty cell.
+            return views.any(|(v, b)| b.is_some_and(|b| v.test(b, h)));
+        }
+        let mut masks = Masks::new(h);
+        views
             .rev()
-            .any(|(v, b)| b.is_some_and(|b| v.test(b, h)))
+            .any(|(v, b)| b.is_some_and(|b| masks.test(*v, b)))
     }
 }
