@@ -13,6 +13,14 @@ const MAX_INSTANT: i64 = 253_402_300_799;
 pub trait Clock: Send + Sync {
     /// The current instant.
     fn now(&self) -> SystemTime;
+
+    /// The current instant in whole seconds since the Unix epoch, `None`
+    /// before 1970 or after 9999. The engine reads its clock on every call;
+    /// the default converts [`Clock::now`], a clock that keeps seconds can
+    /// return them directly.
+    fn now_secs(&self) -> Option<i64> {
+        to_secs(self.now())
+    }
 }
 
 /// The system's wall clock.
@@ -61,6 +69,10 @@ impl Clock for ManualClock {
     fn now(&self) -> SystemTime {
         from_secs(self.0.load(Ordering::SeqCst))
     }
+
+    fn now_secs(&self) -> Option<i64> {
+        Some(self.0.load(Ordering::SeqCst))
+    }
 }
 
 /// Where an engine reads the time: the system's coarse clock read directly
@@ -85,7 +97,10 @@ impl TimeSource {
                     instant(SystemTime::now())
                 }
             }
-            TimeSource::Injected(c) => instant(c.now()),
+            TimeSource::Injected(c) => c
+                .now_secs()
+                .filter(|s| (0..=MAX_INSTANT).contains(s))
+                .ok_or_else(out_of_range),
         }
     }
 }
@@ -139,9 +154,13 @@ pub(crate) fn from_secs(s: i64) -> SystemTime {
 }
 
 pub(crate) fn instant(t: SystemTime) -> Result<i64> {
-    to_secs(t).ok_or_else(|| Error::WindowUnavailable {
+    to_secs(t).ok_or_else(out_of_range)
+}
+
+fn out_of_range() -> Error {
+    Error::WindowUnavailable {
         reason: "the instant is before 1970 or after 9999".into(),
-    })
+    }
 }
 
 #[cfg(test)]
