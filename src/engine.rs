@@ -559,6 +559,10 @@ impl Engine {
     /// The write half of check-and-insert, under the writer lock: checks
     /// again a key that tested absent (another writer may have inserted it
     /// since), then records it in every tier's open window.
+    ///
+    /// The second check reads only open segments: a sealed one cannot have
+    /// changed since the first, because unsealing needs the exclusive lock
+    /// that the caller's shared lock keeps out.
     #[inline]
     fn write_locked(
         &self,
@@ -568,7 +572,7 @@ impl Engine {
         present: bool,
     ) -> Result<(bool, bool)> {
         let full = &st.tiers[st.full_tier].segments;
-        let present = present || full.iter().rev().any(|s| s.contains(h));
+        let present = present || full.iter().rev().any(|s| !s.is_sealed() && s.contains(h));
         let mut grow = false;
         for t in &st.tiers {
             let Some(seg) = t.segments.last() else {
