@@ -478,9 +478,13 @@ impl SubFilter {
                 }
             };
             if n > 0 {
-                // Serialized by `x`: a load and a store lose no update.
+                // Serialized by `x`: a load and a store lose no update. The
+                // count is exact unless the body was damaged behind the
+                // engine's back; even then it never claims more cells than
+                // there are (a header that did would be refused at open).
+                let cells = self.header.nblocks * u64::from(self.header.kind.cells_per_block());
                 let o = self.occupied.load(Ordering::Relaxed);
-                self.occupied.store(o + n, Ordering::Relaxed);
+                self.occupied.store((o + n).min(cells), Ordering::Relaxed);
             }
         }
         true
@@ -554,11 +558,16 @@ impl SubFilter {
     }
 
     /// Flushes and marks the header clean (exact occupied count): the last
-    /// step of a clean close.
+    /// step of a clean close. The count is taken from the body, as `seal`
+    /// does and for the same reason: the clean mark promises that it
+    /// describes the body, and a body damaged while the engine was closed
+    /// has a running count that does not (it can even exceed the cells).
     pub(crate) fn close(&mut self) -> Result<()> {
         if let Map::Writable(m) = &self.map {
             m.flush()
                 .map_err(|e| Error::io("msync segment", &self.path, e))?;
+            let n = filter::count_occupied(self.header.kind, self.blocks());
+            self.occupied.store(n, Ordering::Relaxed);
             self.header.clean = true;
             self.write_header()?;
         }

@@ -134,6 +134,36 @@ fn sealing_a_damaged_open_segment_writes_a_consistent_file() {
     e.verify().unwrap();
 }
 
+/// The same for a clean close: its header claims an exact fill count, so
+/// the count it writes is the body's, even when the body was damaged while
+/// the engine was closed (a running count gone wrong can even exceed the
+/// cells, which the next open refuses as corrupt).
+#[test]
+fn a_clean_close_writes_the_body_fill_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = small_engine(dir.path());
+    let open_seg = segment_files(dir.path()).pop().unwrap(); // day 1: open, clean
+    let mut b = fs::read(&open_seg).unwrap();
+    for byte in &mut b[4096..] {
+        *byte = 0; // forget every key of the open window
+    }
+    fs::write(&open_seg, &b).unwrap();
+    let e = open_result(dir.path(), &clock, true).unwrap();
+    e.insert(b"today").unwrap(); // sets the same bits again, counted again
+    for i in 0..20 {
+        e.insert(&url(2, i)).unwrap();
+    }
+    e.close().unwrap();
+    let b = fs::read(&open_seg).unwrap();
+    let header = u64::from_le_bytes(b[96..104].try_into().unwrap());
+    let body: u64 = b[4096..].iter().map(|x| u64::from(x.count_ones())).sum();
+    assert_eq!(
+        header, body,
+        "the clean header's fill count is not the body's"
+    );
+    open_result(dir.path(), &clock, true).expect("reopens");
+}
+
 #[test]
 fn zeroed_or_foreign_segments_are_refused() {
     let dir = tempfile::tempdir().unwrap();
