@@ -117,7 +117,7 @@ pub(crate) fn any_contains(segments: &[Segment], h: KeyHash) -> bool {
             }
             return segments.iter().rev().any(|s| s.contains(h));
         };
-        *slot = View::of(sub).block(h).map(|(_, b)| b);
+        *slot = View::of(sub).block(h);
         if let Some(b) = slot {
             filter::prefetch(b);
         }
@@ -184,11 +184,11 @@ impl<'a> View<'a> {
         }
     }
 
-    /// The key's block, with the view that tests it.
+    /// The key's block.
     #[inline]
-    fn block(self, h: KeyHash) -> Option<(View<'a>, &'a filter::Block)> {
+    fn block(&self, h: KeyHash) -> Option<&'a filter::Block> {
         let i = filter::block_index(h, self.blocks.len() as u64);
-        self.blocks.get(i as usize).map(|b| (self, b))
+        self.blocks.get(i as usize)
     }
 
     #[inline]
@@ -245,7 +245,7 @@ impl<'a> Lookup<'a> {
     pub(crate) fn push(&mut self, h: KeyHash) {
         self.hashes.push(h);
         for v in &self.views {
-            let b = v.block(h).map(|(_, b)| b);
+            let b = v.block(h);
             if let Some(b) = b {
                 filter::prefetch(b);
             }

@@ -622,18 +622,16 @@ impl Engine {
                     }
                     // Which keys are present, and which need no write at all.
                     let first = out.len();
-                    let mut todo = 0u32; // bit i: key i needs the writer
+                    let mut todo = [false; MAX_GROUP]; // key i needs the writer
                     for (i, h) in look.hashes().iter().enumerate() {
                         let present = look.contains(i);
                         out.push(!present);
-                        if !(present && settled(&st, *h)) {
-                            todo |= 1 << i;
-                        }
+                        todo[i] = !(present && settled(&st, *h));
                     }
-                    if todo != 0 {
+                    if todo.contains(&true) {
                         let x = self.writer.lock();
                         for (i, h) in look.hashes().iter().enumerate() {
-                            if todo & (1 << i) != 0 {
+                            if todo[i] {
                                 let was_present = !out[first + i];
                                 let (new, g) = self.write_locked(&st, &x, *h, was_present)?;
                                 out[first + i] = new;
@@ -1022,9 +1020,6 @@ impl Engine {
         })
     }
 }
-
-// `insert_batch` keeps one bit per key of a group in a `u32`.
-const _: () = assert!(MAX_GROUP <= 32);
 
 fn seg_path_of(seg: &Segment) -> PathBuf {
     seg.tail()

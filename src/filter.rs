@@ -124,7 +124,9 @@ pub(crate) fn block_index(h: KeyHash, nblocks: u64) -> u64 {
     ((u128::from(h.hi) * u128::from(nblocks)) >> 64) as u64
 }
 
-/// The per-word cell masks of a key for `k` probes of the given kind.
+/// The per-word cell masks of a key for `k` probes of the given kind: for
+/// Bloom cells a mask bit is a cell; for counting cells it is the low bit of
+/// each selected nibble.
 #[inline]
 pub(crate) fn masks(kind: Kind, lo: u64, k: u32) -> [u64; BLOCK_WORDS] {
     let mut m = [0u64; BLOCK_WORDS];

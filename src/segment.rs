@@ -386,8 +386,7 @@ impl SubFilter {
         let occupied = header.occupied;
         let mut sub = SubFilter::assemble(path, file, map, header, occupied);
         if header.state == State::Open && !header.clean {
-            let n = filter::count_occupied(header.kind, sub.blocks());
-            sub.occupied.store(n, Ordering::Relaxed);
+            sub.recount();
         }
         if verify {
             sub.verify()?;
@@ -557,6 +556,12 @@ impl SubFilter {
         Ok(())
     }
 
+    /// Sets the running fill count to the body's.
+    fn recount(&self) {
+        let n = filter::count_occupied(self.header.kind, self.blocks());
+        self.occupied.store(n, Ordering::Relaxed);
+    }
+
     /// Flushes and marks the header clean (exact occupied count): the last
     /// step of a clean close. The count is taken from the body, as `seal`
     /// does and for the same reason: the clean mark promises that it
@@ -566,8 +571,7 @@ impl SubFilter {
         if let Map::Writable(m) = &self.map {
             m.flush()
                 .map_err(|e| Error::io("msync segment", &self.path, e))?;
-            let n = filter::count_occupied(self.header.kind, self.blocks());
-            self.occupied.store(n, Ordering::Relaxed);
+            self.recount();
             self.header.clean = true;
             self.write_header()?;
         }
@@ -587,8 +591,7 @@ impl SubFilter {
         m.flush()
             .map_err(|e| Error::io("msync segment", &self.path, e))?;
         self.header.body_crc = crc32fast::hash(&m[BODY_OFFSET as usize..]);
-        let n = filter::count_occupied(self.header.kind, self.blocks());
-        self.occupied.store(n, Ordering::Relaxed);
+        self.recount();
         self.header.state = State::Sealed;
         self.header.clean = true;
         self.write_header()?;
