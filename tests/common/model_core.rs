@@ -55,6 +55,8 @@ macro_rules! check {
 // ---- the model ----------------------------------------------------------------
 
 /// A tier's windows as the model computes them (UTC plus `off` seconds).
+/// The calendar math repeats `src/window.rs` on purpose: an oracle that
+/// called the engine's own window code would share its bugs.
 #[derive(Clone, Copy, Debug)]
 enum Span {
     Day,
