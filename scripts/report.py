@@ -55,7 +55,7 @@ def count(rate, n, fp=None):
 
 
 def pct(v):
-    return "%.3g%%" % (100 * v)
+    return "%.4g%%" % (100 * v)
 
 
 def rate_text(fp, n):
