@@ -46,6 +46,7 @@
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used)]
 
+pub mod canonical;
 mod chain;
 mod clock;
 mod config;
