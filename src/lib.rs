@@ -56,6 +56,7 @@ mod file;
 mod filter;
 mod hash;
 mod manifest;
+pub mod plan;
 mod segment;
 mod stats;
 mod window;
