@@ -171,12 +171,33 @@ impl Canonicalizer {
 
     /// [`Canonicalizer::canonicalize`] of UTF-8 bytes (a line of input).
     pub fn canonicalize_bytes(&self, input: &[u8]) -> Result<String, CanonicalError> {
+        let mut out = Vec::with_capacity(input.len());
+        self.canonicalize_into(input, &mut out)?;
+        String::from_utf8(out).map_err(|_| CanonicalError::NotUtf8)
+    }
+
+    /// Appends the canonical form of the UTF-8 bytes `input` to `out` (the
+    /// CLI's path: no allocation when `input` is already canonical).
+    pub fn canonicalize_into(&self, input: &[u8], out: &mut Vec<u8>) -> Result<(), CanonicalError> {
         let s = std::str::from_utf8(input).map_err(|_| CanonicalError::NotUtf8)?;
-        self.canonicalize(s)
+        if self.already_canonical(s) {
+            out.extend_from_slice(input);
+        } else {
+            out.extend_from_slice(self.canonicalize_slow(s)?.as_bytes());
+        }
+        Ok(())
     }
 
     /// The canonical form of `input`, or why it has none.
     pub fn canonicalize(&self, input: &str) -> Result<String, CanonicalError> {
+        if self.already_canonical(input) {
+            return Ok(input.to_string());
+        }
+        self.canonicalize_slow(input)
+    }
+
+    /// Every rule, step by step (no fast check).
+    fn canonicalize_slow(&self, input: &str) -> Result<String, CanonicalError> {
         // 1. Whitespace.
         let trimmed = input.trim();
         if trimmed.is_empty() {
@@ -273,20 +294,98 @@ impl Canonicalizer {
     /// Whether a parameter (normalized name, raw `=value`) is a session id or
     /// a tracking parameter to remove.
     fn removes(&self, name: &str, value: Option<&str>) -> bool {
-        let lower = name.to_ascii_lowercase();
-        if lower == "jsessionid" || lower == "phpsessid" || lower.starts_with("aspsessionid") {
+        let is = |n: &str| name.eq_ignore_ascii_case(n);
+        let starts = |p: &str| {
+            name.get(..p.len())
+                .is_some_and(|h| h.eq_ignore_ascii_case(p))
+        };
+        if is("jsessionid") || is("phpsessid") || starts("aspsessionid") {
             return true;
         }
-        if lower == "sid" {
-            let v = value.map_or("", |v| &v[1..]);
+        if is("sid") {
+            let v = value.map_or("", |v| v.get(1..).unwrap_or(""));
             if v.len() == 32 && v.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return true;
             }
         }
         self.drop_tracking
-            && (lower.starts_with("utm_")
-                || TRACKING_PARAMS.contains(&lower.as_str())
-                || self.extra_tracking.contains(&lower))
+            && (starts("utm_")
+                || TRACKING_PARAMS.iter().any(|t| is(t))
+                || self.extra_tracking.iter().any(|t| is(t)))
+    }
+
+    /// A fast check that `s` is already its own canonical form under these
+    /// rules (the common case in a crawl): lowercase `http(s)://`, a host of
+    /// lowercase ASCII labels that is neither an IP address nor punycode, no
+    /// port, userinfo, fragment, `%`, `;` in the path, dot segment,
+    /// backslash or whitespace, and a query whose parameters are non-empty,
+    /// sorted and not removed by a rule. Anything else takes the full path;
+    /// a test checks that every string accepted here is a fixed point of it.
+    fn already_canonical(&self, s: &str) -> bool {
+        let b = s.as_bytes();
+        let rest = match (b.strip_prefix(b"https://"), b.strip_prefix(b"http://")) {
+            (Some(r), _) | (None, Some(r)) => r,
+            _ => return false,
+        };
+        let Some(host_end) = rest.iter().position(|&c| c == b'/') else {
+            return false; // the path must be present
+        };
+        let (host, tail) = rest.split_at(host_end);
+        let mut last: &[u8] = b"";
+        for label in host.split(|&c| c == b'.') {
+            let ok = !label.is_empty()
+                && !label.starts_with(b"-")
+                && !label.ends_with(b"-")
+                && !label.starts_with(b"xn--")
+                && (label.iter())
+                    .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-');
+            if !ok {
+                return false;
+            }
+            last = label;
+        }
+        if last.first().is_none_or(u8::is_ascii_digit) {
+            return false; // an IPv4 address in some notation
+        }
+        if self.drop_www && host.starts_with(b"www.") {
+            return false;
+        }
+        let (path, query) = match tail.iter().position(|&c| c == b'?') {
+            Some(q) => (&tail[..q], Some(&tail[q + 1..])),
+            None => (tail, None),
+        };
+        let path_ok = |c: &u8| is_unreserved(*c) || b"/:@!$&'()*+,=".contains(c);
+        if !path.iter().all(path_ok) {
+            return false;
+        }
+        if path.split(|&c| c == b'/').any(|g| g == b"." || g == b"..") {
+            return false;
+        }
+        if self.drop_trailing_slash && path.len() > 1 && path.ends_with(b"/") {
+            return false;
+        }
+        let Some(query) = query else { return true };
+        let query_ok = |c: &u8| is_unreserved(*c) || b"&/?:@!$()*+,;=".contains(c);
+        if query.is_empty() || !query.iter().all(query_ok) {
+            return false;
+        }
+        let mut prev: Option<(&[u8], &[u8])> = None;
+        for param in query.split(|&c| c == b'&') {
+            let eq = param.iter().position(|&c| c == b'=').unwrap_or(param.len());
+            let (name, value) = param.split_at(eq);
+            if param.is_empty() || prev.is_some_and(|p| p > (name, value)) {
+                return false;
+            }
+            // ASCII, checked above.
+            let (Ok(n), Ok(v)) = (std::str::from_utf8(name), std::str::from_utf8(value)) else {
+                return false;
+            };
+            if self.removes(n, (!v.is_empty()).then_some(v)) {
+                return false;
+            }
+            prev = Some((name, value));
+        }
+        true
     }
 }
 
@@ -384,5 +483,90 @@ mod tests {
         assert_eq!(n("/%zz%4"), "/%25zz%254");
         assert_eq!(n("/a^b|c"), "/a%5Eb%7Cc");
         assert_eq!(n("%"), "%25");
+    }
+
+    /// Every string the fast check accepts is a fixed point of the full
+    /// rules (checked on random strings built from tricky pieces).
+    #[test]
+    fn fast_path_accepts_only_fixed_points() {
+        const PIECES: &[&str] = &[
+            "http://",
+            "https://",
+            "HTTP://",
+            "www.",
+            "a",
+            "b",
+            "Z",
+            "0",
+            "9",
+            "xn--",
+            "-",
+            ".",
+            "..",
+            "/",
+            "/.",
+            "/..",
+            "?",
+            "&",
+            "=",
+            "#",
+            "%",
+            "%2e",
+            "%41",
+            ";",
+            ";jsessionid=",
+            ":",
+            ":80",
+            "@",
+            "'",
+            "!",
+            "~",
+            "_",
+            " ",
+            "\\",
+            "utm_x",
+            "sid",
+            "phpsessid",
+            "é",
+            "com",
+            "0x1",
+            "1.2",
+            "gclid",
+            "x=1",
+            "a=",
+            "b=2",
+        ];
+        let rules = [
+            Canonicalizer::new(),
+            Canonicalizer::strict(),
+            Canonicalizer::new().tracking_param("b"),
+        ];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut accepted = 0;
+        for _ in 0..400_000 {
+            let r = next();
+            let mut s = String::from(if r & 1 == 0 { "http://" } else { "https://" });
+            s.push_str(["", "a.com/", "www.b.org/", "x.y/p?"][(r >> 1) as usize % 4]);
+            for _ in 0..(r >> 8) % 12 {
+                s.push_str(PIECES[(next() % PIECES.len() as u64) as usize]);
+            }
+            for c in &rules {
+                if c.already_canonical(&s) {
+                    accepted += 1;
+                    let full = c.canonicalize_slow(&s);
+                    assert_eq!(full.as_deref(), Ok(s.as_str()), "{s:?} {c:?}");
+                }
+            }
+        }
+        assert!(
+            accepted > 10_000,
+            "only {accepted} accepted: the test checks too little"
+        );
     }
 }
