@@ -337,8 +337,7 @@ impl Canonicalizer {
                 && !label.starts_with(b"-")
                 && !label.ends_with(b"-")
                 && !label.starts_with(b"xn--")
-                && (label.iter())
-                    .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-');
+                && label.iter().all(|&c| FAST_HOST[usize::from(c)]);
             if !ok {
                 return false;
             }
@@ -354,8 +353,7 @@ impl Canonicalizer {
             Some(q) => (&tail[..q], Some(&tail[q + 1..])),
             None => (tail, None),
         };
-        let path_ok = |c: &u8| is_unreserved(*c) || b"/:@!$&'()*+,=".contains(c);
-        if !path.iter().all(path_ok) {
+        if !path.iter().all(|&c| FAST_PATH[usize::from(c)]) {
             return false;
         }
         if path.split(|&c| c == b'/').any(|g| g == b"." || g == b"..") {
@@ -365,8 +363,7 @@ impl Canonicalizer {
             return false;
         }
         let Some(query) = query else { return true };
-        let query_ok = |c: &u8| is_unreserved(*c) || b"&/?:@!$()*+,;=".contains(c);
-        if query.is_empty() || !query.iter().all(query_ok) {
+        if query.is_empty() || !query.iter().all(|&c| FAST_QUERY[usize::from(c)]) {
             return false;
         }
         let mut prev: Option<(&[u8], &[u8])> = None;
@@ -397,6 +394,38 @@ const QUERY_KEEP: &[u8] = b"/?:@!$'()*+,;=";
 fn is_unreserved(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
 }
+
+/// A byte-indexed table: `true` for the unreserved characters and `extra`.
+const fn table(extra: &[u8]) -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        t[c] = b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~');
+        c += 1;
+    }
+    let mut i = 0;
+    while i < extra.len() {
+        t[extra[i] as usize] = true;
+        i += 1;
+    }
+    t
+}
+
+/// Bytes the fast check accepts in a path and in a query.
+static FAST_PATH: [bool; 256] = table(b"/:@!$&'()*+,=");
+static FAST_QUERY: [bool; 256] = table(b"&/?:@!$()*+,;=");
+/// Bytes of a host label the fast check accepts.
+static FAST_HOST: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        t[c] = b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-';
+        c += 1;
+    }
+    t
+};
 
 fn hex_value(b: u8) -> Option<u8> {
     match b {

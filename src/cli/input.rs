@@ -342,8 +342,10 @@ impl KeyReader {
                     chunk.lines.push(Vec::new());
                 }
                 chunk.lines[chunk.len] = arg;
-                let where_ = format!("argument {}", chunk.len + 1);
-                self.push_key(chunk, &where_)?;
+                let n = chunk.len + 1;
+                push_key(&self.rules, &mut self.counts, chunk, &|| {
+                    format!("argument {n}")
+                })?;
             }
             return Ok(chunk.len > 0);
         }
@@ -388,8 +390,11 @@ impl KeyReader {
                     if buf.is_empty() {
                         continue;
                     }
-                    let where_ = format!("{}:{}", src.name, src.line);
-                    if let Err(e) = self.push_key(chunk, &where_) {
+                    let (name, line) = (&src.name, src.line);
+                    let pushed = push_key(&self.rules, &mut self.counts, chunk, &|| {
+                        format!("{name}:{line}")
+                    });
+                    if let Err(e) = pushed {
                         return self.defer(chunk, e);
                     }
                 }
@@ -405,56 +410,6 @@ impl KeyReader {
         }
         self.pending = Some(e);
         Ok(true)
-    }
-
-    /// Derives the key of line `chunk.len` and counts it in, or skips it.
-    fn push_key(&mut self, chunk: &mut Chunk, where_: &str) -> CliResult<()> {
-        if !chunk.transformed {
-            if chunk.lines[chunk.len].is_empty() {
-                return Ok(());
-            }
-            chunk.len += 1;
-            self.counts.keys += 1;
-            return Ok(());
-        }
-        if chunk.len == chunk.keys.len() {
-            chunk.keys.push(Vec::new());
-        }
-        let line = &chunk.lines[chunk.len];
-        let key = &mut chunk.keys[chunk.len];
-        key.clear();
-        let text = if self.rules.trim {
-            line.trim_ascii()
-        } else {
-            line.as_slice()
-        };
-        if text.is_empty() {
-            return Ok(());
-        }
-        match &self.rules.canonical {
-            None => key.extend_from_slice(text),
-            Some(c) => match c.canonicalize_bytes(text) {
-                Ok(s) => key.extend_from_slice(s.as_bytes()),
-                Err(e) => {
-                    self.counts.not_urls += 1;
-                    match self.rules.not_url {
-                        NotUrl::Keep => key.extend_from_slice(text),
-                        NotUrl::Skip => {
-                            self.counts.not_urls_skipped += 1;
-                            return Ok(());
-                        }
-                        NotUrl::Error => {
-                            return Err(CliError(format!(
-                                "{where_}: {e} (--not-url keep or skip goes on)"
-                            )))
-                        }
-                    }
-                }
-            },
-        }
-        chunk.len += 1;
-        self.counts.keys += 1;
-        Ok(())
     }
 
     /// Notes on stderr about skipped lines, once input is done.
@@ -478,6 +433,62 @@ impl KeyReader {
             ));
         }
     }
+}
+
+/// Derives the key of line `chunk.len` and counts it in, or skips it.
+fn push_key(
+    rules: &KeyRules,
+    counts: &mut ReadCounts,
+    chunk: &mut Chunk,
+    where_: &dyn Fn() -> String,
+) -> CliResult<()> {
+    if !chunk.transformed {
+        if chunk.lines[chunk.len].is_empty() {
+            return Ok(());
+        }
+        chunk.len += 1;
+        counts.keys += 1;
+        return Ok(());
+    }
+    if chunk.len == chunk.keys.len() {
+        chunk.keys.push(Vec::new());
+    }
+    let line = &chunk.lines[chunk.len];
+    let key = &mut chunk.keys[chunk.len];
+    key.clear();
+    let text = if rules.trim {
+        line.trim_ascii()
+    } else {
+        line.as_slice()
+    };
+    if text.is_empty() {
+        return Ok(());
+    }
+    match &rules.canonical {
+        None => key.extend_from_slice(text),
+        Some(c) => match c.canonicalize_into(text, key) {
+            Ok(()) => {}
+            Err(e) => {
+                counts.not_urls += 1;
+                match rules.not_url {
+                    NotUrl::Keep => key.extend_from_slice(text),
+                    NotUrl::Skip => {
+                        counts.not_urls_skipped += 1;
+                        return Ok(());
+                    }
+                    NotUrl::Error => {
+                        return Err(CliError(format!(
+                            "{}: {e} (--not-url keep or skip goes on)",
+                            where_()
+                        )))
+                    }
+                }
+            }
+        },
+    }
+    chunk.len += 1;
+    counts.keys += 1;
+    Ok(())
 }
 
 #[cfg(unix)]
