@@ -193,6 +193,14 @@ enum Command {
         /// The engine directory.
         dir: PathBuf,
     },
+    /// Rotate and expire now, and print what changed (windows opened, sealed,
+    /// expired). With --now, the one writing command that may move the
+    /// clock forward past the --max-clock-jump limit or every live window.
+    #[command(after_help = "Example:\n  timebloom maintain crawl.tb --now 2027-01-01T00:00:00Z")]
+    Maintain {
+        /// The engine directory.
+        dir: PathBuf,
+    },
     /// Print a shell completion script.
     #[command(
         after_help = "Example:\n  timebloom completions bash > /etc/bash_completion.d/timebloom"
@@ -297,7 +305,21 @@ struct LineFlags {
 
 /// Flags of the commands that write.
 #[derive(Args)]
-struct WriteFlags {}
+struct WriteFlags {
+    /// Refuse to move the engine's clock forward by more than this (3d,
+    /// 12h...) in one step; `maintain --now` is the way past it.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    max_clock_jump: Option<Duration>,
+}
+
+impl WriteFlags {
+    fn apply(&self, opts: Options) -> Options {
+        match self.max_clock_jump {
+            Some(d) => opts.max_clock_jump(Some(d)),
+            None => opts,
+        }
+    }
+}
 
 /// Configuration flags; they apply when an engine is created.
 #[derive(Args)]
@@ -421,8 +443,9 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             sizing,
             keys,
             lines,
-            ..
+            write,
         } => {
+            let opts = write.apply(opts);
             // Inputs first: nothing is created for a missing file.
             let inputs = open_inputs(files)?;
             let mut reader = KeyReader::new(inputs, keys.rules(&lines), "add");
@@ -436,10 +459,13 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let (mut new, mut total) = (0u64, 0u64);
             let result = (|| -> CliResult<()> {
                 while reader.fill(&mut chunk)? {
-                    let fresh = per_key(&chunk, engine.insert_batch(chunk.keys())?)?;
+                    let (fresh, stopped) = recorded(&chunk, engine.insert_batch(chunk.keys()))?;
                     new += fresh.iter().filter(|n| **n).count() as u64;
                     total += fresh.len() as u64;
                     progress.update(total, new);
+                    if let Some(e) = stopped {
+                        return Err(e);
+                    }
                 }
                 Ok(())
             })();
@@ -460,8 +486,9 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             sizing,
             keys,
             lines,
-            ..
+            write,
         } => {
+            let opts = write.apply(opts);
             let inputs = open_inputs(files)?;
             let reader = KeyReader::new(inputs, keys.rules(&lines), "filter-new");
             let engine = if dry_run {
@@ -488,7 +515,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             lines,
         } => {
             let mut reader = KeyReader::args_or_stdin(keys, key_flags.rules(&lines), "check")?;
-            let engine = Engine::open_with(&dir, opts)?;
+            let engine = Engine::open_read_only_with(&dir, opts)?;
             let mut chunk = Chunk::default();
             let mut any_new = false;
             let result = (|| -> CliResult<()> {
@@ -519,8 +546,9 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             keys,
             key_flags,
             lines,
-            ..
+            write,
         } => {
+            let opts = write.apply(opts);
             let mut reader = KeyReader::args_or_stdin(keys, key_flags.rules(&lines), "remove")?;
             let engine = Engine::open_with(&dir, opts)?;
             if let Some(t) = engine
@@ -555,7 +583,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             out.write(&[format!("removed {removed} of {total} keys\n").as_bytes()])?;
         }
         Command::Stats { dir, json } => {
-            let engine = Engine::open_with(&dir, opts)?;
+            let engine = Engine::open_read_only_with(&dir, opts)?;
             let stats = engine.stats()?;
             engine.close()?;
             let text = if json {
@@ -569,10 +597,21 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             out.write(&[text.as_bytes()])?;
         }
         Command::Verify { dir } => {
-            let engine = Engine::open_with(&dir, opts)?;
+            let engine = Engine::open_read_only_with(&dir, opts)?;
             engine.verify()?;
             engine.close()?;
             out.write(&[b"ok\n"])?;
+        }
+        Command::Maintain { dir } => {
+            // Opened on a clock that stands still at the epoch, so that the
+            // open itself moves nothing and `maintain` reports every change.
+            let still = Options::default().clock(ManualClock::new(std::time::UNIX_EPOCH));
+            let engine = Engine::open_with(&dir, still.allow_clock_jump(true))?;
+            let done = engine.maintain(cli.now.unwrap_or_else(SystemTime::now));
+            let closed = engine.close();
+            let done = done?;
+            closed?;
+            out.write(&[done.to_string().as_bytes()])?;
         }
         Command::Completions { shell } => {
             let mut script = Vec::new();
@@ -597,6 +636,22 @@ fn per_key(chunk: &Chunk, answers: Vec<bool>) -> CliResult<Vec<bool>> {
     )))
 }
 
+/// The answers of an insert batch: all of them, or, when the batch stopped
+/// part way ([`Error::Incomplete`]), the answers of the keys it recorded and
+/// the error that stopped it, so that every recorded key is reported.
+fn recorded(
+    chunk: &Chunk,
+    r: timebloom::Result<Vec<bool>>,
+) -> CliResult<(Vec<bool>, Option<CliError>)> {
+    match r {
+        Ok(answers) => Ok((per_key(chunk, answers)?, None)),
+        Err(Error::Incomplete { answers, cause }) if answers.len() <= chunk.len() => {
+            Ok((answers, Some(CliError::from(*cause))))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// `filter-new`: prints the new (or repeated) lines of every batch once the
 /// batch is recorded.
 fn filter_new(
@@ -617,13 +672,14 @@ fn filter_new(
     let (mut new, mut total) = (0u64, 0u64);
     let result = (|| -> CliResult<()> {
         while !out.closed && reader.fill(&mut chunk)? {
-            let fresh = if mode.dry_run {
+            let (fresh, stopped): (Vec<bool>, _) = if mode.dry_run {
                 let seen = per_key(&chunk, engine.contains_batch(chunk.keys())?)?;
-                (chunk.keys().iter().zip(seen))
+                let fresh = (chunk.keys().iter().zip(seen))
                     .map(|(k, seen)| !seen && printed.insert(xxhash_rust::xxh3::xxh3_128(k)))
-                    .collect()
+                    .collect();
+                (fresh, None)
             } else {
-                per_key(&chunk, engine.insert_batch(chunk.keys())?)?
+                recorded(&chunk, engine.insert_batch(chunk.keys()))?
             };
             new += fresh.iter().filter(|n| **n).count() as u64;
             total += fresh.len() as u64;
@@ -636,6 +692,9 @@ fn filter_new(
                 out.flush()?;
             }
             progress.update(total, new);
+            if let Some(e) = stopped {
+                return Err(e);
+            }
         }
         Ok(())
     })();

@@ -337,12 +337,18 @@ fn bad_flags_exit_2_and_create_nothing() {
 
 #[test]
 fn a_locked_directory_is_exit_2_naming_the_lock() {
-    // Guards one-writer-at-a-time: the CLI reports another holder instead of waiting or corrupting.
+    // Guards one-writer-at-a-time: the CLI reports another holder instead of waiting or corrupting;
+    // readers are not writers and go on.
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
     assert_eq!(code(&cmd("create", &db, &[], b"")), 0);
     let held = timebloom::Engine::open(&db).unwrap();
-    for command in ["add", "filter-new", "check", "stats"] {
+    // Read-only commands take no lock (review #7.2): they work beside a writer.
+    for command in ["check", "stats", "verify"] {
+        let out = cmd(command, &db, &[], b"a\n");
+        assert!(code(&out) <= 1, "{command}: {}", stderr(&out));
+    }
+    for command in ["add", "filter-new", "maintain"] {
         let out = cmd(command, &db, &[], b"a\n");
         assert_eq!(code(&out), 2, "{command}");
         let err = stderr(&out);

@@ -124,3 +124,63 @@ fn review_7_7_inputs_are_checked_before_anything_is_created() {
     assert_eq!(code(&out), 2);
     assert!(!db.exists());
 }
+
+/// Every file under `dir` with its length, modification time and content hash.
+fn snapshot(dir: &std::path::Path) -> Vec<(String, u64, std::time::SystemTime, u64)> {
+    let mut all = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let m = std::fs::metadata(&p).unwrap();
+            if m.is_dir() {
+                stack.push(p);
+            } else {
+                let data = std::fs::read(&p).unwrap();
+                let sum = data
+                    .iter()
+                    .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(*b)));
+                all.push((p.display().to_string(), m.len(), m.modified().unwrap(), sum));
+            }
+        }
+    }
+    all.sort();
+    all
+}
+
+#[test]
+fn review_7_2_read_only_commands_never_rotate_or_expire() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let out = cmd("add", &db, &["--tiers", "7d"], b"k2026\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let before = snapshot(&db);
+    let d = db.to_str().unwrap();
+    // Years ahead: every window would expire if check rotated.
+    let far = run(&["check", d, "--now", "2031-01-01T00:00:00Z", "k2026"], b"");
+    assert_eq!(code(&far), 1, "{}", stderr(&far));
+    for c in [&["stats", d][..], &["verify", d], &["stats", d, "--json"]] {
+        let mut args = c.to_vec();
+        args.extend_from_slice(&["--now", "2031-01-01T00:00:00Z"]);
+        let out = run(&args, b"");
+        assert_eq!(code(&out), 0, "{c:?}: {}", stderr(&out));
+    }
+    assert_eq!(
+        snapshot(&db),
+        before,
+        "a read-only command changed the directory"
+    );
+    let back = run(&["check", d, "--now", DAY0, "k2026"], b"");
+    assert_eq!(
+        (code(&back), stdout(&back).as_str()),
+        (0, "k2026\tseen\n"),
+        "{}",
+        stderr(&back)
+    );
+    // maintain --now is the one way to move the clock on purpose.
+    let m = run(&["maintain", d, "--now", "2031-01-01T00:00:00Z"], b"");
+    assert_eq!(code(&m), 0, "{}", stderr(&m));
+    assert!(stdout(&m).contains("expired"), "{}", stdout(&m));
+    let gone = run(&["check", d, "--now", "2031-01-01T00:00:00Z", "k2026"], b"");
+    assert_eq!(code(&gone), 1);
+}
