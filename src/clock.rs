@@ -112,6 +112,8 @@ pub struct Options {
     pub(crate) verify_on_open: bool,
     pub(crate) max_clock_jump: Option<Duration>,
     pub(crate) allow_clock_jump: bool,
+    pub(crate) sync: Option<crate::config::SyncPolicy>,
+    pub(crate) assume_power_loss: bool,
 }
 
 impl Default for Options {
@@ -121,6 +123,8 @@ impl Default for Options {
             verify_on_open: false,
             max_clock_jump: None,
             allow_clock_jump: false,
+            sync: None,
+            assume_power_loss: false,
         }
     }
 }
@@ -131,6 +135,7 @@ impl std::fmt::Debug for Options {
             .field("verify_on_open", &self.verify_on_open)
             .field("max_clock_jump", &self.max_clock_jump)
             .field("allow_clock_jump", &self.allow_clock_jump)
+            .field("sync", &self.sync)
             .finish_non_exhaustive()
     }
 }
@@ -169,6 +174,25 @@ impl Options {
     /// `maintain --now`). [`crate::Engine::maintain`] always does.
     pub fn allow_clock_jump(mut self, yes: bool) -> Options {
         self.allow_clock_jump = yes;
+        self
+    }
+}
+
+impl Options {
+    /// The sync policy for this open, in place of the one the engine was
+    /// created with ([`crate::Config::sync`]). The stored policy is not
+    /// changed: the next open without this option uses it again.
+    pub fn sync(mut self, policy: crate::config::SyncPolicy) -> Options {
+        self.sync = Some(policy);
+        self
+    }
+
+    /// Recovers as after a power loss even when the operating system has not
+    /// restarted since the engine was last open (for power-loss simulations
+    /// in tests; see `docs/format.md`, "Recovery").
+    #[doc(hidden)]
+    pub fn assume_power_loss(mut self, yes: bool) -> Options {
+        self.assume_power_loss = yes;
         self
     }
 }

@@ -17,22 +17,28 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use parking_lot::RwLock;
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::chain::{any_contains, Lookup, Segment, MAX_GROUP};
 use crate::clock::{instant, Options, TimeSource};
-use crate::config::{Config, Tier};
+use crate::config::{Config, SyncPolicy, Tier};
 use crate::error::{Error, Result};
 use crate::filter::{sizing, Exclusive, Kind, WriteLock};
 use crate::hash::{hash_key, random_seed, seed_fingerprint, KeyHash};
 use crate::manifest::{file_name, Manifest, SegmentEntry};
 use crate::segment::{Identity, SubFilter};
 use crate::stats::{Maintenance, SegmentStats, Stats, TierStats};
+use crate::wal::{self, Op, Wal};
 use crate::window;
 
 const MANIFEST: &str = "MANIFEST";
 const LOCK: &str = "LOCK";
 const SEG_DIR: &str = "seg";
+const WAL_DIR: &str = "wal";
+/// The boot the engine was last opened for writing in (see `wal::boot_id`).
+const BOOT: &str = "BOOT";
 /// Sub-filters one segment may grow to; at growth factor 2 that is far more
 /// keys than any disk holds.
 const MAX_CHAIN: usize = 64;
@@ -47,6 +53,8 @@ struct TierState {
 struct Live {
     tiers: Vec<TierState>,
     generation: u64,
+    /// The write-ahead log position of the last checkpoint (see `wal`).
+    checkpoint_lsn: u64,
     /// The tier whose live windows reach furthest back: `contains` reads it alone.
     full_tier: usize,
     closed: bool,
@@ -75,6 +83,52 @@ pub struct Engine {
     /// The earliest instant at which some tier's window ends.
     next_boundary: AtomicI64,
     failed: AtomicBool,
+    /// When writes become durable (the stored policy, or this open's).
+    policy: SyncPolicy,
+    /// The write-ahead log, under the `always` and `interval` policies.
+    wal: Option<Arc<Wal>>,
+    /// Syncs the log every interval (`interval` policy).
+    syncer: Mutex<Option<Syncer>>,
+}
+
+/// The background thread of the `interval` policy.
+struct Syncer {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Syncer {
+    fn start(wal: Arc<Wal>, every: Duration) -> Syncer {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let flag = Arc::clone(&stop);
+        let handle = std::thread::Builder::new()
+            .name("timebloom-sync".into())
+            .spawn(move || {
+                let (m, cv) = &*flag;
+                let mut stopped = m.lock();
+                while !*stopped {
+                    cv.wait_for(&mut stopped, every);
+                    if *stopped {
+                        break;
+                    }
+                    drop(stopped);
+                    // A failure is latched in the log: the next write reports it.
+                    let _ = wal.sync_appended();
+                    stopped = m.lock();
+                }
+            })
+            .ok();
+        Syncer { stop, handle }
+    }
+
+    fn stop(&mut self) {
+        let (m, cv) = &*self.stop;
+        *m.lock() = true;
+        cv.notify_all();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
 }
 
 impl std::fmt::Debug for Engine {
@@ -196,7 +250,7 @@ impl Engine {
                 fs::create_dir(dir.join(SEG_DIR))
                     .map_err(|e| Error::io("create directory", dir.join(SEG_DIR), e))?;
             }
-            let engine = Engine::assemble(
+            let mut engine = Engine::assemble(
                 dir,
                 Some(lock),
                 false,
@@ -206,6 +260,7 @@ impl Engine {
                 Vec::new(),
                 0,
             );
+            engine.start_durability(false)?;
             engine.maintain_at(now, true)?;
             // The new directory's entry in its parent, and the engine's own
             // entries, reach the disk before the create returns.
@@ -352,7 +407,8 @@ impl Engine {
             .flat_map(|e| e.files.iter().map(String::as_str))
             .collect();
         let now = options.clock.now_secs()?;
-        let engine = Engine::assemble(
+        let assume_power_loss = options.assume_power_loss;
+        let mut engine = Engine::assemble(
             dir,
             lock,
             read_only,
@@ -362,8 +418,10 @@ impl Engine {
             tiers,
             manifest.generation,
         );
+        engine.state.get_mut().checkpoint_lsn = manifest.checkpoint_lsn;
         if !read_only {
             engine.remove_unnamed_files(&named)?;
+            engine.start_durability(assume_power_loss)?;
         }
         engine.maintain_at(now, engine.allow_clock_jump)?;
         Ok(engine)
@@ -380,6 +438,7 @@ impl Engine {
         segments: Vec<Vec<Segment>>,
         generation: u64,
     ) -> Engine {
+        let policy = options.sync.unwrap_or(config.sync);
         let tiers = config
             .tiers
             .iter()
@@ -404,10 +463,14 @@ impl Engine {
                 generation,
                 full_tier: 0,
                 closed: false,
+                checkpoint_lsn: 0,
             }),
             writer: WriteLock::default(),
             next_boundary: AtomicI64::new(i64::MIN),
             failed: AtomicBool::new(false),
+            policy,
+            wal: None,
+            syncer: Mutex::new(None),
         }
     }
 
@@ -568,7 +631,8 @@ impl Engine {
     }
 
     fn check_usable(&self, st: &Live) -> Result<()> {
-        if self.failed.load(Ordering::Relaxed) || st.closed {
+        let log_failed = self.wal.as_ref().is_some_and(|w| w.failed());
+        if self.failed.load(Ordering::Relaxed) || log_failed || st.closed {
             return Err(Error::PreviousIo);
         }
         Ok(())
@@ -673,6 +737,7 @@ impl Engine {
         }
         drop(expired);
         let mut created = false;
+        let mut unsealed = false;
         for ti in 0..st.tiers.len() {
             if self.read_only {
                 break;
@@ -704,7 +769,7 @@ impl Engine {
                     if i == newest {
                         // The newest segment takes inserts: after a crash
                         // between sealing and the manifest it may be sealed.
-                        s.unseal()?;
+                        unsealed |= s.unseal()?;
                     } else {
                         // Also reseals what a backfill or remove reopened.
                         s.seal()?;
@@ -712,7 +777,11 @@ impl Engine {
                 }
             }
         }
-        if created {
+        if self.wal.is_some() && (created || unsealed || !done.sealed.is_empty()) {
+            // The commit point of the rotation is a checkpoint: what was
+            // logged for the sealed windows is durable in them now.
+            self.checkpoint(st)?;
+        } else if created {
             self.store_manifest(st)?;
         }
         // Which tier reaches furthest back, and when the next boundary comes.
@@ -734,6 +803,220 @@ impl Engine {
         Ok(done)
     }
 
+    // ---- durability: the write-ahead log --------------------------------------
+
+    /// At a writer's open (and at create): recovers from the log a previous
+    /// session left, then starts this session's log under the `always` and
+    /// `interval` policies (see docs/format.md, "Write-ahead log").
+    fn start_durability(&mut self, assume_power_loss: bool) -> Result<()> {
+        let wal_dir = self.dir.join(WAL_DIR);
+        let had_log = !wal::list(&wal_dir)?.is_empty();
+        let mut st = std::mem::replace(
+            self.state.get_mut(),
+            Live {
+                tiers: Vec::new(),
+                generation: 0,
+                checkpoint_lsn: 0,
+                full_tier: 0,
+                closed: true,
+            },
+        );
+        let r = self.start_durability_with(&mut st, &wal_dir, had_log, assume_power_loss);
+        *self.state.get_mut() = st;
+        r
+    }
+
+    fn start_durability_with(
+        &mut self,
+        st: &mut Live,
+        wal_dir: &Path,
+        had_log: bool,
+        assume_power_loss: bool,
+    ) -> Result<()> {
+        let c = st.checkpoint_lsn;
+        let records = if had_log {
+            wal::replay_records(wal_dir, c)?
+        } else {
+            Vec::new()
+        };
+        let mut need_checkpoint = !records.is_empty();
+        if !records.is_empty() {
+            // While the operating system has not restarted, the page cache
+            // holds every write of the crashed process: the bodies are whole
+            // and replaying would count counting windows twice. After a
+            // restart (a power loss, perhaps), the bodies are whatever
+            // reached the disk: restore counting windows from their shadow
+            // copies and replay the log.
+            let recorded = fs::read_to_string(wal_dir.join(BOOT)).ok();
+            let same_boot = match (recorded, wal::boot_id()) {
+                (Some(a), Some(b)) => a.trim() == b,
+                _ => false,
+            };
+            if assume_power_loss || !same_boot {
+                self.replay(st, wal_dir, c, &records)?;
+            }
+        }
+        if self.policy == SyncPolicy::None {
+            if had_log {
+                // Leaving the logged policies: make the bodies durable, then
+                // drop the log and the shadow copies.
+                for t in &mut st.tiers {
+                    for seg in &mut t.segments {
+                        for s in &mut seg.subs {
+                            s.flush()?;
+                        }
+                    }
+                }
+                wal::remove_older(wal_dir, u64::MAX)?;
+                wal::remove_shadows_except(wal_dir, u64::MAX)?;
+            }
+            return Ok(());
+        }
+        fs::create_dir_all(wal_dir).map_err(|e| Error::io("create directory", wal_dir, e))?;
+        if let Some(id) = wal::boot_id() {
+            let p = wal_dir.join(BOOT);
+            if fs::read_to_string(&p).ok().as_deref() != Some(id.as_str()) {
+                fs::write(&p, id).map_err(|e| Error::io("write", &p, e))?;
+            }
+        }
+        let next = records.last().map_or(c, |r| r.lsn + 1);
+        let log = Arc::new(Wal::create(wal_dir, next)?);
+        self.wal = Some(Arc::clone(&log));
+        // Every open counting sub-filter needs a shadow copy at the
+        // checkpoint the log starts from.
+        need_checkpoint |= st.tiers.iter().any(|t| {
+            t.tier.kind == Kind::Counting
+                && t.segments.iter().flat_map(|s| &s.subs).any(|s| {
+                    s.is_writable() && !wal::shadow_path(wal_dir, &s.file_name(), c).exists()
+                })
+        });
+        if need_checkpoint || next != c {
+            self.checkpoint(st)?;
+        }
+        if let SyncPolicy::Interval(every) = self.policy {
+            *self.syncer.get_mut() = Some(Syncer::start(log, every));
+        }
+        Ok(())
+    }
+
+    /// Recovery after a possible power loss: counting windows back to their
+    /// shadow copies at checkpoint `c`, then every logged write since.
+    fn replay(&self, st: &mut Live, wal_dir: &Path, c: u64, records: &[wal::Record]) -> Result<()> {
+        let x = self.writer.lock();
+        for t in &st.tiers {
+            if t.tier.kind != Kind::Counting {
+                continue;
+            }
+            for s in t.segments.iter().flat_map(|s| &s.subs) {
+                if !s.is_writable() {
+                    continue;
+                }
+                let p = wal::shadow_path(wal_dir, &s.file_name(), c);
+                let body = wal::read_shadow(&p, s.body().len()).map_err(|e| match e {
+                    Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                        Error::corrupt(
+                            s.path(),
+                            format!(
+                                "no shadow copy at checkpoint {c} ({}) to recover this \
+                                 counting window from",
+                                p.display()
+                            ),
+                        )
+                    }
+                    e => e,
+                })?;
+                s.restore(&x, &body);
+            }
+        }
+        for r in records {
+            let mut targets = Vec::with_capacity(st.tiers.len());
+            for t in &st.tiers {
+                let Some(w) = window::index(t.tier.span, r.t, self.config.utc_offset_secs) else {
+                    continue;
+                };
+                // A sealed window holds what was logged before its seal; an
+                // expired one is gone.
+                if let Some(seg) = t.segments.iter().find(|s| s.window == w && !s.is_sealed()) {
+                    targets.push(seg);
+                }
+            }
+            match r.op {
+                Op::Insert => {
+                    for seg in &targets {
+                        seg.insert(&x, r.h);
+                    }
+                }
+                Op::Remove => {
+                    if !targets.is_empty() && targets.iter().all(|s| s.contains(r.h)) {
+                        for seg in &targets {
+                            seg.remove(&x, r.h);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A checkpoint: every logged write made durable in the segments
+    /// (msync), a shadow copy of every open counting body, the manifest
+    /// naming the checkpoint's log position (the commit point), then a new
+    /// log file; older logs and shadows are deleted. The caller holds the
+    /// state exclusively, so no write runs meanwhile.
+    fn checkpoint(&self, st: &mut Live) -> Result<()> {
+        let Some(log) = &self.wal else {
+            return Ok(());
+        };
+        let l = log.next_lsn();
+        log.sync_to(l)?;
+        let wal_dir = self.dir.join(WAL_DIR);
+        let mut shadows = false;
+        for t in &mut st.tiers {
+            for seg in &mut t.segments {
+                for s in &mut seg.subs {
+                    if !s.is_writable() {
+                        continue;
+                    }
+                    s.flush()?;
+                    if t.tier.kind == Kind::Counting {
+                        let p = wal::shadow_path(&wal_dir, &s.file_name(), l);
+                        wal::write_shadow(&p, s.body())?;
+                        shadows = true;
+                    }
+                }
+            }
+        }
+        if shadows {
+            crate::file::fsync_dir(&wal_dir)?;
+        }
+        st.checkpoint_lsn = l;
+        self.store_manifest(st)?;
+        log.restart(l)?;
+        wal::remove_shadows_except(&wal_dir, l)
+    }
+
+    /// Under `always`, returns once every logged write is durable (group
+    /// commit: two loads when it already is); then checkpoints if the log
+    /// has grown past its limit.
+    fn sync_writes(&self) -> Result<()> {
+        let Some(log) = &self.wal else {
+            return Ok(());
+        };
+        if self.policy == SyncPolicy::Always {
+            let r = log.sync_appended();
+            self.latch(r)?;
+        }
+        if log.checkpoint_due() {
+            let mut st = self.state.write();
+            self.check_usable(&st)?;
+            if log.checkpoint_due() {
+                let r = self.checkpoint(&mut st);
+                self.latch(r)?;
+            }
+        }
+        Ok(())
+    }
+
     fn store_manifest(&self, st: &mut Live) -> Result<()> {
         let mut segments = Vec::new();
         for (ti, t) in st.tiers.iter().enumerate() {
@@ -753,6 +1036,7 @@ impl Engine {
             seed: self.seed,
             generation: st.generation + 1,
             segments,
+            checkpoint_lsn: st.checkpoint_lsn,
         };
         m.store(&self.dir.join(MANIFEST))?;
         st.generation += 1;
@@ -783,8 +1067,13 @@ impl Engine {
         if grown.is_empty() {
             return Ok(());
         }
-        let r =
-            crate::file::fsync_dir(&self.dir.join(SEG_DIR)).and_then(|()| self.store_manifest(st));
+        let r = crate::file::fsync_dir(&self.dir.join(SEG_DIR)).and_then(|()| {
+            if self.wal.is_some() {
+                self.checkpoint(st)
+            } else {
+                self.store_manifest(st)
+            }
+        });
         if r.is_err() {
             // The new files are not named by a manifest: take them back out
             // of the chains so nothing is written where a reopen won't look.
@@ -809,13 +1098,15 @@ impl Engine {
     /// gets `true`. An error means the key was not recorded by this call.
     pub fn insert(&self, key: &[u8]) -> Result<bool> {
         self.writable()?;
-        self.tick()?;
+        let now = self.tick()?;
         let h = self.hash(key);
         loop {
             {
                 let st = self.state.read();
                 self.check_usable(&st)?;
-                if let Some(new) = self.insert_locked(&st, h)? {
+                if let Some(new) = self.insert_locked(&st, h, now)? {
+                    drop(st);
+                    self.sync_writes()?;
                     return Ok(new);
                 }
             }
@@ -827,7 +1118,7 @@ impl Engine {
     /// Check-and-insert under the shared lock: whether the key was new, or
     /// `None` (nothing written) when an open window must grow first.
     #[inline]
-    fn insert_locked(&self, st: &Live, h: KeyHash) -> Result<Option<bool>> {
+    fn insert_locked(&self, st: &Live, h: KeyHash, now: i64) -> Result<Option<bool>> {
         for t in &st.tiers {
             if let Some(seg) = t.segments.last() {
                 seg.prefetch(h);
@@ -841,7 +1132,7 @@ impl Engine {
             return Ok(None);
         }
         let x = self.writer.lock();
-        self.write_locked(st, &x, h, present).map(Some)
+        self.write_locked(st, &x, h, present, now).map(Some)
     }
 
     /// The write half of check-and-insert, under the writer lock: checks
@@ -853,7 +1144,14 @@ impl Engine {
     /// changed since the first, because unsealing needs the exclusive lock
     /// that the caller's shared lock keeps out.
     #[inline]
-    fn write_locked(&self, st: &Live, x: &Exclusive, h: KeyHash, present: bool) -> Result<bool> {
+    fn write_locked(
+        &self,
+        st: &Live,
+        x: &Exclusive,
+        h: KeyHash,
+        present: bool,
+        now: i64,
+    ) -> Result<bool> {
         let full = &st.tiers[st.full_tier].segments;
         let present = present || full.iter().rev().any(|s| !s.is_sealed() && s.contains(h));
         for t in &st.tiers {
@@ -866,6 +1164,9 @@ impl Engine {
                     "the open segment is sealed",
                 ));
             }
+        }
+        if let Some(log) = &self.wal {
+            log.append(Op::Insert, now, h)?;
         }
         Ok(!present)
     }
@@ -880,7 +1181,18 @@ impl Engine {
     /// without its answer reaching the caller.
     pub fn insert_batch<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<bool>> {
         self.writable()?;
-        self.tick()?;
+        let now = self.tick()?;
+        let out = self.insert_batch_at(keys, now);
+        // Under `always`, one sync for the whole batch (group commit).
+        let synced = self.sync_writes();
+        match (out, synced) {
+            (Ok(out), Ok(())) => Ok(out),
+            (Err(e), Ok(())) => Err(e),
+            (_, Err(e)) => Err(e),
+        }
+    }
+
+    fn insert_batch_at<K: AsRef<[u8]>>(&self, keys: &[K], now: i64) -> Result<Vec<bool>> {
         let mut out = Vec::with_capacity(keys.len());
         let mut rest = keys;
         while !rest.is_empty() {
@@ -927,7 +1239,7 @@ impl Engine {
                         for (i, h) in look.hashes().iter().enumerate() {
                             if todo[i] {
                                 let was_present = !out[first + i];
-                                match self.write_locked(&st, &x, *h, was_present) {
+                                match self.write_locked(&st, &x, *h, was_present, now) {
                                     Ok(new) => out[first + i] = new,
                                     Err(e) => {
                                         out.truncate(first + i);
@@ -1058,6 +1370,12 @@ impl Engine {
                     for seg in segs.into_iter().flatten() {
                         seg.insert(&x, h);
                     }
+                    if let Some(log) = &self.wal {
+                        log.append(Op::Insert, t, h)?;
+                    }
+                    drop(x);
+                    drop(st);
+                    self.sync_writes()?;
                     return Ok(!present);
                 }
                 if ready {
@@ -1100,12 +1418,13 @@ impl Engine {
         let r = (|| {
             let targets = self.backfill_targets(&st, now, t)?;
             let mut created = false;
+            let mut unsealed = false;
             for (ti, w) in targets {
                 let ts = &st.tiers[ti];
                 match ts.segments.binary_search_by_key(&w, |s| s.window) {
                     Ok(i) => {
                         for s in &mut st.tiers[ti].segments[i].subs {
-                            s.unseal()?;
+                            unsealed |= s.unseal()?;
                         }
                     }
                     Err(i) => {
@@ -1117,6 +1436,12 @@ impl Engine {
             }
             if created {
                 crate::file::fsync_dir(&self.dir.join(SEG_DIR))?;
+            }
+            if self.wal.is_some() && (created || unsealed) {
+                // A reopened counting window needs its shadow copy before
+                // it takes writes, and a new one a manifest that names it.
+                self.checkpoint(&mut st)?;
+            } else if created {
                 self.store_manifest(&mut st)?;
             }
             Ok(())
@@ -1192,6 +1517,12 @@ impl Engine {
                     for seg in segs {
                         seg.remove(&x, h);
                     }
+                    if let Some(log) = &self.wal {
+                        log.append(Op::Remove, t, h)?;
+                    }
+                    drop(x);
+                    drop(st);
+                    self.sync_writes()?;
                     return Ok(true);
                 }
             }
@@ -1214,6 +1545,9 @@ impl Engine {
         }
         let r = (|| {
             self.rotate(&mut st, now)?;
+            if self.wal.is_some() {
+                return self.checkpoint(&mut st);
+            }
             for t in &mut st.tiers {
                 for seg in &mut t.segments {
                     for s in &mut seg.subs {
@@ -1226,9 +1560,12 @@ impl Engine {
         self.latch(r)
     }
 
-    /// Checks every sealed segment's body checksum and fill count.
+    /// Checks every segment's header copies, every sealed segment's body
+    /// checksum and fill count, the write-ahead log (damage other than a
+    /// torn last record) and the shadow copies of the last checkpoint.
     pub fn verify(&self) -> Result<()> {
         let st = self.state.read();
+        wal::verify(&self.dir.join(WAL_DIR), st.checkpoint_lsn)?;
         for t in &st.tiers {
             for seg in &t.segments {
                 for s in &seg.subs {
@@ -1254,10 +1591,22 @@ impl Engine {
         if self.read_only {
             return Ok(());
         }
-        if self.failed.load(Ordering::Relaxed) {
+        if let Some(mut syncer) = self.syncer.lock().take() {
+            syncer.stop();
+        }
+        if self.failed.load(Ordering::Relaxed) || self.wal.as_ref().is_some_and(|w| w.failed()) {
             // Nothing is written after an I/O error; the caller learns that
             // the last writes may not have reached the disk.
             return Err(Error::PreviousIo);
+        }
+        // Everything logged reaches the segments; the log restarts empty.
+        if self
+            .wal
+            .as_ref()
+            .is_some_and(|w| w.next_lsn() != st.checkpoint_lsn)
+        {
+            let r = self.checkpoint(&mut st);
+            self.latch(r)?;
         }
         for t in &mut st.tiers {
             let newest = t.segments.len().saturating_sub(1);

@@ -59,12 +59,15 @@ mod manifest;
 pub mod plan;
 mod segment;
 mod stats;
+mod wal;
 mod window;
 
 pub use clock::{Clock, ManualClock, Options, SystemClock};
-pub use config::{parse_tiers, Config, Tier};
+pub use config::{parse_tiers, Config, SyncPolicy, Tier};
 pub use engine::Engine;
 pub use error::{Error, Result};
+#[doc(hidden)]
+pub use file::testing;
 pub use filter::Kind;
 pub use stats::{Maintenance, SegmentStats, Stats, TierStats};
 pub use window::Span;

@@ -367,8 +367,7 @@ impl SubFilter {
             file.write_all_at(&header.encode(), at)
                 .map_err(|e| Error::io("write segment header", path, e))?;
         }
-        file.sync_all()
-            .map_err(|e| Error::io("fsync segment", path, e))?;
+        crate::file::sync_all(&file, path, "fsync segment")?;
         let map = map_writable(&file, path, len)?;
         let sub = SubFilter::assemble(path, file, Map::Writable(map), header, 0);
         // A new file's body is all zeros: its count of 0 is exact.
@@ -535,6 +534,44 @@ impl SubFilter {
         true
     }
 
+    /// Whether the sub-filter takes writes (mapped writable).
+    pub(crate) fn is_writable(&self) -> bool {
+        matches!(self.map, Map::Writable(_))
+    }
+
+    /// The body's bytes (for a checkpoint's shadow copy; the caller keeps
+    /// writers out while it reads them).
+    pub(crate) fn body(&self) -> &[u8] {
+        &self.map.bytes()[BODY_OFFSET as usize..]
+    }
+
+    /// The file name, without its directory.
+    pub(crate) fn file_name(&self) -> String {
+        self.path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Replaces the body with `bytes` (recovery: a counting window's shadow
+    /// copy, the body as it was at the last checkpoint) and recounts.
+    pub(crate) fn restore(&self, _x: &Exclusive, bytes: &[u8]) {
+        for (block, src) in self
+            .blocks()
+            .iter()
+            .zip(bytes.chunks_exact(BLOCK_BYTES as usize))
+        {
+            for (w, b) in block.iter().zip(src.chunks_exact(8)) {
+                let mut v = [0u8; 8];
+                v.copy_from_slice(b);
+                // The shadow is a raw copy of the mapped words.
+                w.store(u64::from_ne_bytes(v), Ordering::Relaxed);
+            }
+        }
+        self.recount();
+        self.touch();
+    }
+
     /// Notes that the body changed (once per file: a load, then a store
     /// only the first time).
     #[inline]
@@ -583,16 +620,13 @@ impl SubFilter {
         self.file
             .write_all_at(&self.header.encode(), Header::slot(self.header.seq))
             .map_err(|e| Error::io("write segment header", &self.path, e))?;
-        self.file
-            .sync_data()
-            .map_err(|e| Error::io("fsync segment", &self.path, e))
+        crate::file::sync_data(&self.file, &self.path, "fsync segment")
     }
 
     /// Makes every write so far durable (msync of the body, then the header).
     pub(crate) fn flush(&mut self) -> Result<()> {
         if let Map::Writable(m) = &self.map {
-            m.flush()
-                .map_err(|e| Error::io("msync segment", &self.path, e))?;
+            crate::file::msync(m, &self.path)?;
             self.write_header()?;
         }
         Ok(())
@@ -622,8 +656,7 @@ impl SubFilter {
     /// not be written down as exact.
     pub(crate) fn close(&mut self) -> Result<()> {
         if let Map::Writable(m) = &self.map {
-            m.flush()
-                .map_err(|e| Error::io("msync segment", &self.path, e))?;
+            crate::file::msync(m, &self.path)?;
             if !self.count_exact.load(Ordering::Relaxed) && self.touched.load(Ordering::Relaxed) {
                 self.recount();
             }
@@ -643,8 +676,7 @@ impl SubFilter {
         let Map::Writable(m) = &self.map else {
             return Ok(());
         };
-        m.flush()
-            .map_err(|e| Error::io("msync segment", &self.path, e))?;
+        crate::file::msync(m, &self.path)?;
         self.header.body_crc = crc32fast::hash(&m[BODY_OFFSET as usize..]);
         self.recount();
         self.header.state = State::Sealed;
@@ -655,10 +687,11 @@ impl SubFilter {
         Ok(())
     }
 
-    /// Reopens a sealed sub-filter for writes (a backfill into a past window).
-    pub(crate) fn unseal(&mut self) -> Result<()> {
+    /// Reopens a sealed sub-filter for writes (a backfill into a past
+    /// window); true when it was sealed.
+    pub(crate) fn unseal(&mut self) -> Result<bool> {
         if let Map::Writable(_) = self.map {
-            return Ok(());
+            return Ok(false);
         }
         self.header.state = State::Open;
         self.header.clean = false;
@@ -669,7 +702,7 @@ impl SubFilter {
         self.count_exact.store(false, Ordering::Relaxed);
         let len = self.len_bytes();
         self.map = Map::Writable(map_writable(&self.file, &self.path, len)?);
-        Ok(())
+        Ok(true)
     }
 
     /// Checks both header copies, a sealed body against its checksum and
