@@ -6,14 +6,10 @@
 //! cargo run --release --example sizing -- --items-per-day 5000000 --tiers 7d,4w,12m --fpr 0.001
 //! ```
 //!
-//! How it is computed: the library has no public sizing call, so this
-//! program creates a real engine with the same tiers and rate but
-//! `--calibrate` keys a day (20,000 by default) in a temporary directory,
-//! reads each tier's segment size from `stats()`, and scales the body
-//! linearly (a segment is a 4096-byte header and `ceil(keys / keys per
-//! block)` 64-byte blocks, so the only error is the rounding to a block,
-//! under 0.1% at 20,000 keys a day). Memory equals disk: segments are
-//! mapped files, and a lookup touches pages all over each one.
+//! How it is computed: `timebloom::plan::Plan::new` (the same functions
+//! the engine sizes its segments with; `timebloom plan` prints the same)
+//! gives each tier's bytes per window before any growth. Memory equals
+//! disk: segments are mapped files, and lookups touch pages all over each.
 //!
 //! The peers:
 //! * exact Redis set: `--redis-bytes-per-key` (default 135.6) times the
@@ -33,85 +29,44 @@
 mod common;
 
 use common::{bytes, fail, or_die, Args};
-use timebloom::{parse_tiers, Config, Engine, Span, Tier};
+use timebloom::plan::Plan;
+use timebloom::{parse_tiers, Config, Span, Tier};
 
 const USAGE: &str = "usage: sizing [--items-per-day N] [--tiers LIST] [--fpr P] \
-[--redis-bytes-per-key B] [--calibrate N]
+[--redis-bytes-per-key B]
   --items-per-day N       keys a day (default: print the table for 1e6, 1e8 and 1e9)
   --tiers LIST            tiers as in `timebloom create --tiers` (default 7d,4w,12m)
   --fpr P                 false-positive rate of one query (default 0.001; the table: 0.01 and 0.001)
-  --redis-bytes-per-key B bytes a member of a Redis set costs (default 135.6, see the source)
-  --calibrate N           keys a day of the engine measured and scaled (default 20000)";
+  --redis-bytes-per-key B bytes a member of a Redis set costs (default 135.6, see the source)";
 
 const LN2_SQ: f64 = std::f64::consts::LN_2 * std::f64::consts::LN_2;
-const HEADER: f64 = 4096.0;
 
-/// One tier's measured plan, per key a day.
-struct TierPlan {
-    tier: Tier,
-    /// Keys one window is planned for, per key a day (1, 7, 31, ...).
-    days_per_window: f64,
-    /// Body bytes of one window per key a day.
-    body_per_key_day: f64,
-    /// The span the tier's windows reach back over, in days.
-    reach_days: f64,
-}
-
-/// Measures every tier of `tiers` at rate `fpr`.
-fn calibrate(tiers: &[Tier], fpr: f64, n0: u64) -> Vec<TierPlan> {
-    let tmp = tempfile::tempdir()
-        .unwrap_or_else(|e| fail(format_args!("creating a temporary directory: {e}")));
+/// The plan of `tiers` at `n` keys a day and rate `fpr`, or a clean exit.
+fn plan(tiers: &[Tier], n: u64, fpr: f64) -> Plan {
     let config = Config {
         tiers: tiers.to_vec(),
-        expected_items_per_day: n0,
+        expected_items_per_day: n,
         fpr,
         ..Config::default()
     };
-    let engine = or_die(
-        Engine::create(tmp.path().join("plan.tb"), config),
-        "creating the engine",
-    );
-    let stats = or_die(engine.stats(), "stats");
-    let plans = tiers
+    or_die(Plan::new(&config), "configuration")
+}
+
+/// The days the longest tier reaches back over (the keys an exact set must
+/// hold); months average 365.25 / 12 days.
+fn reach(tiers: &[Tier]) -> f64 {
+    tiers
         .iter()
-        .zip(&stats.tiers)
-        .map(|(tier, t)| {
-            let seg = t
-                .segments
-                .last()
-                .unwrap_or_else(|| fail(format_args!("tier {tier} has no open window")));
-            TierPlan {
-                tier: *tier,
-                days_per_window: t.window_secs as f64 / 86_400.0,
-                body_per_key_day: (seg.bytes as f64 - HEADER) / n0 as f64,
-                // Months average 365.25 / 12 days (`window_secs` is the longest).
-                reach_days: f64::from(t.retention)
-                    * match tier.span {
-                        Span::Month => 365.25 / 12.0,
-                        _ => t.window_secs as f64 / 86_400.0,
-                    },
-            }
+        .map(|t| {
+            f64::from(t.retention)
+                * match t.span {
+                    Span::Day => 1.0,
+                    Span::Week => 7.0,
+                    Span::Month => 365.25 / 12.0,
+                    Span::Custom(secs) => secs as f64 / 86_400.0,
+                }
         })
-        .collect();
-    or_die(engine.close(), "closing the engine");
-    plans
-}
-
-/// Bytes of one window of `p` at `n` keys a day.
-fn window_bytes(p: &TierPlan, n: f64) -> f64 {
-    HEADER + p.body_per_key_day * n
-}
-
-fn total_bytes(plans: &[TierPlan], n: f64) -> f64 {
-    plans
-        .iter()
-        .map(|p| window_bytes(p, n) * f64::from(p.tier.retention))
-        .sum()
-}
-
-/// The days the longest tier reaches back over (keys an exact set must hold).
-fn reach(plans: &[TierPlan]) -> f64 {
-    plans.iter().map(|p| p.reach_days).fold(0.0, f64::max)
+        .fold(0.0, f64::max)
 }
 
 /// RedisBloom's size for `keys` at `rate`: `keys (-ln rate) / ln(2)^2` bits.
@@ -122,13 +77,7 @@ fn redisbloom_bytes(keys: f64, rate: f64) -> f64 {
 fn main() {
     let args = Args::parse(
         USAGE,
-        &[
-            "items-per-day",
-            "tiers",
-            "fpr",
-            "redis-bytes-per-key",
-            "calibrate",
-        ],
+        &["items-per-day", "tiers", "fpr", "redis-bytes-per-key"],
         &[],
     );
     let tiers = match args.raw("tiers") {
@@ -136,16 +85,12 @@ fn main() {
         None => Config::default().tiers,
     };
     let redis_per_key: f64 = args.get("redis-bytes-per-key", 135.6);
-    let n0: u64 = args.get("calibrate", 20_000);
-    if !(1000..=1_000_000).contains(&n0) {
-        fail("--calibrate must be between 1000 and 1000000");
-    }
     if !redis_per_key.is_finite() || redis_per_key <= 0.0 {
         fail("--redis-bytes-per-key must be positive");
     }
 
     let Some(n) = args.raw("items-per-day") else {
-        return table(&tiers, n0, redis_per_key);
+        return table(&tiers, redis_per_key);
     };
     let n: u64 = n.parse().ok().filter(|n| *n > 0).unwrap_or_else(|| {
         fail(format_args!(
@@ -153,42 +98,35 @@ fn main() {
         ))
     });
     let fpr: f64 = args.get("fpr", 0.001);
-    let check = Config {
-        tiers: tiers.clone(),
-        expected_items_per_day: n,
-        fpr,
-        ..Config::default()
-    };
-    or_die(check.validate(), "configuration");
-    let plans = calibrate(&tiers, fpr, n0);
+    let p = plan(&tiers, n, fpr);
     let n = n as f64;
     say!("{n} keys a day, p = {fpr}:");
     say!(
-        "{:<14} {:>14} {:>10} {:>12} {:>8} {:>12}",
+        "{:<14} {:>14} {:>10} {:>7} {:>12} {:>8} {:>12}",
         "tier",
         "keys/window",
         "bits/key",
+        "probes",
         "per window",
         "windows",
         "total"
     );
-    for p in &plans {
-        let keys = n * p.days_per_window;
-        let per = window_bytes(p, n);
+    for t in &p.tiers {
         say!(
-            "{:<14} {:>14.0} {:>10.1} {:>12} {:>8} {:>12}",
-            p.tier.to_string(),
-            keys,
-            (per - HEADER) * 8.0 / keys,
-            bytes(per),
-            p.tier.retention,
-            bytes(per * f64::from(p.tier.retention))
+            "{:<14} {:>14} {:>10.1} {:>7} {:>12} {:>8} {:>12}",
+            t.tier,
+            t.items_per_window,
+            t.bits_per_key,
+            t.probes,
+            bytes(t.bytes_per_window as f64),
+            t.windows,
+            bytes(t.bytes as f64)
         );
     }
-    let days = reach(&plans);
+    let days = reach(&tiers);
     say!(
         "timebloom: {} on disk, the same mapped (resident as lookups touch it)",
-        bytes(total_bytes(&plans, n))
+        bytes(p.total_bytes as f64)
     );
     say!(
         "exact Redis set of {days:.0} days of keys: {} ({redis_per_key} bytes a key)",
@@ -202,24 +140,25 @@ fn main() {
 }
 
 /// The table operators pass around.
-fn table(tiers: &[Tier], n0: u64, redis_per_key: f64) {
+fn table(tiers: &[Tier], redis_per_key: f64) {
     let names: Vec<String> = tiers.iter().map(Tier::to_string).collect();
     say!(
         "| keys a day | p | timebloom {} | exact Redis set | RedisBloom, one filter | RedisBloom, one filter a day |",
         names.join(",")
     );
     say!("|---:|---:|---:|---:|---:|---:|");
+    let days = reach(tiers);
     for fpr in [0.01, 0.001] {
-        let plans = calibrate(tiers, fpr, n0);
-        let days = reach(&plans);
-        for n in [1e6, 1e8, 1e9] {
+        for n in [1_000_000u64, 100_000_000, 1_000_000_000] {
+            let keys = n as f64 * days;
             say!(
-                "| {n:.0e} | {}% | {} | {} | {} | {} |",
+                "| {:.0e} | {}% | {} | {} | {} | {} |",
+                n as f64,
                 fpr * 100.0,
-                bytes(total_bytes(&plans, n)),
-                bytes(n * days * redis_per_key),
-                bytes(redisbloom_bytes(n * days, fpr)),
-                bytes(redisbloom_bytes(n * days, fpr / days.round()))
+                bytes(plan(tiers, n, fpr).total_bytes as f64),
+                bytes(keys * redis_per_key),
+                bytes(redisbloom_bytes(keys, fpr)),
+                bytes(redisbloom_bytes(keys, fpr / days.round()))
             );
         }
     }
