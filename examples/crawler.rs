@@ -7,7 +7,8 @@
 //! ```
 //!
 //! The story, on a manual clock starting 2026-11-02:
-//! 1. day 0: a frontier where every URL appears twice is crawled by
+//! 1. day 0: a frontier where every URL appears twice (once spelled
+//!    differently: keys are canonical URLs) is crawled by
 //!    `--threads` fetchers; a URL is recorded once its fetch succeeded
 //!    (Bloom tiers), or recorded when claimed and taken back when the fetch
 //!    fails (`--counting`); a failed URL is retried once;
@@ -29,6 +30,7 @@ use std::thread;
 use std::time::{Duration, SystemTime};
 
 use common::{fail, or_die, Args, DAY};
+use timebloom::canonical::canonicalize;
 use timebloom::{Config, Engine, ManualClock, Options, Tier};
 
 const USAGE: &str = "usage: crawler [--dir DIR] [--urls N] [--threads T] [--fail-every K] \
@@ -48,7 +50,8 @@ enum Visit {
     /// Another fetcher of this process is fetching it right now.
     Busy,
     Fetched,
-    Failed,
+    /// The fetch failed; the canonical URL, to retry.
+    Failed(String),
 }
 
 struct Crawler {
@@ -65,6 +68,9 @@ struct Crawler {
 impl Crawler {
     /// Check, fetch, record.
     fn visit(&self, url: &str, attempt: u64) -> timebloom::Result<Visit> {
+        // One page, one key: `HTTPS://Site1.example:443/page/1` and
+        // `https://site1.example/page/1` are the same URL.
+        let url = &canonicalize(url).unwrap_or_else(|_| url.to_owned());
         let key = url.as_bytes();
         // 1. Check: fetched within the horizon? (A false positive lands here
         //    too: the one cost of a Bloom filter, a page never fetched.)
@@ -110,7 +116,7 @@ impl Crawler {
                 if self.counting {
                     self.engine.remove_at(key, claimed_at)?;
                 }
-                Ok(Visit::Failed)
+                Ok(Visit::Failed(url.to_owned()))
             }
         }
     }
@@ -161,8 +167,8 @@ fn crawl(crawler: &Arc<Crawler>, frontier: Vec<String>, attempt: u64, threads: u
                         Visit::Seen => tally.seen.fetch_add(1, Ordering::Relaxed),
                         Visit::Busy => tally.busy.fetch_add(1, Ordering::Relaxed),
                         Visit::Fetched => tally.fetched.fetch_add(1, Ordering::Relaxed),
-                        Visit::Failed => {
-                            lock(&tally.failed).push(url.clone());
+                        Visit::Failed(url) => {
+                            lock(&tally.failed).push(url);
                             0
                         }
                     };
@@ -249,12 +255,24 @@ fn main() {
         in_flight: Mutex::new(HashSet::new()),
     });
 
-    // Every URL twice, interleaved, as links found on many pages arrive.
+    // Every URL twice, interleaved, as links found on many pages arrive,
+    // once as written elsewhere (upper-case host, default port).
     let distinct: Vec<String> = (0..urls)
         .map(|i| format!("https://site{}.example/page/{i}", i % 97))
         .collect();
     let frontier: Vec<String> = (0..2 * urls as usize)
-        .map(|i| distinct[(i * 7919) % distinct.len()].clone())
+        .map(|i| {
+            let url = &distinct[(i * 7919) % distinct.len()];
+            if i % 2 == 0 {
+                url.replacen("https://site", "HTTPS://Site", 1).replacen(
+                    ".example/",
+                    ".example:443/",
+                    1,
+                )
+            } else {
+                url.clone()
+            }
+        })
         .collect();
 
     let day0 = crawl(&crawler, frontier.clone(), 0, threads);
