@@ -1,0 +1,136 @@
+"""Type stubs of timebloom (the classes live in the extension timebloom._timebloom)."""
+
+import os
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, Iterable, Optional, Type, Union
+
+Key = Union[str, bytes]
+"""A key: ``str`` (encoded as UTF-8) or ``bytes``."""
+
+Seconds = Union[timedelta, int, float]
+"""A duration: a ``timedelta`` or a number of seconds."""
+
+Instant = Union[datetime, int, float]
+"""An instant: an aware ``datetime`` or seconds since the Unix epoch."""
+
+class TimebloomError(Exception):
+    """Base class of every error timebloom raises."""
+
+    path: str
+    """The engine directory or file concerned."""
+
+class InvalidConfigError(TimebloomError):
+    """The configuration given to ``Engine.create`` is not valid; nothing was written."""
+
+class LockedError(TimebloomError):
+    """Another process (or another open ``Engine``) holds the directory."""
+
+class AlreadyExistsError(TimebloomError):
+    """``Engine.create`` found an engine in the directory already."""
+
+class NotFoundError(TimebloomError):
+    """``Engine.open`` found no engine (no MANIFEST) in the directory."""
+
+class CorruptError(TimebloomError):
+    """A file's bytes are wrong; the message names the file."""
+
+class UnsupportedVersionError(TimebloomError):
+    """A file was written by a format version this build does not read."""
+
+class WindowUnavailableError(TimebloomError):
+    """``insert_at`` named an instant whose window has expired, or lies in the future."""
+
+class HorizonTooLongError(TimebloomError):
+    """``contains_within`` asked for a horizon longer than any tier keeps."""
+
+class RemoveUnsupportedError(TimebloomError):
+    """``remove`` on an engine whose tiers are not all counting tiers."""
+
+class IoError(TimebloomError):
+    """An I/O call failed, or an earlier one left the engine unusable (reopen it)."""
+
+class ClosedError(TimebloomError):
+    """The engine was closed."""
+
+class ManualClock:
+    """A clock that moves only when told to, for tests and replays (whole seconds)."""
+
+    def __init__(self, now: Instant) -> None:
+        """A clock showing ``now``."""
+    def set(self, now: Instant) -> None:
+        """Shows ``now`` from now on."""
+    def advance(self, by: Seconds) -> None:
+        """Moves the clock forward by ``by``."""
+    def timestamp(self) -> int:
+        """The time shown, in whole seconds since the Unix epoch."""
+
+class Engine:
+    """An open timebloom engine: a directory of time-windowed Bloom filters."""
+
+    @staticmethod
+    def create(
+        path: Union[str, "os.PathLike[str]"],
+        tiers: str = "7d,4w,12m",
+        items_per_day: int = 1_000_000,
+        fpr: float = 0.001,
+        *,
+        utc_offset_secs: int = 0,
+        clock: Optional[ManualClock] = None,
+    ) -> "Engine":
+        """Creates a new engine in ``path`` (created if missing)."""
+    @staticmethod
+    def open(
+        path: Union[str, "os.PathLike[str]"],
+        *,
+        verify: bool = False,
+        clock: Optional[ManualClock] = None,
+    ) -> "Engine":
+        """Opens the engine in ``path``; its configuration comes from the directory."""
+    def insert(self, key: Key) -> bool:
+        """Records ``key``; True when it was absent from every live window before."""
+    def insert_many(self, keys: Iterable[Key]) -> list[bool]:
+        """``insert`` for every key, with the GIL released; one bool per key."""
+    def contains(self, key: Key) -> bool:
+        """Whether ``key`` is in any live window."""
+    def contains_many(self, keys: Iterable[Key]) -> list[bool]:
+        """``contains`` for every key, with the GIL released."""
+    def contains_within(self, key: Key, horizon: Seconds) -> bool:
+        """Whether ``key`` was inserted within ``horizon`` of now."""
+    def insert_at(self, key: Key, when: Instant) -> bool:
+        """Records ``key`` as seen at ``when`` (a backfill); True when it was new."""
+    def remove(self, key: Key) -> bool:
+        """Takes ``key`` back (counting tiers only); whether any window held it."""
+    def stats(self) -> dict[str, Any]:
+        """Tiers, segments, fill, estimated keys and rates."""
+    def verify(self) -> None:
+        """Checks every sealed segment's checksum; ``CorruptError`` names a bad file."""
+    def flush(self) -> None:
+        """Makes every insert so far durable."""
+    def close(self) -> None:
+        """Closes the engine cleanly; later calls raise ``ClosedError``."""
+    @property
+    def path(self) -> str:
+        """The engine directory."""
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` has been called."""
+    @property
+    def supports_remove(self) -> bool:
+        """Whether ``remove`` works here."""
+    @property
+    def tiers(self) -> str:
+        """The tiers, as given to ``create``."""
+    def __contains__(self, key: Key) -> bool:
+        """``key in engine`` is ``engine.contains(key)``."""
+    def __enter__(self) -> "Engine":
+        """The engine itself."""
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool:
+        """Closes the engine."""
+
+__all__: list[str]
