@@ -27,7 +27,7 @@ use crate::filter::{sizing, Exclusive, Kind, WriteLock};
 use crate::hash::{hash_key, random_seed, seed_fingerprint, KeyHash};
 use crate::manifest::{file_name, Manifest, SegmentEntry};
 use crate::segment::{Identity, SubFilter};
-use crate::stats::{SegmentStats, Stats, TierStats};
+use crate::stats::{Maintenance, SegmentStats, Stats, TierStats};
 use crate::window;
 
 const MANIFEST: &str = "MANIFEST";
@@ -59,7 +59,13 @@ struct Live {
 /// reports errors.
 pub struct Engine {
     dir: PathBuf,
-    _lock: File,
+    /// The exclusive directory lock; `None` for a read-only engine.
+    _lock: Option<File>,
+    /// Opened with [`Engine::open_read_only`]: nothing is ever written.
+    read_only: bool,
+    /// How far the clock may step forward by itself (see `Options`).
+    max_clock_jump: Option<Duration>,
+    allow_clock_jump: bool,
     seed: u64,
     config: Config,
     clock: TimeSource,
@@ -98,6 +104,53 @@ fn lock_dir(dir: &Path) -> Result<File> {
     }
 }
 
+/// Makes `dir` (and missing parents); true when this call made `dir` itself.
+fn make_dir(dir: &Path) -> Result<bool> {
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
+    }
+    match fs::create_dir(dir) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(false),
+        Err(e) => Err(Error::io("create directory", dir, e)),
+    }
+}
+
+/// Refuses a directory that holds anything but a `LOCK` and an empty `seg/`.
+fn check_empty(dir: &Path) -> Result<()> {
+    let list = |d: &Path| -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        for e in fs::read_dir(d).map_err(|e| Error::io("list directory", d, e))? {
+            let e = e.map_err(|e| Error::io("list directory", d, e))?;
+            names.push(e.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        Ok(names)
+    };
+    let mut found: Vec<String> = list(dir)?
+        .into_iter()
+        .filter(|n| n != LOCK && n != SEG_DIR)
+        .collect();
+    let seg = dir.join(SEG_DIR);
+    if seg.is_dir() {
+        found.extend(list(&seg)?.into_iter().map(|n| format!("{SEG_DIR}/{n}")));
+    } else if seg.exists() {
+        found.push(SEG_DIR.to_string());
+    }
+    if found.is_empty() {
+        return Ok(());
+    }
+    let more = found.len().saturating_sub(5);
+    found.truncate(5);
+    if more > 0 {
+        found.push(format!("and {more} more"));
+    }
+    Err(Error::NotEmpty {
+        path: dir.to_path_buf(),
+        found,
+    })
+}
+
 impl Engine {
     /// Creates a new engine in `dir` (created if missing) with the system clock.
     pub fn create(dir: impl AsRef<Path>, config: Config) -> Result<Engine> {
@@ -105,6 +158,14 @@ impl Engine {
     }
 
     /// Creates a new engine with explicit [`Options`].
+    ///
+    /// `dir` must be new or empty (an empty `seg/` and a `LOCK` left by an
+    /// earlier failed create are accepted); anything else is
+    /// [`Error::NotEmpty`] and nothing is touched. Of several processes or
+    /// threads creating the same directory at once, exactly one succeeds;
+    /// the others get [`Error::Locked`] or [`Error::AlreadyExists`] and
+    /// change nothing. A create that fails removes only what it made, while
+    /// it still holds the directory lock.
     pub fn create_with(dir: impl AsRef<Path>, config: Config, options: Options) -> Result<Engine> {
         let dir = dir.as_ref();
         config.validate()?;
@@ -114,25 +175,70 @@ impl Engine {
                 path: dir.to_path_buf(),
             });
         }
-        let fresh = !dir.exists();
+        let made_dir = make_dir(dir)?;
+        let lock = lock_dir(dir)?;
+        // From here on this call holds the lock: whatever it finds, no other
+        // timebloom process is writing here.
+        if dir.join(MANIFEST).exists() {
+            return Err(Error::AlreadyExists {
+                path: dir.to_path_buf(),
+            });
+        }
+        check_empty(dir)?;
+        // The lock travels into the engine; a second descriptor of the same
+        // open file keeps it held while a failed create cleans up.
+        let guard = lock
+            .try_clone()
+            .map_err(|e| Error::io("duplicate lock descriptor", dir.join(LOCK), e))?;
+        let made_seg = !dir.join(SEG_DIR).exists();
         let r = (|| {
-            fs::create_dir_all(dir.join(SEG_DIR))
-                .map_err(|e| Error::io("create directory", dir, e))?;
-            let lock = lock_dir(dir)?;
-            if dir.join(MANIFEST).exists() {
-                return Err(Error::AlreadyExists {
-                    path: dir.to_path_buf(),
-                });
+            if made_seg {
+                fs::create_dir(dir.join(SEG_DIR))
+                    .map_err(|e| Error::io("create directory", dir.join(SEG_DIR), e))?;
             }
-            let engine = Engine::assemble(dir, lock, random_seed(), config, options, Vec::new(), 0);
-            engine.remove_unnamed_files(&[])?;
-            engine.maintain_at(now)?;
+            let engine = Engine::assemble(
+                dir,
+                Some(lock),
+                false,
+                random_seed(),
+                config,
+                options,
+                Vec::new(),
+                0,
+            );
+            engine.maintain_at(now, true)?;
+            // The new directory's entry in its parent, and the engine's own
+            // entries, reach the disk before the create returns.
+            crate::file::fsync_dir(dir)?;
+            if made_dir {
+                let parent = match dir.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => p,
+                    _ => Path::new("."),
+                };
+                crate::file::fsync_dir(parent)?;
+            }
             Ok(engine)
         })();
-        if r.is_err() && fresh {
-            // Leave no half-made engine behind in a directory we made.
-            let _ = fs::remove_dir_all(dir);
+        if r.is_err() {
+            // The engine (if any) is dropped, but `guard` still holds the lock.
+            if made_dir {
+                let _ = fs::remove_dir_all(dir);
+            } else {
+                // `check_empty` saw no engine files and an empty `seg/`:
+                // every file there now is this call's.
+                let _ = fs::remove_file(dir.join(MANIFEST));
+                let _ = fs::remove_file(dir.join(MANIFEST).with_extension("tmp"));
+                if let Ok(entries) = fs::read_dir(dir.join(SEG_DIR)) {
+                    for e in entries.flatten() {
+                        let _ = fs::remove_file(e.path());
+                    }
+                }
+                if made_seg {
+                    let _ = fs::remove_dir(dir.join(SEG_DIR));
+                }
+            }
         }
+        drop(guard);
         r
     }
 
@@ -154,13 +260,55 @@ impl Engine {
     /// their fill). Files in `seg/` that the manifest does not name are
     /// leftovers of an interrupted rotation and are deleted.
     pub fn open_with(dir: impl AsRef<Path>, options: Options) -> Result<Engine> {
+        Engine::open_inner(dir.as_ref(), options, false)
+    }
+
+    /// Opens an existing engine for lookups only, with the system clock.
+    ///
+    /// A read-only engine never writes a byte: it takes no lock (a writer
+    /// may keep running; the read-only engine sees the segments named by
+    /// the manifest at open, and the writer's later inserts into them),
+    /// never rotates, expires or recounts, and works on read-only media.
+    /// A lookup at an instant past some windows' retention does not read
+    /// them, but their files stay. Writes return [`Error::ReadOnly`].
+    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Engine> {
+        Engine::open_read_only_with(dir, Options::default())
+    }
+
+    /// [`Engine::open_read_only`] with explicit [`Options`].
+    pub fn open_read_only_with(dir: impl AsRef<Path>, options: Options) -> Result<Engine> {
         let dir = dir.as_ref();
+        // A writer may replace the manifest and delete the files it no longer
+        // names between our reading the one and mapping the other: read again.
+        let mut tries = 0;
+        loop {
+            match Engine::open_inner(dir, options.clone(), true) {
+                Err(Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound && tries < 5 =>
+                {
+                    tries += 1;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// Whether the engine was opened with [`Engine::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn open_inner(dir: &Path, options: Options, read_only: bool) -> Result<Engine> {
         if !dir.join(MANIFEST).exists() {
             return Err(Error::NotFound {
                 path: dir.to_path_buf(),
             });
         }
-        let lock = lock_dir(dir)?;
+        let lock = if read_only {
+            None
+        } else {
+            Some(lock_dir(dir)?)
+        };
         let manifest = Manifest::load(&dir.join(MANIFEST))?.ok_or_else(|| Error::NotFound {
             path: dir.to_path_buf(),
         })?;
@@ -177,7 +325,11 @@ impl Engine {
                     index: i as u32,
                 };
                 let path = dir.join(SEG_DIR).join(f);
-                let sub = SubFilter::open(&path, id, seed_fp, options.verify_on_open)?;
+                let sub = if read_only {
+                    SubFilter::open_read_only(&path, id, seed_fp, options.verify_on_open)?
+                } else {
+                    SubFilter::open(&path, id, seed_fp, options.verify_on_open)?
+                };
                 if sub.header().kind != tier.kind {
                     return Err(Error::corrupt(
                         &path,
@@ -203,20 +355,25 @@ impl Engine {
         let engine = Engine::assemble(
             dir,
             lock,
+            read_only,
             manifest.seed,
             manifest.config.clone(),
             options,
             tiers,
             manifest.generation,
         );
-        engine.remove_unnamed_files(&named)?;
-        engine.maintain_at(now)?;
+        if !read_only {
+            engine.remove_unnamed_files(&named)?;
+        }
+        engine.maintain_at(now, engine.allow_clock_jump)?;
         Ok(engine)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn assemble(
         dir: &Path,
-        lock: File,
+        lock: Option<File>,
+        read_only: bool,
         seed: u64,
         config: Config,
         options: Options,
@@ -236,6 +393,9 @@ impl Engine {
         Engine {
             dir: dir.to_path_buf(),
             _lock: lock,
+            read_only,
+            max_clock_jump: options.max_clock_jump,
+            allow_clock_jump: options.allow_clock_jump,
             seed,
             config,
             clock: options.clock,
@@ -299,23 +459,87 @@ impl Engine {
     fn tick(&self) -> Result<i64> {
         let now = self.now()?;
         if now >= self.next_boundary.load(Ordering::Acquire) {
-            self.maintain_at(now)?;
+            self.maintain_at(now, self.allow_clock_jump)?;
         }
         Ok(now)
     }
 
-    /// Rotates and expires as of `now`, and reseals segments that a backfill
-    /// or a remove reopened. Inserts and lookups do this by themselves when
-    /// a window boundary passes; call it to do it at a chosen moment.
-    pub fn maintain(&self, now: SystemTime) -> Result<()> {
-        self.maintain_at(instant(now)?)
+    /// Rotates and expires as of `now`, reseals segments that a backfill or
+    /// a remove reopened, and says what changed. Inserts and lookups do
+    /// this by themselves when a window boundary passes; call it to do it
+    /// at a chosen moment.
+    ///
+    /// This is the one way to move the engine forward across a clock jump
+    /// that the writer refuses by itself ([`Error::ClockJump`]): it takes
+    /// any forward step, even one that expires every window.
+    pub fn maintain(&self, now: SystemTime) -> Result<Maintenance> {
+        self.writable()?;
+        self.maintain_at(instant(now)?, true)
     }
 
-    fn maintain_at(&self, now: i64) -> Result<()> {
+    fn maintain_at(&self, now: i64, allow_jump: bool) -> Result<Maintenance> {
         let mut st = self.state.write();
         self.check_usable(&st)?;
+        if !allow_jump && !self.read_only {
+            self.check_clock_jump(&st, now)?;
+        }
         let r = self.rotate(&mut st, now);
         self.latch(r)
+    }
+
+    fn writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly {
+                path: self.dir.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Refuses a forward step of the clock that would expire every live
+    /// window holding keys at once, or that passes the first window boundary
+    /// the engine has not crossed by more than `max_clock_jump`.
+    fn check_clock_jump(&self, st: &Live, now: i64) -> Result<()> {
+        let off = self.config.utc_offset_secs;
+        // The first boundary not yet crossed: the end of the newest window
+        // of the tier with the shortest windows.
+        let Some(boundary) = st
+            .tiers
+            .iter()
+            .filter_map(|t| {
+                let w = t.segments.last()?.window;
+                window::end(t.tier.span, w, off)
+            })
+            .min()
+        else {
+            return Ok(());
+        };
+        if now < boundary {
+            return Ok(());
+        }
+        let refuse = || Error::ClockJump {
+            from: boundary,
+            to: now,
+        };
+        if let Some(limit) = self.max_clock_jump {
+            if (now - boundary).unsigned_abs() > limit.as_secs() {
+                return Err(refuse());
+            }
+        }
+        // Every window of every tier expires at once, and at least one
+        // whole window of each tier passes unseen (a tier keeping one window
+        // expires it at every boundary by design).
+        for t in &st.tiers {
+            let Some(newest) = t.segments.last() else {
+                continue;
+            };
+            let cur = self.window_index(t.tier.span, now)?;
+            let skip = i64::from(t.tier.retention.max(2));
+            if cur < newest.window.saturating_add(skip) {
+                return Ok(());
+            }
+        }
+        Err(refuse())
     }
 
     fn check_usable(&self, st: &Live) -> Result<()> {
@@ -381,14 +605,28 @@ impl Engine {
     /// 2. seal every segment that is no longer the newest of its tier;
     /// 3. write the manifest naming the new set (the commit point);
     /// 4. delete the files of expired segments.
-    fn rotate(&self, st: &mut Live, now: i64) -> Result<()> {
+    ///
+    /// A read-only engine only stops reading expired windows (in memory).
+    fn rotate(&self, st: &mut Live, now: i64) -> Result<Maintenance> {
         let off = self.config.utc_offset_secs;
+        let mut done = Maintenance::default();
+        let label = |t: &TierState, w: i64| {
+            format!(
+                "{} {}",
+                t.tier,
+                window::label(t.tier.span, w).unwrap_or_else(|| w.to_string())
+            )
+        };
         let mut created = false;
         for ti in 0..st.tiers.len() {
+            if self.read_only {
+                break;
+            }
             let cur = self.window_index(st.tiers[ti].tier.span, now)?;
             let t = &st.tiers[ti];
             if t.segments.last().is_none_or(|s| s.window < cur) {
                 let seg = self.new_segment(t, cur)?;
+                done.opened.push(label(t, cur));
                 st.tiers[ti].segments.push(seg);
                 created = true;
             }
@@ -401,9 +639,20 @@ impl Engine {
             let cur = self.window_index(t.tier.span, now)?;
             let keep_from = t.tier.oldest_live(cur);
             let n = t.segments.partition_point(|s| s.window < keep_from);
+            for seg in &t.segments[..n] {
+                done.expired.push(label(t, seg.window));
+            }
             expired.extend(t.segments.drain(..n));
+            if self.read_only {
+                continue;
+            }
             let newest = t.segments.len().saturating_sub(1);
-            for (i, seg) in t.segments.iter_mut().enumerate() {
+            for i in 0..t.segments.len() {
+                let w = t.segments[i].window;
+                if i != newest && !t.segments[i].is_sealed() {
+                    done.sealed.push(label(t, w));
+                }
+                let seg = &mut t.segments[i];
                 for s in &mut seg.subs {
                     if i == newest {
                         // The newest segment takes inserts: after a crash
@@ -416,7 +665,7 @@ impl Engine {
                 }
             }
         }
-        if created || !expired.is_empty() {
+        if !self.read_only && (created || !expired.is_empty()) {
             self.store_manifest(st)?;
             let paths: Vec<PathBuf> = expired
                 .iter()
@@ -450,7 +699,7 @@ impl Engine {
             }
         }
         self.next_boundary.store(next, Ordering::Release);
-        Ok(())
+        Ok(done)
     }
 
     fn store_manifest(&self, st: &mut Live) -> Result<()> {
@@ -490,7 +739,7 @@ impl Engine {
         let mut grown = Vec::new();
         for (ti, t) in st.tiers.iter_mut().enumerate() {
             for (si, seg) in t.segments.iter_mut().enumerate() {
-                if !seg.needs_growth() || seg.is_sealed() || seg.subs.len() >= MAX_CHAIN {
+                if !growth_due(seg) {
                     continue;
                 }
                 let index = seg.subs.len() as u32;
@@ -525,24 +774,28 @@ impl Engine {
     /// the key was not present in any live segment before (check-and-insert).
     ///
     /// Of several threads inserting the same new key at once, exactly one
-    /// gets `true`.
+    /// gets `true`. An error means the key was not recorded by this call.
     pub fn insert(&self, key: &[u8]) -> Result<bool> {
+        self.writable()?;
         self.tick()?;
         let h = self.hash(key);
-        let (new, grow) = {
-            let st = self.state.read();
-            self.check_usable(&st)?;
-            self.insert_locked(&st, h)?
-        };
-        if grow {
+        loop {
+            {
+                let st = self.state.read();
+                self.check_usable(&st)?;
+                if let Some(new) = self.insert_locked(&st, h)? {
+                    return Ok(new);
+                }
+            }
+            // A full open window grows before it takes the write.
             self.grow()?;
         }
-        Ok(new)
     }
 
-    /// Check-and-insert under the shared lock: `(was new, needs growth)`.
+    /// Check-and-insert under the shared lock: whether the key was new, or
+    /// `None` (nothing written) when an open window must grow first.
     #[inline]
-    fn insert_locked(&self, st: &Live, h: KeyHash) -> Result<(bool, bool)> {
+    fn insert_locked(&self, st: &Live, h: KeyHash) -> Result<Option<bool>> {
         for t in &st.tiers {
             if let Some(seg) = t.segments.last() {
                 seg.prefetch(h);
@@ -550,30 +803,27 @@ impl Engine {
         }
         let present = any_contains(&st.tiers[st.full_tier].segments, h);
         if present && settled(st, h) {
-            return Ok((false, false));
+            return Ok(Some(false));
+        }
+        if tails_due(st) {
+            return Ok(None);
         }
         let x = self.writer.lock();
-        self.write_locked(st, &x, h, present)
+        self.write_locked(st, &x, h, present).map(Some)
     }
 
     /// The write half of check-and-insert, under the writer lock: checks
     /// again a key that tested absent (another writer may have inserted it
-    /// since), then records it in every tier's open window.
+    /// since), then records it in every tier's open window. Returns whether
+    /// the key was new.
     ///
     /// The second check reads only open segments: a sealed one cannot have
     /// changed since the first, because unsealing needs the exclusive lock
     /// that the caller's shared lock keeps out.
     #[inline]
-    fn write_locked(
-        &self,
-        st: &Live,
-        x: &Exclusive,
-        h: KeyHash,
-        present: bool,
-    ) -> Result<(bool, bool)> {
+    fn write_locked(&self, st: &Live, x: &Exclusive, h: KeyHash, present: bool) -> Result<bool> {
         let full = &st.tiers[st.full_tier].segments;
         let present = present || full.iter().rev().any(|s| !s.is_sealed() && s.contains(h));
-        let mut grow = false;
         for t in &st.tiers {
             let Some(seg) = t.segments.last() else {
                 continue;
@@ -584,15 +834,20 @@ impl Engine {
                     "the open segment is sealed",
                 ));
             }
-            grow |= seg.needs_growth();
         }
-        Ok((!present, grow))
+        Ok(!present)
     }
 
     /// [`Engine::insert`] for many keys: one clock read, one shared lock,
     /// and per group of keys: every memory load issued before any key is
     /// tested, then one writer lock for the keys that need a write.
+    ///
+    /// Answers come in input order. If an error stops the batch after some
+    /// keys were recorded, the error is [`Error::Incomplete`] with the
+    /// answers for those keys (a prefix of `keys`); no key is ever recorded
+    /// without its answer reaching the caller.
     pub fn insert_batch<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<bool>> {
+        self.writable()?;
         self.tick()?;
         let mut out = Vec::with_capacity(keys.len());
         let mut rest = keys;
@@ -600,7 +855,9 @@ impl Engine {
             let mut grow = false;
             {
                 let st = self.state.read();
-                self.check_usable(&st)?;
+                if let Err(e) = self.check_usable(&st) {
+                    return Err(incomplete(out, e));
+                }
                 let mut look = Lookup::new(&st.tiers[st.full_tier].segments);
                 // The open windows of the other tiers take writes too.
                 let tails: Vec<&Segment> = (st.tiers.iter().enumerate())
@@ -609,9 +866,8 @@ impl Engine {
                     .collect();
                 // Groups until a chain must grow: growth needs the exclusive
                 // lock, and a full sub-filter must not keep taking keys.
-                while !grow && !rest.is_empty() {
+                while !rest.is_empty() {
                     let (group, tail) = rest.split_at(look.group().min(rest.len()));
-                    rest = tail;
                     look.clear();
                     for k in group {
                         let h = self.hash(k.as_ref());
@@ -629,20 +885,33 @@ impl Engine {
                         todo[i] = !(present && settled(&st, *h));
                     }
                     if todo.contains(&true) {
+                        if tails_due(&st) {
+                            // Grow first, then take this group again.
+                            out.truncate(first);
+                            grow = true;
+                            break;
+                        }
                         let x = self.writer.lock();
                         for (i, h) in look.hashes().iter().enumerate() {
                             if todo[i] {
                                 let was_present = !out[first + i];
-                                let (new, g) = self.write_locked(&st, &x, *h, was_present)?;
-                                out[first + i] = new;
-                                grow |= g;
+                                match self.write_locked(&st, &x, *h, was_present) {
+                                    Ok(new) => out[first + i] = new,
+                                    Err(e) => {
+                                        out.truncate(first + i);
+                                        return Err(incomplete(out, e));
+                                    }
+                                }
                             }
                         }
                     }
+                    rest = tail;
                 }
             }
             if grow {
-                self.grow()?;
+                if let Err(e) = self.grow() {
+                    return Err(incomplete(out, e));
+                }
             }
         }
         Ok(out)
@@ -737,37 +1006,35 @@ impl Engine {
     /// segment before. An instant whose window has expired in every tier,
     /// or that lies in a future window, is an error.
     pub fn insert_at(&self, key: &[u8], time: SystemTime) -> Result<bool> {
+        self.writable()?;
         let now = self.tick()?;
         let t = instant(time)?;
         let h = self.hash(key);
         loop {
-            let (new, grow) = {
+            {
                 let st = self.state.read();
                 self.check_usable(&st)?;
                 let targets = self.backfill_targets(&st, now, t)?;
-                if targets
+                let segs: Vec<Option<&Segment>> = targets
                     .iter()
-                    .any(|&(ti, w)| !has_open_segment(&st.tiers[ti], w))
-                {
+                    .map(|&(ti, w)| st.tiers[ti].segments.iter().find(|s| s.window == w))
+                    .collect();
+                let ready = segs.iter().all(|s| s.is_some_and(|s| !s.is_sealed()));
+                if ready && !segs.iter().flatten().any(|s| growth_due(s)) {
+                    let x = self.writer.lock();
+                    let present = any_contains(&st.tiers[st.full_tier].segments, h);
+                    for seg in segs.into_iter().flatten() {
+                        seg.insert(&x, h);
+                    }
+                    return Ok(!present);
+                }
+                if ready {
                     drop(st);
-                    self.open_windows(now, t)?;
+                    self.grow()?;
                     continue;
                 }
-                let x = self.writer.lock();
-                let present = any_contains(&st.tiers[st.full_tier].segments, h);
-                let mut grow = false;
-                for (ti, w) in targets {
-                    if let Some(seg) = st.tiers[ti].segments.iter().find(|s| s.window == w) {
-                        seg.insert(&x, h);
-                        grow |= seg.needs_growth();
-                    }
-                }
-                (!present, grow)
-            };
-            if grow {
-                self.grow()?;
             }
-            return Ok(new);
+            self.open_windows(now, t)?;
         }
     }
 
@@ -825,62 +1092,80 @@ impl Engine {
         self.latch(r)
     }
 
-    /// Takes `key` back: decrements its counters in every live segment that
-    /// holds it. Only for engines whose tiers are all counting tiers
-    /// ([`Tier::counting`]); otherwise [`Error::RemoveUnsupported`] and
-    /// nothing changes. Returns whether any segment held the key.
+    /// Takes back one insert of `key` made now: decrements its counters in
+    /// the windows inserts go to now (the open window of every tier), and
+    /// only if every one of them holds the key. Returns whether it did.
     ///
-    /// Removing a key that was never inserted may remove another key that
-    /// shares its counters (true of every counting filter): remove only
-    /// keys you inserted.
+    /// Only for engines whose tiers are all counting tiers
+    /// ([`Tier::counting`]); otherwise [`Error::RemoveUnsupported`] and
+    /// nothing changes. To undo an insert made at another instant (an
+    /// earlier day), use [`Engine::remove_at`] with that instant: a remove
+    /// decrements only windows the key was inserted into, never every
+    /// window where it merely tests positive (each such false positive
+    /// would take counts from other keys and make them disappear).
+    ///
+    /// Removing a key that was never inserted into those windows changes
+    /// nothing, unless every one of them reports it as a false positive
+    /// (about the product of their false-positive rates); then it takes
+    /// one count from the keys that share its counters, which may make one
+    /// of them disappear. Remove only keys you inserted. Saturated counters
+    /// stay saturated: a key removed as often as inserted may still test
+    /// present where its counters saturated.
     pub fn remove(&self, key: &[u8]) -> Result<bool> {
+        self.check_remove()?;
+        let now = self.tick()?;
+        self.remove_inner(self.hash(key), now, now)
+    }
+
+    /// Takes back one insert of `key` made at `time` (by [`Engine::insert`]
+    /// during the window holding `time`, or by [`Engine::insert_at`]): the
+    /// windows holding `time` in every tier that still keeps it, decremented
+    /// only when every one of them holds the key. Returns whether it did.
+    /// The same contract as [`Engine::remove`] otherwise; an instant older
+    /// than every tier keeps, or in a future window, is an error.
+    pub fn remove_at(&self, key: &[u8], time: SystemTime) -> Result<bool> {
+        self.check_remove()?;
+        let now = self.tick()?;
+        self.remove_inner(self.hash(key), now, instant(time)?)
+    }
+
+    fn check_remove(&self) -> Result<()> {
         if let Some(t) = self.config.tiers.iter().find(|t| t.kind != Kind::Counting) {
             return Err(Error::RemoveUnsupported {
                 tier: t.to_string(),
             });
         }
-        self.tick()?;
-        let h = self.hash(key);
-        loop {
-            let st = self.state.read();
-            self.check_usable(&st)?;
-            let x = self.writer.lock();
-            let holders = || {
-                st.tiers
-                    .iter()
-                    .flat_map(|t| t.segments.iter())
-                    .filter(|s| s.contains(h))
-            };
-            if holders().any(Segment::is_sealed) {
-                drop(x);
-                drop(st);
-                self.unseal_holders(h)?;
-                continue;
-            }
-            let mut any = false;
-            for seg in holders() {
-                any |= seg.remove(&x, h);
-            }
-            return Ok(any);
-        }
+        self.writable()
     }
 
-    fn unseal_holders(&self, h: KeyHash) -> Result<()> {
-        let mut st = self.state.write();
-        self.check_usable(&st)?;
-        let r = (|| {
-            for t in &mut st.tiers {
-                for seg in &mut t.segments {
-                    if seg.is_sealed() && seg.contains(h) {
-                        for s in &mut seg.subs {
-                            s.unseal()?;
-                        }
+    fn remove_inner(&self, h: KeyHash, now: i64, t: i64) -> Result<bool> {
+        loop {
+            {
+                let st = self.state.read();
+                self.check_usable(&st)?;
+                let targets = self.backfill_targets(&st, now, t)?;
+                let mut segs = Vec::with_capacity(targets.len());
+                for (ti, w) in targets {
+                    match st.tiers[ti].segments.iter().find(|s| s.window == w) {
+                        Some(seg) => segs.push(seg),
+                        // No window there: the key was never inserted at `t`.
+                        None => return Ok(false),
                     }
                 }
+                let x = self.writer.lock();
+                if !segs.iter().all(|s| s.contains(h)) {
+                    return Ok(false);
+                }
+                if !segs.iter().any(|s| s.is_sealed()) {
+                    for seg in segs {
+                        seg.remove(&x, h);
+                    }
+                    return Ok(true);
+                }
             }
-            Ok(())
-        })();
-        self.latch(r)
+            // A past window was sealed: reopen it for the decrement.
+            self.open_windows(now, t)?;
+        }
     }
 
     // ---- durability and reporting --------------------------------------------
@@ -888,9 +1173,13 @@ impl Engine {
     /// Makes every insert so far durable (msync, header, fsync), and
     /// reseals segments that a backfill or remove reopened.
     pub fn flush(&self) -> Result<()> {
+        self.writable()?;
         let now = self.now()?;
         let mut st = self.state.write();
         self.check_usable(&st)?;
+        if !self.allow_clock_jump {
+            self.check_clock_jump(&st, now)?;
+        }
         let r = (|| {
             self.rotate(&mut st, now)?;
             for t in &mut st.tiers {
@@ -930,6 +1219,9 @@ impl Engine {
             return Ok(());
         }
         st.closed = true;
+        if self.read_only {
+            return Ok(());
+        }
         if self.failed.load(Ordering::Relaxed) {
             // Nothing is written after an I/O error; the caller learns that
             // the last writes may not have reached the disk.
@@ -1036,8 +1328,32 @@ fn settled(st: &Live, h: KeyHash) -> bool {
         .all(|t| t.segments.last().is_none_or(|s| s.settled(h)))
 }
 
-fn has_open_segment(t: &TierState, w: i64) -> bool {
-    t.segments.iter().any(|s| s.window == w && !s.is_sealed())
+/// True when an open segment's newest sub-filter is full and its chain may
+/// still grow. Writers grow such a chain before they write (so no key is
+/// recorded by a call that then fails on growth).
+#[inline]
+fn growth_due(seg: &Segment) -> bool {
+    seg.needs_growth() && !seg.is_sealed() && seg.subs.len() < MAX_CHAIN
+}
+
+/// True when some tier's open window must grow before it takes a write.
+#[inline]
+fn tails_due(st: &Live) -> bool {
+    st.tiers
+        .iter()
+        .any(|t| t.segments.last().is_some_and(growth_due))
+}
+
+/// The error of a batch that stopped after recording `answers`.
+fn incomplete(answers: Vec<bool>, cause: Error) -> Error {
+    if answers.is_empty() {
+        cause
+    } else {
+        Error::Incomplete {
+            answers,
+            cause: Box::new(cause),
+        }
+    }
 }
 
 impl Drop for Engine {

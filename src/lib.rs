@@ -64,7 +64,7 @@ pub use config::{parse_tiers, Config, Tier};
 pub use engine::Engine;
 pub use error::{Error, Result};
 pub use filter::Kind;
-pub use stats::{SegmentStats, Stats, TierStats};
+pub use stats::{Maintenance, SegmentStats, Stats, TierStats};
 pub use window::Span;
 
 #[cfg(test)]

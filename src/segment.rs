@@ -34,7 +34,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use memmap2::{Mmap, MmapMut, MmapOptions};
 
@@ -277,6 +277,12 @@ pub(crate) struct SubFilter {
     /// Occupied cells at which the chain grows: the fill the sizing model
     /// expects at the planned capacity.
     grow_at: u64,
+    /// The running count was taken from the body in this process (the file
+    /// was created, recounted at open, or sealed here): a clean close can
+    /// write it down without reading the body again.
+    count_exact: AtomicBool,
+    /// Some write changed the body since it was opened.
+    touched: AtomicBool,
 }
 
 impl SubFilter {
@@ -319,13 +325,10 @@ impl SubFilter {
         file.sync_all()
             .map_err(|e| Error::io("fsync segment", path, e))?;
         let map = map_writable(&file, path, len)?;
-        Ok(SubFilter::assemble(
-            path,
-            file,
-            Map::Writable(map),
-            header,
-            0,
-        ))
+        let sub = SubFilter::assemble(path, file, Map::Writable(map), header, 0);
+        // A new file's body is all zeros: its count of 0 is exact.
+        sub.count_exact.store(true, Ordering::Relaxed);
+        Ok(sub)
     }
 
     /// Opens an existing sub-filter file, checking its header against what
@@ -338,53 +341,12 @@ impl SubFilter {
         seed_fp: u64,
         verify: bool,
     ) -> Result<SubFilter> {
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| Error::io("open segment", path, e))?;
-        let mut hb = [0u8; HEADER_LEN];
-        let file_len = file
-            .metadata()
-            .map_err(|e| Error::io("stat segment", path, e))?
-            .len();
-        if file_len < BODY_OFFSET {
-            return Err(Error::corrupt(
-                path,
-                format!("file is {file_len} bytes, shorter than its header page"),
-            ));
-        }
-        file.read_exact(&mut hb)
-            .map_err(|e| Error::io("read segment header", path, e))?;
-        let header = Header::decode(&hb, path)?;
-        if header.id != expect {
-            return Err(Error::corrupt(
-                path,
-                format!(
-                    "header names {:?}, the manifest expects {:?}",
-                    header.id, expect
-                ),
-            ));
-        }
-        if header.seed_fp != seed_fp {
-            return Err(Error::corrupt(
-                path,
-                "segment belongs to another engine (seed fingerprint differs)",
-            ));
-        }
-        let len = BODY_OFFSET + header.body_len();
-        if file_len != len {
-            return Err(Error::corrupt(
-                path,
-                format!("file length: expected {len}, got {file_len}"),
-            ));
-        }
+        let (file, header, len) = open_checked(path, expect, seed_fp, true)?;
         let map = match header.state {
             State::Sealed => Map::ReadOnly(map_read_only(&file, path, len)?),
             State::Open => Map::Writable(map_writable(&file, path, len)?),
         };
-        let occupied = header.occupied;
-        let mut sub = SubFilter::assemble(path, file, map, header, occupied);
+        let mut sub = SubFilter::assemble(path, file, map, header, header.occupied);
         if header.state == State::Open && !header.clean {
             sub.recount();
         }
@@ -395,6 +357,25 @@ impl SubFilter {
             // Mark dirty before taking writes: a crash from here on recounts.
             sub.header.clean = false;
             sub.write_header()?;
+        }
+        Ok(sub)
+    }
+
+    /// Opens a sub-filter file for reading only: the same checks as `open`,
+    /// a read-only mapping whatever its state, and nothing written or
+    /// recounted (an open file's count is its header's, which is exact only
+    /// when the header is marked clean; only `stats` reads it).
+    pub(crate) fn open_read_only(
+        path: &Path,
+        expect: Identity,
+        seed_fp: u64,
+        verify: bool,
+    ) -> Result<SubFilter> {
+        let (file, header, len) = open_checked(path, expect, seed_fp, false)?;
+        let map = Map::ReadOnly(map_read_only(&file, path, len)?);
+        let sub = SubFilter::assemble(path, file, map, header, header.occupied);
+        if verify {
+            sub.verify()?;
         }
         Ok(sub)
     }
@@ -422,6 +403,8 @@ impl SubFilter {
             header,
             occupied: AtomicU64::new(occupied),
             grow_at,
+            count_exact: AtomicBool::new(false),
+            touched: AtomicBool::new(false),
         }
     }
 
@@ -484,6 +467,7 @@ impl SubFilter {
                 let cells = self.header.nblocks * u64::from(self.header.kind.cells_per_block());
                 let o = self.occupied.load(Ordering::Relaxed);
                 self.occupied.store((o + n).min(cells), Ordering::Relaxed);
+                self.touch();
             }
         }
         true
@@ -500,8 +484,19 @@ impl SubFilter {
                 let o = self.occupied.load(Ordering::Relaxed);
                 self.occupied.store(o.saturating_sub(n), Ordering::Relaxed);
             }
+            // A decrement that empties no cell still changes the body.
+            self.touch();
         }
         true
+    }
+
+    /// Notes that the body changed (once per file: a load, then a store
+    /// only the first time).
+    #[inline]
+    fn touch(&self) {
+        if !self.touched.load(Ordering::Relaxed) {
+            self.touched.store(true, Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn is_full(&self) -> bool {
@@ -556,22 +551,35 @@ impl SubFilter {
         Ok(())
     }
 
-    /// Sets the running fill count to the body's.
+    /// Sets the running fill count to the body's (reads the whole body).
     fn recount(&self) {
         let n = filter::count_occupied(self.header.kind, self.blocks());
         self.occupied.store(n, Ordering::Relaxed);
+        self.count_exact.store(true, Ordering::Relaxed);
     }
 
     /// Flushes and marks the header clean (exact occupied count): the last
-    /// step of a clean close. The count is taken from the body, as `seal`
-    /// does and for the same reason: the clean mark promises that it
-    /// describes the body, and a body damaged while the engine was closed
-    /// has a running count that does not (it can even exceed the cells).
+    /// step of a clean close.
+    ///
+    /// The clean mark promises that the count describes the body, so the
+    /// body is counted unless the running count is known to be the body's
+    /// without reading it:
+    /// - it was taken from the body in this process (a new file, a recount
+    ///   at a dirty open, a seal), so it is exact; or
+    /// - it came from a clean header and nothing was written since, so the
+    ///   close writes back the very claim the file already made.
+    ///
+    /// Only a file opened clean and then written to is counted: a body
+    /// damaged while the engine was closed has a running count that does
+    /// not describe it (it can even exceed the cells), and that count must
+    /// not be written down as exact.
     pub(crate) fn close(&mut self) -> Result<()> {
         if let Map::Writable(m) = &self.map {
             m.flush()
                 .map_err(|e| Error::io("msync segment", &self.path, e))?;
-            self.recount();
+            if !self.count_exact.load(Ordering::Relaxed) && self.touched.load(Ordering::Relaxed) {
+                self.recount();
+            }
             self.header.clean = true;
             self.write_header()?;
         }
@@ -608,6 +616,10 @@ impl SubFilter {
         self.header.state = State::Open;
         self.header.clean = false;
         self.write_header()?;
+        // The sealed count described the body when it was sealed; the body
+        // may have been damaged since (only `verify` reads it), so a close
+        // after writes counts again.
+        self.count_exact.store(false, Ordering::Relaxed);
         let len = self.len_bytes();
         self.map = Map::Writable(map_writable(&self.file, &self.path, len)?);
         Ok(())
@@ -640,6 +652,59 @@ impl SubFilter {
         }
         Ok(())
     }
+}
+
+/// Opens a sub-filter file and checks its header against the manifest's
+/// identity, the engine's seed and the file's length: `(file, header,
+/// length)`.
+fn open_checked(
+    path: &Path,
+    expect: Identity,
+    seed_fp: u64,
+    write: bool,
+) -> Result<(File, Header, u64)> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(write)
+        .open(path)
+        .map_err(|e| Error::io("open segment", path, e))?;
+    let mut hb = [0u8; HEADER_LEN];
+    let file_len = file
+        .metadata()
+        .map_err(|e| Error::io("stat segment", path, e))?
+        .len();
+    if file_len < BODY_OFFSET {
+        return Err(Error::corrupt(
+            path,
+            format!("file is {file_len} bytes, shorter than its header page"),
+        ));
+    }
+    file.read_exact(&mut hb)
+        .map_err(|e| Error::io("read segment header", path, e))?;
+    let header = Header::decode(&hb, path)?;
+    if header.id != expect {
+        return Err(Error::corrupt(
+            path,
+            format!(
+                "header names {:?}, the manifest expects {:?}",
+                header.id, expect
+            ),
+        ));
+    }
+    if header.seed_fp != seed_fp {
+        return Err(Error::corrupt(
+            path,
+            "segment belongs to another engine (seed fingerprint differs)",
+        ));
+    }
+    let len = BODY_OFFSET + header.body_len();
+    if file_len != len {
+        return Err(Error::corrupt(
+            path,
+            format!("file length: expected {len}, got {file_len}"),
+        ));
+    }
+    Ok((file, header, len))
 }
 
 fn map_writable(file: &File, path: &Path, len: u64) -> Result<MmapMut> {
