@@ -89,6 +89,30 @@ create_exception!(
 );
 create_exception!(
     timebloom,
+    ReadOnlyError,
+    TimebloomError,
+    "A write on an engine opened with `read_only=True`."
+);
+create_exception!(
+    timebloom,
+    ClockJumpError,
+    TimebloomError,
+    "The clock jumped so far forward that every window holding keys would expire at once; nothing changed. Call `maintain(now)` to move there on purpose."
+);
+create_exception!(
+    timebloom,
+    IncompleteError,
+    TimebloomError,
+    "`insert_many` stopped part way: `answers` holds the answers of the keys recorded before the error (the first `len(answers)` keys); the rest were not recorded. `__cause__` is the error that stopped it."
+);
+create_exception!(
+    timebloom,
+    NotEmptyError,
+    TimebloomError,
+    "`Engine.create` refused a directory that holds files it did not make."
+);
+create_exception!(
+    timebloom,
     ClosedError,
     TimebloomError,
     "The engine was closed; open it again."
@@ -114,6 +138,21 @@ fn to_py(err: Error, path: &Path) -> PyErr {
         Error::HorizonTooLong { .. } => HorizonTooLongError::new_err(msg),
         Error::RemoveUnsupported { .. } => RemoveUnsupportedError::new_err(msg),
         Error::Io { .. } | Error::PreviousIo => IoError::new_err(msg),
+        Error::ReadOnly { .. } => ReadOnlyError::new_err(msg),
+        Error::ClockJump { .. } => ClockJumpError::new_err(msg),
+        Error::NotEmpty { .. } => NotEmptyError::new_err(msg),
+        Error::Incomplete { answers, cause } => {
+            let e = with_path(IncompleteError::new_err(msg), path);
+            let cause = to_py(*cause, path);
+            Python::attach(|py| {
+                let v = e.value(py);
+                // As for `path`: setting attributes on a fresh exception
+                // does not fail, and the message says how many were recorded.
+                let _ = v.setattr("answers", answers);
+                v.setattr("__cause__", cause.value(py)).ok();
+            });
+            return e;
+        }
         _ => TimebloomError::new_err(msg),
     };
     with_path(e, path)
@@ -127,6 +166,13 @@ fn with_path(e: PyErr, path: &Path) -> PyErr {
         let _ = e.value(py).setattr("path", path.display().to_string());
     });
     e
+}
+
+/// Plain data as Python dicts, lists and scalars (through JSON).
+fn to_dict<'py>(py: Python<'py>, value: &impl serde::Serialize) -> PyResult<Bound<'py, PyAny>> {
+    let json = serde_json::to_string(value)
+        .map_err(|e| TimebloomError::new_err(format!("encoding a report: {e}")))?;
+    py.import("json")?.call_method1("loads", (json,))
 }
 
 /// A key as the engine reads it: the bytes of a `bytes` object, or the UTF-8
@@ -247,8 +293,14 @@ impl PyManualClock {
     }
 }
 
-fn options(clock: Option<&Bound<'_, PyManualClock>>, verify: bool) -> timebloom::Options {
-    let o = timebloom::Options::default().verify_on_open(verify);
+fn options(
+    clock: Option<&Bound<'_, PyManualClock>>,
+    verify: bool,
+    allow_clock_jump: bool,
+) -> timebloom::Options {
+    let o = timebloom::Options::default()
+        .verify_on_open(verify)
+        .allow_clock_jump(allow_clock_jump);
     match clock {
         Some(c) => o.clock(c.get().inner.clone()),
         None => o,
@@ -265,13 +317,16 @@ fn options(clock: Option<&Bound<'_, PyManualClock>>, verify: bool) -> timebloom:
 struct PyEngine {
     inner: RwLock<Option<timebloom::Engine>>,
     path: PathBuf,
+    /// The injected clock, if any (`maintain()` reads it).
+    clock: Option<timebloom::ManualClock>,
 }
 
 impl PyEngine {
-    fn wrap(engine: timebloom::Engine) -> PyEngine {
+    fn wrap(engine: timebloom::Engine, clock: Option<&Bound<'_, PyManualClock>>) -> PyEngine {
         PyEngine {
             path: engine.path().to_path_buf(),
             inner: RwLock::new(Some(engine)),
+            clock: clock.map(|c| c.get().inner.clone()),
         }
     }
 
@@ -353,28 +408,40 @@ impl PyEngine {
             utc_offset_secs,
             ..Config::default()
         };
-        let opts = options(clock, false);
+        let opts = options(clock, false, false);
         py.detach(|| timebloom::Engine::create_with(&path, config, opts))
-            .map(PyEngine::wrap)
+            .map(|e| PyEngine::wrap(e, clock))
             .map_err(|e| to_py(e, &path))
     }
 
     /// Opens the engine in `path`; its configuration comes from the directory.
     ///
     /// `verify=True` checks every sealed segment's checksum while opening.
+    /// `read_only=True` opens for lookups only: no lock is taken (a writer
+    /// may keep running), nothing is written, writes raise `ReadOnlyError`.
     /// `clock`: a `ManualClock` to read the time from.
+    /// `allow_clock_jump=True` accepts a clock that jumped past every
+    /// window holding keys (they all expire) instead of `ClockJumpError`.
     #[staticmethod]
-    #[pyo3(signature = (path, *, verify=false, clock=None))]
+    #[pyo3(signature = (path, *, verify=false, read_only=false, clock=None, allow_clock_jump=false))]
     fn open(
         py: Python<'_>,
         path: PathBuf,
         verify: bool,
+        read_only: bool,
         clock: Option<&Bound<'_, PyManualClock>>,
+        allow_clock_jump: bool,
     ) -> PyResult<PyEngine> {
-        let opts = options(clock, verify);
-        py.detach(|| timebloom::Engine::open_with(&path, opts))
-            .map(PyEngine::wrap)
-            .map_err(|e| to_py(e, &path))
+        let opts = options(clock, verify, allow_clock_jump);
+        py.detach(|| {
+            if read_only {
+                timebloom::Engine::open_read_only_with(&path, opts)
+            } else {
+                timebloom::Engine::open_with(&path, opts)
+            }
+        })
+        .map(|e| PyEngine::wrap(e, clock))
+        .map_err(|e| to_py(e, &path))
     }
 
     /// Records `key` (str or bytes) in every tier's open window. Returns
@@ -432,12 +499,37 @@ impl PyEngine {
         self.with(|e| e.remove(k.as_bytes()))
     }
 
+    /// Takes back one insert of `key` made at `when` (an aware datetime or
+    /// seconds since the epoch): counting tiers only. Returns whether it did.
+    fn remove_at(&self, key: &Bound<'_, PyAny>, when: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let k = key_bytes(key)?;
+        let t = instant_of(when)?;
+        self.with(|e| e.remove_at(k.as_bytes(), t))
+    }
+
+    /// Rotates and expires windows as of `now` (default: the engine's
+    /// clock) and returns what changed: `{"opened": [...], "sealed": [...],
+    /// "expired": [...]}`, window labels per tier. Calls do this by
+    /// themselves; call it to move across a clock jump on purpose.
+    #[pyo3(signature = (now=None))]
+    fn maintain<'py>(
+        &self,
+        py: Python<'py>,
+        now: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let now = now.map(instant_of).transpose()?;
+        let now = now.unwrap_or_else(|| match &self.clock {
+            Some(c) => timebloom::Clock::now(c),
+            None => SystemTime::now(),
+        });
+        let m = self.detached(py, |e| e.maintain(now))?;
+        to_dict(py, &m)
+    }
+
     /// The engine's state: tiers, segments, fill, estimated keys and rates.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let stats = self.with(|e| e.stats())?;
-        let json = serde_json::to_string(&stats)
-            .map_err(|e| TimebloomError::new_err(format!("stats: {e}")))?;
-        py.import("json")?.call_method1("loads", (json,))
+        to_dict(py, &stats)
     }
 
     /// Checks every sealed segment's body checksum and fill count;
@@ -474,6 +566,12 @@ impl PyEngine {
     #[getter]
     fn closed(&self) -> bool {
         self.read().is_none()
+    }
+
+    /// Whether the engine was opened with `read_only=True`.
+    #[getter]
+    fn read_only(&self) -> PyResult<bool> {
+        self.with(|e| Ok(e.is_read_only()))
     }
 
     /// Whether `remove` works here (every tier is a counting tier).
@@ -544,6 +642,10 @@ fn _timebloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
         py.get_type::<RemoveUnsupportedError>(),
     )?;
     m.add("IoError", py.get_type::<IoError>())?;
+    m.add("ReadOnlyError", py.get_type::<ReadOnlyError>())?;
+    m.add("ClockJumpError", py.get_type::<ClockJumpError>())?;
+    m.add("IncompleteError", py.get_type::<IncompleteError>())?;
+    m.add("NotEmptyError", py.get_type::<NotEmptyError>())?;
     m.add("ClosedError", py.get_type::<ClosedError>())?;
     Ok(())
 }

@@ -176,9 +176,57 @@ def test_contains_within_and_expiry_with_a_manual_clock(tb_dir):
         assert not e.contains_within("old", timedelta(days=1))
         assert e.contains_within("old", timedelta(days=5))
         assert e.contains("old")
-        clock.advance(timedelta(weeks=6))
+        for _ in range(6):  # a week at a time: windows expire in turn
+            clock.advance(timedelta(weeks=1))
+            e.insert("tick")
         assert not e.contains("old"), "expired with its windows"
         assert e.insert("old")
+
+
+def test_a_clock_jump_past_every_window_is_refused_until_maintain(tb_dir):
+    clock = ManualClock(T0)
+    with Engine.create(tb_dir, tiers="7d", items_per_day=1000, clock=clock) as e:
+        e.insert("a")
+        clock.advance(timedelta(days=30))
+        with pytest.raises(timebloom.ClockJumpError) as info:
+            e.insert("b")
+        assert tb_dir in str(info.value)
+        changes = e.maintain()
+        assert changes["expired"] and changes["opened"]
+        assert not e.contains("a")
+        assert e.insert("b")
+        assert e.maintain(clock.timestamp()) == {"opened": [], "sealed": [], "expired": []}
+    clock.advance(timedelta(days=30))
+    with pytest.raises(timebloom.ClockJumpError):
+        Engine.open(tb_dir, clock=clock)
+    with Engine.open(tb_dir, clock=clock, allow_clock_jump=True) as e:
+        assert not e.contains("b")
+
+
+def test_read_only_open_answers_lookups_beside_a_writer(tb_dir):
+    with Engine.create(tb_dir, items_per_day=1000) as w:
+        w.insert("a")
+        w.flush()
+        with Engine.open(tb_dir, read_only=True) as r:  # no lock taken
+            assert r.read_only and not w.read_only
+            assert r.contains("a")
+            assert r.contains_many(["a", "zz"]) == [True, False]
+            for write in (lambda: r.insert("b"), lambda: r.insert_many(["b"])):
+                with pytest.raises(timebloom.ReadOnlyError) as info:
+                    write()
+                assert tb_dir in str(info.value)
+            w.insert("c")
+            assert r.contains("c"), "sees the writer's inserts into mapped segments"
+
+
+def test_create_refuses_a_directory_with_other_files(tmp_path):
+    d = tmp_path / "busy"
+    d.mkdir()
+    (d / "notes.txt").write_text("mine")
+    with pytest.raises(timebloom.NotEmptyError) as info:
+        Engine.create(d)
+    assert str(d) in str(info.value)
+    assert (d / "notes.txt").read_text() == "mine"
 
 
 def test_insert_at_backfills_into_the_past(tb_dir):
@@ -200,6 +248,18 @@ def test_remove_on_counting_tiers(tb_dir):
         assert e.remove("a") is True
         assert not e.contains("a")
         assert e.remove("a") is False
+        e.insert_at("b", datetime.now(timezone.utc) - timedelta(days=2))
+        e.insert("b")
+        assert e.remove_at("b", datetime.now(timezone.utc) - timedelta(days=2)) is True
+        assert e.contains("b"), "today's insert stays"
+        assert e.remove("b") is True
+        assert not e.contains("b")
+
+
+def test_remove_at_needs_counting_tiers(tb_dir):
+    with Engine.create(tb_dir, items_per_day=1000) as e:
+        with pytest.raises(timebloom.RemoveUnsupportedError):
+            e.remove_at("a", datetime.now(timezone.utc))
 
 
 def test_stats_is_a_plain_dict(tb_dir):

@@ -50,6 +50,21 @@ class RemoveUnsupportedError(TimebloomError):
 class IoError(TimebloomError):
     """An I/O call failed, or an earlier one left the engine unusable (reopen it)."""
 
+class ReadOnlyError(TimebloomError):
+    """A write on an engine opened with ``read_only=True``."""
+
+class ClockJumpError(TimebloomError):
+    """The clock jumped past every window holding keys; nothing changed (see ``Engine.maintain``)."""
+
+class IncompleteError(TimebloomError):
+    """``insert_many`` stopped part way; ``__cause__`` is the error that stopped it."""
+
+    answers: list[bool]
+    """Answers of the first ``len(answers)`` keys, which were recorded; the rest were not."""
+
+class NotEmptyError(TimebloomError):
+    """``Engine.create`` refused a directory that holds files it did not make."""
+
 class ClosedError(TimebloomError):
     """The engine was closed."""
 
@@ -84,7 +99,9 @@ class Engine:
         path: Union[str, "os.PathLike[str]"],
         *,
         verify: bool = False,
+        read_only: bool = False,
         clock: Optional[ManualClock] = None,
+        allow_clock_jump: bool = False,
     ) -> "Engine":
         """Opens the engine in ``path``; its configuration comes from the directory."""
     def insert(self, key: Key) -> bool:
@@ -101,6 +118,10 @@ class Engine:
         """Records ``key`` as seen at ``when`` (a backfill); True when it was new."""
     def remove(self, key: Key) -> bool:
         """Takes ``key`` back (counting tiers only); whether any window held it."""
+    def remove_at(self, key: Key, when: Instant) -> bool:
+        """Takes back one insert of ``key`` made at ``when`` (counting tiers only)."""
+    def maintain(self, now: Optional[Instant] = None) -> dict[str, list[str]]:
+        """Rotates and expires windows as of ``now``; what was opened, sealed, expired."""
     def stats(self) -> dict[str, Any]:
         """Tiers, segments, fill, estimated keys and rates."""
     def verify(self) -> None:
@@ -115,6 +136,9 @@ class Engine:
     @property
     def closed(self) -> bool:
         """Whether ``close`` has been called."""
+    @property
+    def read_only(self) -> bool:
+        """Whether the engine was opened with ``read_only=True``."""
     @property
     def supports_remove(self) -> bool:
         """Whether ``remove`` works here."""
