@@ -84,6 +84,12 @@ def main() -> None:
         fprs[tb] = sum(e.contains_many(absent)) / len(absent)
         e.close()
 
+    def filled(make: Callable[[], object]) -> object:
+        f = make()
+        for k in keys:
+            f.add(k)  # type: ignore[attr-defined]
+        return f
+
     try:
         from pybloom_live import BloomFilter, ScalableBloomFilter
     except ImportError:
@@ -95,10 +101,7 @@ def main() -> None:
             return BloomFilter(capacity=n, error_rate=FPR)
 
         def filled_bf() -> BloomFilter:
-            b = bf()
-            for k in keys:
-                b.add(k)
-            return b
+            return filled(bf)
 
         row(fixed, "add, new keys", best(rep, bf, lambda b: [b.add(k) for k in keys]), n)
         row(fixed, "in, present", best(rep, filled_bf, lambda b: [k in b for k in keys]), n)
@@ -112,10 +115,7 @@ def main() -> None:
             return ScalableBloomFilter(error_rate=FPR)
 
         def filled_sbf() -> ScalableBloomFilter:
-            s = sbf()
-            for k in keys:
-                s.add(k)
-            return s
+            return filled(sbf)
 
         row(scal, "add, new keys", best(rep, sbf, lambda s: [s.add(k) for k in keys]), n)
         row(scal, "in, present", best(rep, filled_sbf, lambda s: [k in s for k in keys]), n)
