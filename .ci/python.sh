@@ -25,14 +25,17 @@ fi
 python3 -m venv "$work/venv"
 py=$work/venv/bin/python
 "$py" -m pip install --quiet --upgrade pip
-"$py" -m pip install --quiet maturin pytest scrapy
-"$py" -m pip list 2>/dev/null | grep -iE '^(maturin|pytest|scrapy) '
+"$py" -m pip install --quiet maturin pytest scrapy mypy
+"$py" -m pip list 2>/dev/null | grep -iE '^(maturin|pytest|scrapy|mypy) '
 
 echo "== python: build the wheel and install it"
 "$work/venv/bin/maturin" build --release --quiet -m python/Cargo.toml --out "$work/wheels"
 "$py" -m pip install --quiet "$work"/wheels/timebloom-*.whl
 # The installed package, not the source folder, is what the tests import.
 (cd "$work" && "$py" -c 'import timebloom, timebloom.scrapy; print("installed", timebloom.__file__)')
+
+echo "== python: the type stubs match the module (mypy stubtest)"
+(cd "$work" && "$py" -m mypy.stubtest timebloom)
 
 echo "== python: pytest"
 # Run from outside python/ so that `import timebloom` finds the wheel.

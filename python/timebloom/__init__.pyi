@@ -3,15 +3,15 @@
 import os
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, Iterable, Optional, Type, Union
+from typing import Any, Iterable, Optional, Type, Union, final
 
-Key = Union[str, bytes]
+_Key = Union[str, bytes]
 """A key: ``str`` (encoded as UTF-8) or ``bytes``."""
 
-Seconds = Union[timedelta, int, float]
+_Seconds = Union[timedelta, int, float]
 """A duration: a ``timedelta`` or a number of seconds."""
 
-Instant = Union[datetime, int, float]
+_Instant = Union[datetime, int, float]
 """An instant: an aware ``datetime`` or seconds since the Unix epoch."""
 
 class TimebloomError(Exception):
@@ -68,18 +68,20 @@ class NotEmptyError(TimebloomError):
 class ClosedError(TimebloomError):
     """The engine was closed."""
 
+@final
 class ManualClock:
     """A clock that moves only when told to, for tests and replays (whole seconds)."""
 
-    def __init__(self, now: Instant) -> None:
+    def __new__(cls, now: _Instant) -> "ManualClock":
         """A clock showing ``now``."""
-    def set(self, now: Instant) -> None:
+    def set(self, now: _Instant) -> None:
         """Shows ``now`` from now on."""
-    def advance(self, by: Seconds) -> None:
+    def advance(self, by: _Seconds) -> None:
         """Moves the clock forward by ``by``."""
     def timestamp(self) -> int:
         """The time shown, in whole seconds since the Unix epoch."""
 
+@final
 class Engine:
     """An open timebloom engine: a directory of time-windowed Bloom filters."""
 
@@ -104,23 +106,23 @@ class Engine:
         allow_clock_jump: bool = False,
     ) -> "Engine":
         """Opens the engine in ``path``; its configuration comes from the directory."""
-    def insert(self, key: Key) -> bool:
+    def insert(self, key: _Key) -> bool:
         """Records ``key``; True when it was absent from every live window before."""
-    def insert_many(self, keys: Iterable[Key]) -> list[bool]:
+    def insert_many(self, keys: Iterable[_Key]) -> list[bool]:
         """``insert`` for every key, with the GIL released; one bool per key."""
-    def contains(self, key: Key) -> bool:
+    def contains(self, key: _Key) -> bool:
         """Whether ``key`` is in any live window."""
-    def contains_many(self, keys: Iterable[Key]) -> list[bool]:
+    def contains_many(self, keys: Iterable[_Key]) -> list[bool]:
         """``contains`` for every key, with the GIL released."""
-    def contains_within(self, key: Key, horizon: Seconds) -> bool:
+    def contains_within(self, key: _Key, horizon: _Seconds) -> bool:
         """Whether ``key`` was inserted within ``horizon`` of now."""
-    def insert_at(self, key: Key, when: Instant) -> bool:
+    def insert_at(self, key: _Key, when: _Instant) -> bool:
         """Records ``key`` as seen at ``when`` (a backfill); True when it was new."""
-    def remove(self, key: Key) -> bool:
+    def remove(self, key: _Key) -> bool:
         """Takes ``key`` back (counting tiers only); whether any window held it."""
-    def remove_at(self, key: Key, when: Instant) -> bool:
+    def remove_at(self, key: _Key, when: _Instant) -> bool:
         """Takes back one insert of ``key`` made at ``when`` (counting tiers only)."""
-    def maintain(self, now: Optional[Instant] = None) -> dict[str, list[str]]:
+    def maintain(self, now: Optional[_Instant] = None) -> dict[str, list[str]]:
         """Rotates and expires windows as of ``now``; what was opened, sealed, expired."""
     def stats(self) -> dict[str, Any]:
         """Tiers, segments, fill, estimated keys and rates."""
@@ -145,7 +147,7 @@ class Engine:
     @property
     def tiers(self) -> str:
         """The tiers, as given to ``create``."""
-    def __contains__(self, key: Key) -> bool:
+    def __contains__(self, key: _Key, /) -> bool:
         """``key in engine`` is ``engine.contains(key)``."""
     def __enter__(self) -> "Engine":
         """The engine itself."""
@@ -157,4 +159,23 @@ class Engine:
     ) -> bool:
         """Closes the engine."""
 
-__all__: list[str]
+__all__ = [
+    "AlreadyExistsError",
+    "ClockJumpError",
+    "ClosedError",
+    "CorruptError",
+    "Engine",
+    "HorizonTooLongError",
+    "IncompleteError",
+    "InvalidConfigError",
+    "IoError",
+    "LockedError",
+    "ManualClock",
+    "NotEmptyError",
+    "NotFoundError",
+    "ReadOnlyError",
+    "RemoveUnsupportedError",
+    "TimebloomError",
+    "UnsupportedVersionError",
+    "WindowUnavailableError",
+]
