@@ -542,6 +542,31 @@ impl Engine {
         Err(refuse())
     }
 
+    /// The clock for a lookup: rotates like `tick`, but a rotation that
+    /// fails on I/O (a full disk at a window boundary) does not fail the
+    /// lookup: the error is latched, writes report it, and lookups go on
+    /// answering from the windows the engine has.
+    #[inline]
+    fn tick_lookup(&self) -> Result<i64> {
+        let now = self.now()?;
+        if now >= self.next_boundary.load(Ordering::Acquire) && !self.failed.load(Ordering::Relaxed)
+        {
+            match self.maintain_at(now, self.allow_clock_jump) {
+                Ok(_) | Err(Error::Io { .. }) | Err(Error::PreviousIo) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(now)
+    }
+
+    /// Lookups work as long as the engine is open, even after a write failed.
+    fn check_open(&self, st: &Live) -> Result<()> {
+        if st.closed {
+            return Err(Error::PreviousIo);
+        }
+        Ok(())
+    }
+
     fn check_usable(&self, st: &Live) -> Result<()> {
         if self.failed.load(Ordering::Relaxed) || st.closed {
             return Err(Error::PreviousIo);
@@ -601,11 +626,14 @@ impl Engine {
     }
 
     /// The rotation protocol (see docs/format.md):
-    /// 1. create the new windows' files, fsync them and the directory;
-    /// 2. seal every segment that is no longer the newest of its tier;
-    /// 3. write the manifest naming the new set (the commit point);
-    /// 4. delete the files of expired segments.
+    /// 1. expire: write the manifest without the expired segments (the
+    ///    commit point of expiry), then delete their files;
+    /// 2. create the new windows' files, fsync them and the directory;
+    /// 3. seal every segment that is no longer the newest of its tier;
+    /// 4. write the manifest naming the new set (the commit point).
     ///
+    /// Expiry comes first so that a rotation on a nearly full disk frees
+    /// the expired windows' space before it asks for the new ones'.
     /// A read-only engine only stops reading expired windows (in memory).
     fn rotate(&self, st: &mut Live, now: i64) -> Result<Maintenance> {
         let off = self.config.utc_offset_secs;
@@ -617,6 +645,33 @@ impl Engine {
                 window::label(t.tier.span, w).unwrap_or_else(|| w.to_string())
             )
         };
+        let mut expired = Vec::new();
+        for t in &mut st.tiers {
+            let cur = self.window_index(t.tier.span, now)?;
+            let keep_from = t.tier.oldest_live(cur);
+            let n = t.segments.partition_point(|s| s.window < keep_from);
+            for seg in &t.segments[..n] {
+                done.expired.push(label(t, seg.window));
+            }
+            expired.extend(t.segments.drain(..n));
+        }
+        if !self.read_only && !expired.is_empty() {
+            self.store_manifest(st)?;
+            let paths: Vec<PathBuf> = expired
+                .iter()
+                .flat_map(|seg| seg.subs.iter().map(|s| s.path().to_path_buf()))
+                .collect();
+            expired.clear(); // unmap before deleting
+            for p in &paths {
+                match fs::remove_file(p) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(Error::io("delete expired segment", p, e)),
+                }
+            }
+            crate::file::fsync_dir(&self.dir.join(SEG_DIR))?;
+        }
+        drop(expired);
         let mut created = false;
         for ti in 0..st.tiers.len() {
             if self.read_only {
@@ -634,17 +689,9 @@ impl Engine {
         if created {
             crate::file::fsync_dir(&self.dir.join(SEG_DIR))?;
         }
-        let mut expired = Vec::new();
         for t in &mut st.tiers {
-            let cur = self.window_index(t.tier.span, now)?;
-            let keep_from = t.tier.oldest_live(cur);
-            let n = t.segments.partition_point(|s| s.window < keep_from);
-            for seg in &t.segments[..n] {
-                done.expired.push(label(t, seg.window));
-            }
-            expired.extend(t.segments.drain(..n));
             if self.read_only {
-                continue;
+                break;
             }
             let newest = t.segments.len().saturating_sub(1);
             for i in 0..t.segments.len() {
@@ -665,23 +712,8 @@ impl Engine {
                 }
             }
         }
-        if !self.read_only && (created || !expired.is_empty()) {
+        if created {
             self.store_manifest(st)?;
-            let paths: Vec<PathBuf> = expired
-                .iter()
-                .flat_map(|seg| seg.subs.iter().map(|s| s.path().to_path_buf()))
-                .collect();
-            drop(expired); // unmap before deleting
-            for p in &paths {
-                match fs::remove_file(p) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(Error::io("delete expired segment", p, e)),
-                }
-            }
-            if !paths.is_empty() {
-                crate::file::fsync_dir(&self.dir.join(SEG_DIR))?;
-            }
         }
         // Which tier reaches furthest back, and when the next boundary comes.
         let mut next = i64::MAX;
@@ -921,18 +953,18 @@ impl Engine {
     /// for a key inserted within the retention (and not removed); a false
     /// positive at most at the configured rate.
     pub fn contains(&self, key: &[u8]) -> Result<bool> {
-        self.tick()?;
+        self.tick_lookup()?;
         let h = self.hash(key);
         let st = self.state.read();
-        self.check_usable(&st)?;
+        self.check_open(&st)?;
         Ok(any_contains(&st.tiers[st.full_tier].segments, h))
     }
 
     /// [`Engine::contains`] for many keys, loads of a group issued first.
     pub fn contains_batch<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<bool>> {
-        self.tick()?;
+        self.tick_lookup()?;
         let st = self.state.read();
-        self.check_usable(&st)?;
+        self.check_open(&st)?;
         let mut look = Lookup::new(&st.tiers[st.full_tier].segments);
         let mut out = Vec::with_capacity(keys.len());
         for group in keys.chunks(look.group()) {
@@ -953,10 +985,10 @@ impl Engine {
     /// of that tier older (windows are whole: see `stats`, `coarseness_secs`).
     /// A horizon longer than every tier keeps is an error.
     pub fn contains_within(&self, key: &[u8], horizon: Duration) -> Result<bool> {
-        let now = self.tick()?;
+        let now = self.tick_lookup()?;
         let h = self.hash(key);
         let st = self.state.read();
-        self.check_usable(&st)?;
+        self.check_open(&st)?;
         let (ti, first) = self.pick_tier(&st, now, horizon)?;
         let segs = &st.tiers[ti].segments;
         let from = segs.partition_point(|s| s.window < first);
@@ -1245,7 +1277,7 @@ impl Engine {
     /// Per tier and per segment: windows, fill, estimated keys and
     /// false-positive rates.
     pub fn stats(&self) -> Result<Stats> {
-        let now = self.tick()?;
+        let now = self.tick_lookup()?;
         let st = self.state.read();
         let off = self.config.utc_offset_secs;
         let mut tiers = Vec::new();

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 ///
 /// Every variant that concerns a file names it. After an I/O error while
 /// writing, an [`crate::Engine`] refuses further writes with
-/// [`Error::PreviousIo`]: close it and open it again.
+/// [`Error::PreviousIo`] (lookups go on working): close it and open it
+/// again.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {

@@ -46,6 +46,7 @@
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used)]
 
+pub mod canonical;
 mod chain;
 mod clock;
 mod config;
@@ -55,6 +56,7 @@ mod file;
 mod filter;
 mod hash;
 mod manifest;
+pub mod plan;
 mod segment;
 mod stats;
 mod window;

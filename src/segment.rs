@@ -23,12 +23,19 @@
 //! | 80 | 4 | sub-filter index in the chain |
 //! | 84 | 4 | state: 1 open, 2 sealed |
 //! | 88 | 4 | clean mark: 1 when the occupied count below is exact |
-//! | 92 | 4 | reserved, zero |
+//! | 92 | 4 | header sequence number (see below) |
 //! | 96 | 8 | occupied cells |
 //! | 104 | 8 | planned keys (capacity) |
 //! | 112 | 8 | target false-positive rate (IEEE 754 bits) |
 //! | 120 | 4 | CRC32 of the body (valid when sealed) |
 //! | 124 | 4 | CRC32 of bytes 0..124 |
+//!
+//! The header is kept twice, at offset 0 and at offset 2048, and every
+//! rewrite goes to the copy that does not hold the newest version, with the
+//! sequence number one higher. A torn rewrite (power loss in the middle of
+//! it) therefore leaves the other copy intact: open takes the valid copy
+//! with the higher sequence number, so no header update can leave a file
+//! refused.
 
 use std::fs::{File, OpenOptions};
 use std::io::Read;
@@ -48,6 +55,8 @@ const MAGIC: [u8; 8] = *b"TBLMSEG\0";
 pub(crate) const VERSION: u32 = 1;
 /// Bytes of header fields; the header page is padded with zeros to 4096.
 pub(crate) const HEADER_LEN: usize = 128;
+/// Where the second copy of the header starts.
+pub(crate) const HEADER_COPY: u64 = 2048;
 /// Where the body starts: one page after the file's start.
 pub(crate) const BODY_OFFSET: u64 = 4096;
 
@@ -84,6 +93,8 @@ pub(crate) struct Header {
     pub capacity: u64,
     pub target_fpr: f64,
     pub body_crc: u32,
+    /// Incremented at every rewrite; picks the newer of the two copies.
+    pub seq: u32,
 }
 
 fn span_code(span: Span) -> (u32, u64) {
@@ -139,6 +150,7 @@ impl Header {
         };
         b[84..88].copy_from_slice(&state.to_le_bytes());
         b[88..92].copy_from_slice(&u32::from(self.clean).to_le_bytes());
+        b[92..96].copy_from_slice(&self.seq.to_le_bytes());
         b[96..104].copy_from_slice(&self.occupied.to_le_bytes());
         b[104..112].copy_from_slice(&self.capacity.to_le_bytes());
         b[112..120].copy_from_slice(&self.target_fpr.to_bits().to_le_bytes());
@@ -249,7 +261,37 @@ impl Header {
             capacity: le_u64(b, 104),
             target_fpr: f64::from_bits(le_u64(b, 112)),
             body_crc: le_u32(b, 120),
+            seq: le_u32(b, 92),
         })
+    }
+
+    /// Decodes the header page: the valid copy with the higher sequence
+    /// number, or, when neither copy is valid, the first copy's error.
+    pub(crate) fn decode_page(page: &[u8], path: &Path) -> Result<Header> {
+        let a = Header::decode(page, path);
+        let b = page
+            .get(HEADER_COPY as usize..)
+            .map(|p| Header::decode(p, path));
+        match (a, b) {
+            // Serial-number order, so the sequence may wrap.
+            (Ok(a), Some(Ok(b))) => Ok(if (b.seq.wrapping_sub(a.seq) as i32) > 0 {
+                b
+            } else {
+                a
+            }),
+            (Ok(a), _) => Ok(a),
+            (Err(_), Some(Ok(b))) => Ok(b),
+            (Err(e), _) => Err(e),
+        }
+    }
+
+    /// Where the next rewrite goes: the copy that does not hold `seq`.
+    fn slot(seq: u32) -> u64 {
+        if seq.is_multiple_of(2) {
+            0
+        } else {
+            HEADER_COPY
+        }
     }
 }
 
@@ -309,6 +351,7 @@ impl SubFilter {
             capacity,
             target_fpr,
             body_crc: 0,
+            seq: 0,
         };
         let len = BODY_OFFSET
             .checked_add(header.body_len())
@@ -320,8 +363,10 @@ impl SubFilter {
             .open(path)
             .map_err(|e| Error::io("create segment", path, e))?;
         crate::file::allocate(&file, path, len)?;
-        file.write_all_at(&header.encode(), 0)
-            .map_err(|e| Error::io("write segment header", path, e))?;
+        for at in [0, HEADER_COPY] {
+            file.write_all_at(&header.encode(), at)
+                .map_err(|e| Error::io("write segment header", path, e))?;
+        }
         file.sync_all()
             .map_err(|e| Error::io("fsync segment", path, e))?;
         let map = map_writable(&file, path, len)?;
@@ -533,8 +578,10 @@ impl SubFilter {
 
     fn write_header(&mut self) -> Result<()> {
         self.header.occupied = self.occupied.load(Ordering::Relaxed);
+        // The other copy keeps the previous version until this one is whole.
+        self.header.seq = self.header.seq.wrapping_add(1);
         self.file
-            .write_all_at(&self.header.encode(), 0)
+            .write_all_at(&self.header.encode(), Header::slot(self.header.seq))
             .map_err(|e| Error::io("write segment header", &self.path, e))?;
         self.file
             .sync_data()
@@ -625,9 +672,23 @@ impl SubFilter {
         Ok(())
     }
 
-    /// Checks a sealed body against its checksum and the occupied count
-    /// against the body.
+    /// Checks both header copies, a sealed body against its checksum and
+    /// the occupied count against the body.
     pub(crate) fn verify(&self) -> Result<()> {
+        let mut page = [0u8; HEADER_COPY as usize + HEADER_LEN];
+        self.file
+            .read_exact_at(&mut page, 0)
+            .map_err(|e| Error::io("read segment header", &self.path, e))?;
+        for at in [0, HEADER_COPY] {
+            if let Err(e) = Header::decode(&page[at as usize..], &self.path) {
+                return Err(Error::corrupt(
+                    &self.path,
+                    format!(
+                        "header copy at offset {at} is damaged (the other copy is in use): {e}"
+                    ),
+                ));
+            }
+        }
         if self.header.state == State::Sealed {
             let crc = crc32fast::hash(&self.map.bytes()[BODY_OFFSET as usize..]);
             if crc != self.header.body_crc {
@@ -668,7 +729,7 @@ fn open_checked(
         .write(write)
         .open(path)
         .map_err(|e| Error::io("open segment", path, e))?;
-    let mut hb = [0u8; HEADER_LEN];
+    let mut hb = [0u8; HEADER_COPY as usize + HEADER_LEN];
     let file_len = file
         .metadata()
         .map_err(|e| Error::io("stat segment", path, e))?
@@ -681,7 +742,7 @@ fn open_checked(
     }
     file.read_exact(&mut hb)
         .map_err(|e| Error::io("read segment header", path, e))?;
-    let header = Header::decode(&hb, path)?;
+    let header = Header::decode_page(&hb, path)?;
     if header.id != expect {
         return Err(Error::corrupt(
             path,
