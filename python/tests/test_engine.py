@@ -157,7 +157,15 @@ def test_corrupt_segment_is_a_corrupt_error_naming_the_file(tb_dir):
         e.verify()
     assert victim.name in str(info.value)
     e.close()
-    data[0] ^= 0xFF  # the magic
+    data[-1] ^= 0xFF  # the body is whole again
+    data[0] ^= 0xFF  # the magic of the first header copy (offset 0)
+    victim.write_bytes(bytes(data))
+    with Engine.open(tb_dir, clock=clock) as e:  # the second copy serves
+        assert e.contains("a")
+        with pytest.raises(timebloom.CorruptError) as info:
+            e.verify()  # and verify names the damaged copy's file
+        assert victim.name in str(info.value)
+    data[2048] ^= 0xFF  # the magic of the second copy
     victim.write_bytes(bytes(data))
     with pytest.raises(timebloom.CorruptError) as info:
         Engine.open(tb_dir, clock=clock)
