@@ -136,7 +136,7 @@ fn build_image(p: &Point, from: &Path, to: &Path, rng: &mut Rng) {
                         let at = i * 4096;
                         if at + page.len() <= b.len()
                             && b[at..at + page.len()] != *page
-                            && rng.next() % 2 == 0
+                            && rng.next().is_multiple_of(2)
                         {
                             b[at..at + page.len()].copy_from_slice(page);
                         }
