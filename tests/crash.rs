@@ -148,7 +148,7 @@ fn kill_rounds(sync: SyncPolicy, quick: u64, full: u64) {
         rng ^= rng << 17;
         // Now and then a kill within the first milliseconds: during the
         // open's recovery and its checkpoint.
-        let kill_after = if rng % 5 == 0 {
+        let kill_after = if rng.is_multiple_of(5) {
             Duration::from_millis(2 + rng % 40)
         } else {
             Duration::from_millis(100 + rng % 400)
