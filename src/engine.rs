@@ -1558,17 +1558,32 @@ impl Engine {
     /// Checks every segment's header copies, every sealed segment's body
     /// checksum and fill count, the write-ahead log (damage other than a
     /// torn last record) and the shadow copies of the last checkpoint.
+    /// Returns the first problem found; [`Engine::verify_each`] lists them all.
     pub fn verify(&self) -> Result<()> {
+        match self.verify_each().into_iter().next() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Every problem [`Engine::verify`] checks for, one error per damaged
+    /// file (empty when everything verifies).
+    pub fn verify_each(&self) -> Vec<Error> {
         let st = self.state.read();
-        wal::verify(&self.dir.join(WAL_DIR), st.checkpoint_lsn)?;
+        let mut problems = Vec::new();
+        if let Err(e) = wal::verify(&self.dir.join(WAL_DIR), st.checkpoint_lsn) {
+            problems.push(e);
+        }
         for t in &st.tiers {
             for seg in &t.segments {
                 for s in &seg.subs {
-                    s.verify()?;
+                    if let Err(e) = s.verify() {
+                        problems.push(e);
+                    }
                 }
             }
         }
-        Ok(())
+        problems
     }
 
     /// Closes the engine cleanly, reporting any error (dropping it does the

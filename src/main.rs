@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use timebloom::canonical::Canonicalizer;
 use timebloom::plan::Plan;
-use timebloom::{Config, Engine, Error, Kind, ManualClock, Options, Tier};
+use timebloom::{Config, Engine, Error, Kind, ManualClock, Options, SyncPolicy, Tier};
 
 #[path = "cli/input.rs"]
 mod input;
@@ -342,6 +342,12 @@ struct Sizing {
     /// Make every tier counting, so that `remove` works (4x the space)
     #[arg(long)]
     counting: bool,
+    /// When writes survive a power loss: always (each batch fsynced before
+    /// its lines are printed or counted), interval=1s (at most the last
+    /// interval lost), none (the OS decides). Stored at create; on an
+    /// existing engine it applies to this command only [default: interval=1s]
+    #[arg(long, value_name = "POLICY", value_parser = parse_sync)]
+    sync: Option<SyncPolicy>,
 }
 
 impl Sizing {
@@ -362,8 +368,23 @@ impl Sizing {
         if let Some(o) = self.utc_offset {
             base.utc_offset_secs = o;
         }
+        if let Some(p) = self.sync {
+            base.sync = p;
+        }
         base
     }
+
+    /// `opts` with this command's sync policy, if one was given.
+    fn session(&self, opts: Options) -> Options {
+        match self.sync {
+            Some(p) => opts.sync(p),
+            None => opts,
+        }
+    }
+}
+
+fn parse_sync(s: &str) -> Result<SyncPolicy, String> {
+    s.parse().map_err(|e: Error| e.to_string())
 }
 
 #[derive(Clone)]
@@ -445,7 +466,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             lines,
             write,
         } => {
-            let opts = write.apply(opts);
+            let opts = sizing.session(write.apply(opts));
             // Inputs first: nothing is created for a missing file.
             let inputs = open_inputs(files)?;
             let mut reader = KeyReader::new(inputs, keys.rules(&lines), "add");
@@ -488,7 +509,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             lines,
             write,
         } => {
-            let opts = write.apply(opts);
+            let opts = sizing.session(write.apply(opts));
             let inputs = open_inputs(files)?;
             let reader = KeyReader::new(inputs, keys.rules(&lines), "filter-new");
             let engine = if dry_run {
@@ -597,9 +618,28 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             out.write(&[text.as_bytes()])?;
         }
         Command::Verify { dir } => {
-            let engine = Engine::open_read_only_with(&dir, opts)?;
-            engine.verify()?;
+            // Exit 1 for damage (every damaged file named), 2 for any other error.
+            let damaged =
+                |e: &Error| matches!(e, Error::Corrupt { .. } | Error::UnsupportedVersion { .. });
+            let engine = match Engine::open_read_only_with(&dir, opts) {
+                Ok(e) => e,
+                Err(e) if damaged(&e) => {
+                    note(format_args!("{e}"));
+                    return Ok(ExitCode::from(1));
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let problems = engine.verify_each();
             engine.close()?;
+            if let Some(e) = problems.iter().find(|e| !damaged(e)) {
+                return Err(CliError(e.to_string()));
+            }
+            if !problems.is_empty() {
+                for e in &problems {
+                    note(format_args!("{e}"));
+                }
+                return Ok(ExitCode::from(1));
+            }
             out.write(&[b"ok\n"])?;
         }
         Command::Maintain { dir } => {
@@ -761,17 +801,19 @@ fn tier_list(tiers: &[Tier]) -> String {
         .join(",")
 }
 
-/// `DIR (tiers 7d,4w,12m, 1000000 keys/day, fpr 0.001, utc+00:00, 1.2 GiB)`.
+/// `DIR (tiers 7d,4w,12m, 1000000 keys/day, fpr 0.001, utc+00:00, sync
+/// interval=1s, 1.2 GiB)`.
 fn summary(engine: &Engine) -> CliResult<String> {
     let c = engine.config();
     let bytes = engine.stats()?.bytes;
     Ok(format!(
-        "{} (tiers {}, {} keys/day, fpr {}, utc{}, {} on disk)",
+        "{} (tiers {}, {} keys/day, fpr {}, utc{}, sync {}, {} on disk)",
         engine.path().display(),
         tier_list(&c.tiers),
         c.expected_items_per_day,
         c.fpr,
         fmt_offset(c.utc_offset_secs),
+        c.sync,
         fmt_bytes(bytes)
     ))
 }
