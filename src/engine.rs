@@ -496,6 +496,7 @@ impl Engine {
             let entry = entry.map_err(|e| Error::io("list directory", &seg, e))?;
             let name = entry.file_name();
             if !named.iter().any(|n| name.to_str() == Some(n)) && entry.path().is_file() {
+                crate::file::check("remove leftover file", &entry.path())?;
                 fs::remove_file(entry.path())
                     .map_err(|e| Error::io("remove leftover file", entry.path(), e))?;
                 removed = true;
@@ -727,6 +728,7 @@ impl Engine {
                 .collect();
             expired.clear(); // unmap before deleting
             for p in &paths {
+                crate::file::check("delete expired segment", p)?;
                 match fs::remove_file(p) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -1161,7 +1163,8 @@ impl Engine {
             }
         }
         if let Some(log) = &self.wal {
-            log.append(Op::Insert, now, h)?;
+            let r = log.append(Op::Insert, now, h).map(drop);
+            self.latch(r)?;
         }
         Ok(!present)
     }
@@ -1366,7 +1369,8 @@ impl Engine {
                         seg.insert(&x, h);
                     }
                     if let Some(log) = &self.wal {
-                        log.append(Op::Insert, t, h)?;
+                        let r = log.append(Op::Insert, t, h).map(drop);
+                        self.latch(r)?;
                     }
                     drop(x);
                     drop(st);
@@ -1513,7 +1517,8 @@ impl Engine {
                         seg.remove(&x, h);
                     }
                     if let Some(log) = &self.wal {
-                        log.append(Op::Remove, t, h)?;
+                        let r = log.append(Op::Remove, t, h).map(drop);
+                        self.latch(r)?;
                     }
                     drop(x);
                     drop(st);
