@@ -279,7 +279,12 @@ impl Canonicalizer {
         }
         // 5. Path, 6. percent-encoding.
         let path_start = out.len();
-        normalize_path(path, &mut out);
+        if path.bytes().all(|c| FAST_PATH[usize::from(c)]) {
+            // What normalize_path would write: no `%`, no `;`, every byte kept.
+            out.push_str(path);
+        } else {
+            normalize_path(path, &mut out);
+        }
         if out.len() == path_start {
             out.push('/');
         }
