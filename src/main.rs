@@ -26,7 +26,7 @@ mod text;
 #[path = "units.rs"]
 mod units;
 
-use input::{open_inputs, Chunk, KeyReader, KeyRules, LongLines, NotUrl, Prefetch};
+use input::{open_inputs, Chunk, KeyReader, KeyRules, LongLines, NotUrl};
 use progress::Progress;
 use text::{
     fmt_offset, parse_duration, parse_fpr, parse_offset, parse_rfc3339, parse_tier_list,
@@ -448,9 +448,13 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let opts = write.apply(opts);
             // Inputs first: nothing is created for a missing file.
             let inputs = open_inputs(files)?;
-            let mut reader = Prefetch::new(KeyReader::new(inputs, keys.rules(&lines), "add"));
+            let mut reader = KeyReader::new(inputs, keys.rules(&lines), "add");
             let engine = open_or_create(&dir, &sizing, opts)?;
-            let progress = Progress::new("add", reader.total_bytes, reader.read_bytes.clone());
+            let progress = Progress::new(
+                "add",
+                reader.inputs().total_bytes,
+                reader.inputs().read_bytes.clone(),
+            );
             let mut chunk = Chunk::default();
             let (mut new, mut total) = (0u64, 0u64);
             let result = (|| -> CliResult<()> {
@@ -486,7 +490,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
         } => {
             let opts = write.apply(opts);
             let inputs = open_inputs(files)?;
-            let reader = Prefetch::new(KeyReader::new(inputs, keys.rules(&lines), "filter-new"));
+            let reader = KeyReader::new(inputs, keys.rules(&lines), "filter-new");
             let engine = if dry_run {
                 Engine::open_with(&dir, opts)?
             } else {
@@ -652,11 +656,15 @@ fn recorded(
 /// batch is recorded.
 fn filter_new(
     engine: &Engine,
-    mut reader: Prefetch,
+    mut reader: KeyReader,
     mode: &FilterMode,
     out: &mut Out,
 ) -> CliResult<()> {
-    let progress = Progress::new("filter-new", reader.total_bytes, reader.read_bytes.clone());
+    let progress = Progress::new(
+        "filter-new",
+        reader.inputs().total_bytes,
+        reader.inputs().read_bytes.clone(),
+    );
     let start = Instant::now();
     // --dry-run records nothing, so repeats within the input are caught here.
     let mut printed: HashSet<u128> = HashSet::new();

@@ -1,7 +1,6 @@
 //! Reading keys: input files (plain or gzip) or stdin, opened and checked
 //! before the engine is touched; lines read with a bounded length; keys
-//! derived from lines (trim, canonical URL) in batches, on a second
-//! thread when deriving them is work ([`Prefetch`]).
+//! derived from lines (trim, canonical URL) in batches.
 //!
 //! A line is never read whole into memory past the limit: at most
 //! `max_line + 2` bytes of it are kept, the rest is skipped up to its
@@ -15,9 +14,6 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::sync::Arc;
 
 use clap::ValueEnum;
 use flate2::read::MultiGzDecoder;
@@ -71,23 +67,23 @@ impl KeyRules {
 /// Counts bytes read from a file, for the progress bar's fraction done.
 struct Counted<R> {
     inner: R,
-    read: Arc<AtomicU64>,
+    read: Rc<Cell<u64>>,
 }
 
 impl<R: Read> Read for Counted<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
-        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        self.read.set(self.read.get() + n as u64);
         Ok(n)
     }
 }
 
 /// A buffered input that can tell whether a read would need the source.
-trait Input: BufRead + Send {
+trait Input: BufRead {
     fn buffered(&self) -> bool;
 }
 
-impl<R: Read + Send> Input for BufReader<R> {
+impl<R: Read> Input for BufReader<R> {
     fn buffered(&self) -> bool {
         !self.buffer().is_empty()
     }
@@ -106,7 +102,7 @@ pub struct Inputs {
     /// Total bytes of the regular files, when every input is one.
     pub total_bytes: Option<u64>,
     /// Bytes read so far from the files (compressed bytes for gzip).
-    read_bytes: Arc<AtomicU64>,
+    pub read_bytes: Rc<Cell<u64>>,
 }
 
 /// Opens every input in turn (`-` is stdin; none means stdin): a missing,
@@ -117,7 +113,7 @@ pub fn open_inputs(files: Vec<PathBuf>) -> CliResult<Inputs> {
     if files.is_empty() {
         files.push(PathBuf::from("-"));
     }
-    let read_bytes = Arc::new(AtomicU64::new(0));
+    let read_bytes = Rc::new(Cell::new(0));
     let mut total = Some(0u64);
     let mut sources = VecDeque::with_capacity(files.len());
     for path in files {
@@ -147,7 +143,7 @@ pub fn open_inputs(files: Vec<PathBuf>) -> CliResult<Inputs> {
         }
         let counted = Counted {
             inner: file,
-            read: Arc::clone(&read_bytes),
+            read: Rc::clone(&read_bytes),
         };
         let reader: Box<dyn Input> = if path.extension().is_some_and(|e| e == "gz") {
             let mut raw = BufReader::with_capacity(1 << 16, counted);
@@ -322,6 +318,11 @@ impl KeyReader {
         Ok(r)
     }
 
+    /// The inputs (for the progress bar).
+    pub fn inputs(&self) -> &Inputs {
+        &self.inputs
+    }
+
     /// Refills `chunk` with up to [`CHUNK`] keys; `false` once input is
     /// exhausted. Returns a partial batch rather than block for more input,
     /// so that a slow pipe streams through. An error (a long line, a read
@@ -413,140 +414,24 @@ impl KeyReader {
 
     /// Notes on stderr about skipped lines, once input is done.
     pub fn report_skips(&self) {
-        report_skips(self.command, self.rules.max_line, &self.counts);
-    }
-}
-
-/// Notes on stderr about the lines `command` skipped.
-fn report_skips(command: &str, max_line: usize, c: &ReadCounts) {
-    if c.too_long > 0 {
-        note(format_args!(
-            "{command}: skipped {} line(s) longer than {max_line} bytes",
-            c.too_long
-        ));
-    }
-    if c.not_urls > 0 {
-        let what = if c.not_urls_skipped > 0 {
-            "skipped"
-        } else {
-            "kept as they are"
-        };
-        note(format_args!(
-            "{command}: {} line(s) were not URLs ({what})",
-            c.not_urls
-        ));
-    }
-}
-
-/// One batch from the reading thread, with the counts after it.
-struct Batch {
-    chunk: Chunk,
-    more: CliResult<bool>,
-    counts: ReadCounts,
-}
-
-/// A [`KeyReader`] that reads lines and canonicalizes keys on a second
-/// thread, up to two batches ahead of the caller, so that the engine
-/// records one batch while the next is canonicalized. Without
-/// canonicalization, lines are read on the caller's thread, as before.
-pub struct Prefetch {
-    /// The reader, when reading on this thread.
-    here: Option<KeyReader>,
-    /// Batches from the reading thread, and empty chunks back to it.
-    batches: Option<(Receiver<Batch>, SyncSender<Chunk>)>,
-    /// The last batch has been received.
-    done: bool,
-    read: Arc<AtomicU64>,
-    /// Bytes read so far from the files (compressed bytes for gzip), for
-    /// the progress bar.
-    pub read_bytes: Rc<Cell<u64>>,
-    /// Total bytes of the regular files, when every input is one.
-    pub total_bytes: Option<u64>,
-    /// What was read.
-    pub counts: ReadCounts,
-    command: &'static str,
-    max_line: usize,
-}
-
-impl Prefetch {
-    /// Reads with `reader`, on a second thread when keys are canonicalized.
-    pub fn new(reader: KeyReader) -> Prefetch {
-        let mut p = Prefetch {
-            here: None,
-            batches: None,
-            done: false,
-            read: Arc::clone(&reader.inputs.read_bytes),
-            read_bytes: Rc::new(Cell::new(0)),
-            total_bytes: reader.inputs.total_bytes,
-            counts: ReadCounts::default(),
-            command: reader.command,
-            max_line: reader.rules.max_line,
-        };
-        if reader.rules.canonical.is_none() {
-            p.here = Some(reader);
-            return p;
+        let c = &self.counts;
+        if c.too_long > 0 {
+            note(format_args!(
+                "{}: skipped {} line(s) longer than {} bytes",
+                self.command, c.too_long, self.rules.max_line
+            ));
         }
-        let (batch_tx, batch_rx) = mpsc::sync_channel::<Batch>(2);
-        let (spare_tx, spare_rx) = mpsc::sync_channel::<Chunk>(3);
-        for _ in 0..2 {
-            let _ = spare_tx.send(Chunk::default());
+        if c.not_urls > 0 {
+            let what = if c.not_urls_skipped > 0 {
+                "skipped"
+            } else {
+                "kept as they are"
+            };
+            note(format_args!(
+                "{}: {} line(s) were not URLs ({what})",
+                self.command, c.not_urls
+            ));
         }
-        let mut reader = reader;
-        // Detached: when the caller stops early (output closed, an error),
-        // the thread ends at its next send, or with the process.
-        std::thread::spawn(move || {
-            while let Ok(mut chunk) = spare_rx.recv() {
-                let more = reader.fill(&mut chunk);
-                let last = !matches!(more, Ok(true));
-                let batch = Batch {
-                    chunk,
-                    more,
-                    counts: reader.counts,
-                };
-                if batch_tx.send(batch).is_err() || last {
-                    break;
-                }
-            }
-        });
-        p.batches = Some((batch_rx, spare_tx));
-        p
-    }
-
-    /// [`KeyReader::fill`]: the next batch in `chunk`, whose buffers go back
-    /// to the reading thread.
-    pub fn fill(&mut self, chunk: &mut Chunk) -> CliResult<bool> {
-        let more = match (&mut self.here, &self.batches) {
-            (Some(reader), _) => {
-                let more = reader.fill(chunk);
-                self.counts = reader.counts;
-                more
-            }
-            (None, Some((batches, spare))) => {
-                if self.done {
-                    return Ok(false);
-                }
-                let _ = spare.send(std::mem::take(chunk));
-                let Ok(batch) = batches.recv() else {
-                    self.done = true;
-                    return Err(CliError(format!(
-                        "{}: the thread reading the input stopped",
-                        self.command
-                    )));
-                };
-                *chunk = batch.chunk;
-                self.counts = batch.counts;
-                self.done = !matches!(batch.more, Ok(true));
-                batch.more
-            }
-            (None, None) => Ok(false),
-        };
-        self.read_bytes.set(self.read.load(Ordering::Relaxed));
-        more
-    }
-
-    /// Notes on stderr about skipped lines, once input is done.
-    pub fn report_skips(&self) {
-        report_skips(self.command, self.max_line, &self.counts);
     }
 }
 
