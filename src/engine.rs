@@ -745,6 +745,7 @@ impl Engine {
             seed_fingerprint(self.seed),
             capacity,
             rate,
+            self.policy != SyncPolicy::None,
         )
     }
 

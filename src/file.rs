@@ -172,7 +172,9 @@ pub(crate) fn allocate(file: &File, path: &Path, len: u64) -> Result<()> {
     }
 }
 
-fn write_zeros(file: &File, path: &Path, len: u64) -> Result<()> {
+/// Writes `len` zero bytes from the start of `file`: allocated, written
+/// blocks.
+pub(crate) fn write_zeros(file: &File, path: &Path, len: u64) -> Result<()> {
     use std::os::unix::fs::FileExt;
     let zeros = vec![0u8; 1 << 20];
     let mut off = 0u64;

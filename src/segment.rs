@@ -330,6 +330,15 @@ pub(crate) struct SubFilter {
 impl SubFilter {
     /// Creates, allocates and maps a new open sub-filter. The caller makes the
     /// directory entry durable (one directory fsync for several files).
+    ///
+    /// `write_zeros`: allocate by writing the zeros out rather than with
+    /// `fallocate`. Blocks that `fallocate` reserves are "unwritten"
+    /// extents; writing into them through the mapping makes the file
+    /// system convert them, and on ext4 that drags the mapped pages into
+    /// every journal commit, so each fsync of the write-ahead log also
+    /// wrote segment pages (3.3 ms a sync instead of 0.16 ms, measured).
+    /// The log's policies pay the write once, at creation.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn create(
         path: &Path,
         kind: Kind,
@@ -337,6 +346,7 @@ impl SubFilter {
         seed_fp: u64,
         capacity: u64,
         target_fpr: f64,
+        write_zeros: bool,
     ) -> Result<SubFilter> {
         let plan = sizing::plan(kind, capacity, target_fpr);
         let header = Header {
@@ -363,7 +373,12 @@ impl SubFilter {
             .create_new(true)
             .open(path)
             .map_err(|e| Error::io("create segment", path, e))?;
-        crate::file::allocate(&file, path, len)?;
+        if write_zeros {
+            crate::file::check("allocate", path)?;
+            crate::file::write_zeros(&file, path, len)?;
+        } else {
+            crate::file::allocate(&file, path, len)?;
+        }
         for at in [0, HEADER_COPY] {
             file.write_all_at(&header.encode(), at)
                 .map_err(|e| Error::io("write segment header", path, e))?;
