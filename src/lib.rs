@@ -59,6 +59,9 @@ mod segment;
 mod stats;
 mod window;
 
+#[cfg(feature = "redis")]
+pub mod redis;
+
 pub use clock::{Clock, ManualClock, Options, SystemClock};
 pub use config::{parse_tiers, Config, Tier};
 pub use engine::Engine;

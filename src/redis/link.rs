@@ -1,0 +1,195 @@
+//! The connection to Redis: standalone or Cluster, timeouts, and retries
+//! with backoff on connection loss.
+
+use std::time::Duration;
+
+use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConnection};
+use redis::{Client, Cmd, Connection, ErrorKind, RedisResult, ServerErrorKind, Value};
+
+use super::error::{RedisError, Result};
+use super::RedisOptions;
+
+enum Target {
+    Single(Client),
+    Cluster(ClusterClient),
+}
+
+enum Conn {
+    Single(Connection),
+    Cluster(Box<ClusterConnection>),
+}
+
+/// One connection, made lazily and remade after a loss.
+pub(crate) struct Link {
+    target: Target,
+    conn: Option<Conn>,
+    retries: u32,
+    backoff: Duration,
+    max_backoff: Duration,
+    connect_timeout: Duration,
+    io_timeout: Duration,
+}
+
+/// Whether an error may go away by reconnecting and sending again: the
+/// connection dropped or timed out, the server is loading its data after
+/// a restart, a Cluster is moving slots or failing over.
+pub(crate) fn retryable(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_timeout()
+        || e.is_connection_refusal()
+        || e.is_cluster_error()
+        || matches!(
+            e.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::BusyLoading
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::ReadOnly
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown
+            )
+        )
+}
+
+/// Whether the server lacks a script (restarted, failed over, flushed).
+pub(crate) fn no_script(e: &redis::RedisError) -> bool {
+    e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) || e.to_string().contains("NOSCRIPT")
+}
+
+impl Link {
+    /// `url` is one `redis://` or `rediss://` URL (user and password in it
+    /// for ACLs), or several separated by commas: the seed nodes of a
+    /// Cluster. `options.cluster` forces Cluster mode with one seed.
+    pub(crate) fn new(url: &str, options: &RedisOptions) -> Result<Link> {
+        let urls: Vec<&str> = url
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        let bad = |e| RedisError::redis("connect", url, e);
+        let target = if urls.len() > 1 || options.cluster {
+            let client = ClusterClientBuilder::new(urls)
+                .connection_timeout(options.connect_timeout)
+                .response_timeout(options.io_timeout)
+                .retries(options.retries)
+                .build()
+                .map_err(bad)?;
+            Target::Cluster(client)
+        } else {
+            Target::Single(Client::open(url).map_err(bad)?)
+        };
+        Ok(Link {
+            target,
+            conn: None,
+            retries: options.retries,
+            backoff: options.backoff,
+            max_backoff: options.max_backoff,
+            connect_timeout: options.connect_timeout,
+            io_timeout: options.io_timeout,
+        })
+    }
+
+    /// Whether this link talks to a Cluster.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.target, Target::Cluster(_))
+    }
+
+    fn conn(&mut self) -> RedisResult<&mut Conn> {
+        if self.conn.is_none() {
+            let conn = match &self.target {
+                Target::Single(c) => {
+                    let con = c.get_connection_with_timeout(self.connect_timeout)?;
+                    con.set_read_timeout(Some(self.io_timeout))?;
+                    con.set_write_timeout(Some(self.io_timeout))?;
+                    Conn::Single(con)
+                }
+                Target::Cluster(c) => Conn::Cluster(Box::new(c.get_connection()?)),
+            };
+            self.conn = Some(conn);
+        }
+        match self.conn.as_mut() {
+            Some(c) => Ok(c),
+            None => Err(redis::RedisError::from((ErrorKind::Io, "not connected"))),
+        }
+    }
+
+    fn send(&mut self, cmds: &[Cmd]) -> RedisResult<Vec<Value>> {
+        match self.conn()? {
+            Conn::Single(con) => {
+                let mut p = redis::pipe();
+                for c in cmds {
+                    p.add_command(c.clone());
+                }
+                p.query(con)
+            }
+            Conn::Cluster(con) => {
+                let mut p = redis::cluster::cluster_pipe();
+                for c in cmds {
+                    p.add_command(c.clone());
+                }
+                p.query(con)
+            }
+        }
+    }
+
+    /// Sends `cmds` as one pipeline and returns one reply per command,
+    /// reconnecting and sending again, with exponential backoff, while the
+    /// error is [`retryable`]. The commands must be safe to send twice
+    /// (reads, idempotent writes, or scripts with a request id).
+    ///
+    /// `build(eval)` makes the commands; with `eval` true, scripts go as
+    /// `EVAL` with their source (after a `NOSCRIPT`).
+    pub(crate) fn run(
+        &mut self,
+        what: &str,
+        key_of: impl Fn(usize) -> String,
+        build: impl Fn(bool) -> Vec<Cmd>,
+    ) -> Result<Vec<Value>> {
+        let mut eval = false;
+        let mut attempt = 0u32;
+        let mut wait = self.backoff;
+        loop {
+            let cmds = build(eval);
+            match self.send(&cmds) {
+                Ok(v) => return Ok(v),
+                Err(e) if no_script(&e) && !eval => eval = true,
+                Err(e) if retryable(&e) && attempt < self.retries => {
+                    attempt += 1;
+                    self.conn = None;
+                    std::thread::sleep(wait);
+                    wait = (wait * 2).min(self.max_backoff);
+                }
+                Err(e) => {
+                    if retryable(&e) {
+                        self.conn = None;
+                    }
+                    let idx = e
+                        .clone()
+                        .into_server_errors()
+                        .and_then(|errs| errs.first().map(|x| x.0))
+                        .unwrap_or(0);
+                    return Err(RedisError::redis(what, &key_of(idx), e));
+                }
+            }
+        }
+    }
+
+    /// [`Link::run`] for one command without a script: `name key args...`.
+    pub(crate) fn one(&mut self, name: &str, key: &str, args: &[&[u8]]) -> Result<Value> {
+        let r = self.run(
+            name,
+            |_| key.to_string(),
+            |_| {
+                let mut c = redis::cmd(name);
+                c.arg(key);
+                for a in args {
+                    c.arg(*a);
+                }
+                vec![c]
+            },
+        )?;
+        r.into_iter()
+            .next()
+            .ok_or_else(|| RedisError::bad_reply(name, key, "no reply"))
+    }
+}
