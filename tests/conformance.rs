@@ -321,14 +321,30 @@ fn false_positive_rate(b: &mut dyn Backend) {
 /// 8 clients insert overlapping keys at once: each key is new for exactly
 /// one of them.
 fn concurrency_exactly_one_new(b: &mut dyn Backend) {
-    let clock = ManualClock::new(day(0));
     // A rate low enough that no distinct key is a false positive of another.
-    b.create(
+    eight_clients(
+        b,
         config(&[Tier::daily(7), Tier::weekly(4)], 10_000, 1e-7),
-        &clock,
+        4000,
     );
+}
+
+/// The same while the windows grow: 8 times the plan, so every client
+/// meets chains that other clients have grown (on Redis: a client with an
+/// old chain length is refused by the shard and learns the new one).
+fn concurrency_through_growth(b: &mut dyn Backend) {
+    eight_clients(
+        b,
+        config(&[Tier::daily(7), Tier::weekly(4)], 2_000, 1e-5),
+        16_000,
+    );
+}
+
+fn eight_clients(b: &mut dyn Backend, cfg: Config, n: u64) {
+    let clock = ManualClock::new(day(0));
+    b.create(cfg, &clock);
     let clients = b.clients(8, &clock);
-    let universe = keys(60, 4000);
+    let universe = keys(60, n);
     let news: Vec<Vec<u32>> = std::thread::scope(|s| {
         let hs: Vec<_> = clients
             .iter()
@@ -358,11 +374,28 @@ fn concurrency_exactly_one_new(b: &mut dyn Backend) {
         let n: u32 = news.iter().map(|g| g[i]).sum();
         assert_eq!(n, 1, "key {i} was new for {n} clients");
     }
+    for (c, e) in clients.iter().enumerate() {
+        let found = count(&e.contains_batch(&universe));
+        assert_eq!(found, universe.len(), "client {c} misses keys");
+    }
+    let s = clients[0].stats();
+    for t in &s.tiers {
+        let seg = t.segments.last().expect("a segment");
+        println!(
+            "{}: {} sub-filters, {} keys estimated, rate {:.2e} (share {:.2e})",
+            t.tier, seg.subfilters, seg.estimated_items, seg.estimated_fpr, t.segment_fpr
+        );
+        assert!(
+            seg.estimated_fpr <= t.segment_fpr,
+            "{}: over its share",
+            t.tier
+        );
+    }
 }
 
 type Case = fn(&mut dyn Backend);
 
-const SUITE: [(&str, Case); 7] = [
+const SUITE: [(&str, Case); 8] = [
     ("insert_and_contains", insert_and_contains),
     ("horizons", horizons),
     ("expiry_with_moved_clock", expiry_with_moved_clock),
@@ -370,6 +403,7 @@ const SUITE: [(&str, Case); 7] = [
     ("growth", growth),
     ("false_positive_rate", false_positive_rate),
     ("concurrency_exactly_one_new", concurrency_exactly_one_new),
+    ("concurrency_through_growth", concurrency_through_growth),
 ];
 
 macro_rules! both {
@@ -406,6 +440,7 @@ both!(
     growth,
     false_positive_rate,
     concurrency_exactly_one_new,
+    concurrency_through_growth,
 );
 
 /// The whole suite on a three-node Cluster; afterwards every node holds

@@ -9,18 +9,21 @@
 -- ARGV[3]    plan: records separated by ';'
 --              T <dir key index> <prune below window>
 --              W <window> <n> <first key index> <first geometry> <r|w|rw> <expireat>
---            a W belongs to the T before it; its n sub-filters are the keys
---            first..first+n-1 with geometries first..first+n-1
+--            a W belongs to the T before it; the client names n sub-filters,
+--            keys first..first+n-1 with geometries first..first+n-1 (for a
+--            window it writes, one more than it has seen: room to grow)
 -- ARGV[4]    probe count of each geometry, space separated
 -- ARGV[5]    K: cells sent per key
 -- ARGV[6]    number of keys
 -- ARGV[7]    per key: one u32 block index per geometry, then K u16 cells
 --            (little-endian)
 -- ARGV[8]    seconds the result key is kept
+-- ARGV[9]    per geometry: the bits set in one shard at which a tail is full
 -- Returns {0, '<dir index> <window> <n>'} when a directory knows more
--- sub-filters than the plan (the client refreshes and retries, nothing was
--- written), else {1, '<one char per key>|<fill reports>'}: '1' is new (i)
--- or present (c); a fill report '<dir index> <window> <sub> <bits set>'.
+-- sub-filters than the plan names (the client learns and retries; nothing
+-- was written), else {1, '<one char per key>|<chain reports>'}: '1' is new
+-- (i) or present (c); a chain report '<dir index> <window> <n>' gives the
+-- chain length in this shard of every window written.
 local mode = ARGV[1]
 local req = ARGV[2]
 if mode == 'i' then
@@ -40,6 +43,8 @@ local K = tonumber(ARGV[5])
 local nkeys = tonumber(ARGV[6])
 local blob = ARGV[7]
 local ttl = tonumber(ARGV[8])
+local full = {}
+for x in string.gmatch(ARGV[9], '%d+') do full[#full + 1] = tonumber(x) end
 
 local tiers = {}
 local tier
@@ -54,15 +59,17 @@ for rec in string.gmatch(ARGV[3], '[^;]+') do
       w = f[2], n = tonumber(f[3]), key = tonumber(f[4]), geom = tonumber(f[5]),
       read = string.find(f[6], 'r', 1, true) ~= nil,
       write = string.find(f[6], 'w', 1, true) ~= nil,
-      exp = f[7], added = 0,
+      exp = f[7], fill = {}, dirty = false,
     }
   end
 end
 
--- Directories: how many sub-filters each window has in this shard.
+-- Directories: how many sub-filters each window has in this shard, and
+-- the bits set in each of them.
 for _, t in ipairs(tiers) do
   local flat = redis.call('HGETALL', KEYS[t.dir])
   local chain = {}
+  local fills = {}
   local old = {}
   for i = 1, #flat, 2 do
     local f = flat[i]
@@ -71,6 +78,8 @@ for _, t in ipairs(tiers) do
       old[#old + 1] = f
     elseif f == w then
       chain[w] = tonumber(flat[i + 1])
+    else
+      fills[f] = tonumber(flat[i + 1])
     end
   end
   t.old = old
@@ -80,15 +89,17 @@ for _, t in ipairs(tiers) do
       return {0, t.dir .. ' ' .. win.w .. ' ' .. have}
     end
     win.have = have
+    for i = 0, have - 1 do win.fill[i] = fills[win.w .. ':' .. i] or 0 end
   end
 end
 if mode == 'i' then
   for _, t in ipairs(tiers) do
     if #t.old > 0 then redis.call('HDEL', KEYS[t.dir], unpack(t.old)) end
     for _, win in ipairs(t.windows) do
-      if win.write and win.have < win.n then
-        redis.call('HSET', KEYS[t.dir], win.w, win.n)
-        win.have = win.n
+      if win.write and win.have == 0 then
+        win.have = 1
+        win.fill[0] = 0
+        win.dirty = true
       end
     end
   end
@@ -146,14 +157,23 @@ for j = 1, nkeys do
       for _, win in ipairs(t.windows) do
         if win.write then
           local held = false
-          for i = 0, win.n - 2 do
+          for i = 0, win.have - 2 do
             if holds(win.key + i, win.geom + i) then
               held = true
               break
             end
           end
           if not held then
-            local ki, g = win.key + win.n - 1, win.geom + win.n - 1
+            -- A full tail gives way to the next sub-filter when the
+            -- client named one (growth, decided here, atomically).
+            local tail = win.have - 1
+            if win.fill[tail] >= full[win.geom + tail] and win.have < win.n then
+              win.have = win.have + 1
+              tail = tail + 1
+              win.fill[tail] = 0
+              win.dirty = true
+            end
+            local ki, g = win.key + tail, win.geom + tail
             local bytes = {string.byte(block(ki, g), 1, 64)}
             for x = #bytes + 1, 64 do bytes[x] = 0 end
             local newly = 0
@@ -168,7 +188,8 @@ for j = 1, nkeys do
               local s = string.char(unpack(bytes))
               redis.call('SETRANGE', KEYS[ki], v[g] * 64, s)
               cache[ki] = s
-              win.added = win.added + newly
+              win.fill[tail] = win.fill[tail] + newly
+              win.dirty = true
               written[ki] = win.exp
             end
           end
@@ -179,19 +200,25 @@ for j = 1, nkeys do
   if (mode == 'i') ~= present then out[j] = '1' else out[j] = '0' end
 end
 
-local fills = {}
+local chains = {}
 if mode == 'i' then
   for _, t in ipairs(tiers) do
     for _, win in ipairs(t.windows) do
-      if win.added > 0 then
-        local sub = win.n - 1
-        local f = redis.call('HINCRBY', KEYS[t.dir], win.w .. ':' .. sub, win.added)
-        fills[#fills + 1] = t.dir .. ' ' .. win.w .. ' ' .. sub .. ' ' .. f
+      if win.write then
+        if win.dirty then
+          local f = {win.w, win.have}
+          for i = 0, win.have - 1 do
+            f[#f + 1] = win.w .. ':' .. i
+            f[#f + 1] = win.fill[i]
+          end
+          redis.call('HSET', KEYS[t.dir], unpack(f))
+        end
+        chains[#chains + 1] = t.dir .. ' ' .. win.w .. ' ' .. win.have
       end
     end
   end
   for ki, exp in pairs(written) do redis.call('EXPIREAT', KEYS[ki], exp) end
 end
-local res = table.concat(out) .. '|' .. table.concat(fills, ';')
+local res = table.concat(out) .. '|' .. table.concat(chains, ';')
 if mode == 'i' then redis.call('SET', KEYS[1], req .. '|' .. res, 'EX', ttl) end
 return {1, res}

@@ -5,7 +5,9 @@
 //! embedded engine's: a window's sub-filter `i` is sized by
 //! [`Config::subfilter_plan`] and [`sizing::plan`], and its blocks are
 //! split evenly over the shards (rounded up), so the rate of the whole is at
-//! or below the plan's.
+//! or below the plan's. Each shard grows its own chain when its share of the
+//! tail is full: a shard is a scalable filter of its own, and a key's
+//! lookup reads one shard.
 
 use crate::config::{Config, Tier};
 use crate::filter::{sizing, Kind, PROBE_MUL};
@@ -15,8 +17,8 @@ use crate::hash::KeyHash;
 pub(crate) const MAX_SHARD_BLOCKS: u64 = 1 << 23;
 /// Sub-filters one window may grow to.
 pub(crate) const MAX_CHAIN: u32 = 64;
-/// A chain grows at the fill expected a little past its tail's capacity,
-/// as in the embedded engine.
+/// A shard's chain grows at the fill expected a little past its share of
+/// the tail's capacity, as in the embedded engine.
 const GROWTH_MARGIN: f64 = 1.0 + 1.0 / 256.0;
 
 /// The geometry of one sub-filter position of a tier's chain.
@@ -26,8 +28,8 @@ pub(crate) struct Geom {
     pub nbs: u64,
     /// Probes per key.
     pub k: u32,
-    /// Total occupied cells (all shards) at which the chain grows.
-    pub grow_at: f64,
+    /// Occupied cells of one shard's string at which the chain grows there.
+    pub full: u64,
 }
 
 impl Geom {
@@ -36,22 +38,22 @@ impl Geom {
         let (capacity, rate) = config.subfilter_plan(tier, index);
         let plan = sizing::plan(tier.kind, capacity, rate);
         let nbs = plan.nblocks.div_ceil(u64::from(shards)).max(1);
-        let whole = sizing::Plan {
-            nblocks: nbs.saturating_mul(u64::from(shards)),
+        let one = sizing::Plan {
+            nblocks: nbs,
             k: plan.k,
         };
-        let grow_at = sizing::expected_occupied(tier.kind, whole, capacity as f64 * GROWTH_MARGIN);
+        let share = capacity as f64 * GROWTH_MARGIN / f64::from(shards);
         Geom {
             nbs,
             k: plan.k,
-            grow_at,
+            full: sizing::expected_occupied(tier.kind, one, share) as u64,
         }
     }
 
-    /// The plan of the whole sub-filter (all shards together).
-    pub(crate) fn whole(&self, shards: u32) -> sizing::Plan {
+    /// The plan of one shard's string.
+    pub(crate) fn shard_plan(&self) -> sizing::Plan {
         sizing::Plan {
-            nblocks: self.nbs.saturating_mul(u64::from(shards)),
+            nblocks: self.nbs,
             k: self.k,
         }
     }
@@ -195,10 +197,10 @@ mod tests {
             let g = Geom::of(&c, t, 0, 16);
             let (cap, rate) = c.subfilter_plan(t, 0);
             let p = sizing::plan(t.kind, cap, rate);
-            assert!(g.whole(16).nblocks >= p.nblocks);
-            assert!(g.whole(16).nblocks < p.nblocks + 16);
+            assert!(g.nbs * 16 >= p.nblocks);
+            assert!(g.nbs * 16 < p.nblocks + 16);
             assert_eq!(g.k, p.k);
-            assert!(g.grow_at > 0.0);
+            assert!(g.full > 0);
         }
     }
 

@@ -58,10 +58,11 @@ use link::Link;
 
 /// The check-and-insert script (see `docs/distributed.md`, "The Lua contract").
 const SCRIPT: &str = include_str!("check_insert.lua");
-/// Grows a window's chain from `ARGV[2]` to one more sub-filter, unless
-/// another client did already; returns the chain length now.
+/// Records in the config hash that a window's chain has grown to `ARGV[2]`
+/// sub-filters in some shard (never lowers it).
 const GROW_SCRIPT: &str = "local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '1') \
-    if cur == tonumber(ARGV[2]) then cur = cur + 1 redis.call('HSET', KEYS[1], ARGV[1], cur) end \
+    local n = tonumber(ARGV[2]) \
+    if n > cur then redis.call('HSET', KEYS[1], ARGV[1], n) return n end \
     return cur";
 /// The version of the key layout and the config hash.
 const FORMAT: u32 = 1;
@@ -164,8 +165,6 @@ struct State {
     link: Link,
     /// Sub-filters per `(tier, window)` as last seen; 1 when absent.
     chains: HashMap<(usize, i64), u32>,
-    /// Last reported fill of each shard of a tail: `(tier, window, sub)`.
-    fills: HashMap<(usize, i64, u32), HashMap<u32, u64>>,
     /// Request ids: one per batch.
     requests: u64,
     /// The chain lengths are read again from the config hash at this instant.
@@ -369,7 +368,6 @@ impl RedisEngine {
             state: Mutex::new(State {
                 link,
                 chains: HashMap::new(),
-                fills: HashMap::new(),
                 requests: 0,
                 refresh_at: i64::MIN,
             }),
@@ -462,7 +460,6 @@ impl RedisEngine {
             let cur = self.window_index(t.span, now)?;
             let keep = t.oldest_live(cur) - 1;
             st.chains.retain(|&(i, w), _| i != ti || w >= keep);
-            st.fills.retain(|&(i, w, _), _| i != ti || w >= keep);
             let prefix = format!("chain:{}:", self.codes[ti]);
             for (f, _) in &fields {
                 if let Some(w) = f.strip_prefix(&prefix).and_then(|w| w.parse::<i64>().ok()) {
@@ -751,7 +748,7 @@ impl RedisEngine {
         let req = st.requests.to_string();
         let mut out = vec![false; keys.len()];
         let mut pending: Vec<usize> = (0..groups.len()).collect();
-        let mut reports: Vec<(usize, i64, u32, u32, u64)> = Vec::new();
+        let mut grown: Vec<(usize, i64, u32)> = Vec::new();
         for _round in 0..STALE_ROUNDS {
             let calls: Vec<Call> = pending
                 .iter()
@@ -804,25 +801,14 @@ impl RedisEngine {
                     .ok_or_else(|| bad("no payload"))?;
                 if status == 0 {
                     // A shard knows a longer chain: learn it, send again.
-                    let mut f = payload.split(' ');
-                    let (Some(d), Some(w), Some(n)) = (
-                        f.next().and_then(|x| x.parse::<usize>().ok()),
-                        f.next().and_then(|x| x.parse::<i64>().ok()),
-                        f.next().and_then(|x| x.parse::<u32>().ok()),
-                    ) else {
-                        return Err(bad("a malformed stale report"));
-                    };
-                    let ti = call
-                        .dir_tier
-                        .get(&d)
-                        .copied()
-                        .ok_or_else(|| bad("unknown dir"))?;
+                    let (ti, w, n) = parse_report(&payload, &call.dir_tier)
+                        .ok_or_else(|| bad("a malformed stale report"))?;
                     let e = st.chains.entry((ti, w)).or_insert(1);
                     *e = (*e).max(n.min(MAX_CHAIN));
                     stale.push(g);
                     continue;
                 }
-                let (answers, fills) = payload.split_once('|').ok_or_else(|| bad("no '|'"))?;
+                let (answers, chains) = payload.split_once('|').ok_or_else(|| bad("no '|'"))?;
                 let idx = &groups[g].2;
                 if answers.len() != idx.len() {
                     return Err(bad("one answer per key expected"));
@@ -830,19 +816,14 @@ impl RedisEngine {
                 for (i, a) in idx.iter().zip(answers.bytes()) {
                     out[*i] = a == b'1';
                 }
-                for rep in fills.split(';').filter(|r| !r.is_empty()) {
-                    let f: Vec<&str> = rep.split(' ').collect();
-                    let parsed = (|| {
-                        Some((
-                            *call.dir_tier.get(&f.first()?.parse::<usize>().ok()?)?,
-                            f.get(1)?.parse::<i64>().ok()?,
-                            f.get(2)?.parse::<u32>().ok()?,
-                            f.get(3)?.parse::<u64>().ok()?,
-                        ))
-                    })();
-                    let (ti, w, sub, fill) =
-                        parsed.ok_or_else(|| bad("a malformed fill report"))?;
-                    reports.push((ti, w, sub, groups[g].0, fill));
+                for rep in chains.split(';').filter(|r| !r.is_empty()) {
+                    let (ti, w, n) = parse_report(rep, &call.dir_tier)
+                        .ok_or_else(|| bad("a malformed chain report"))?;
+                    let known = st.chains.entry((ti, w)).or_insert(1);
+                    if n > *known {
+                        *known = n;
+                        grown.push((ti, w, n));
+                    }
                 }
             }
             if stale.is_empty() {
@@ -859,8 +840,8 @@ impl RedisEngine {
                 "the chain lengths kept changing",
             ));
         }
-        if mode == Mode::Insert {
-            self.grow(&mut st, &reports)?;
+        for (ti, w, n) in grown {
+            self.record_growth(&mut st, ti, w, n)?;
         }
         Ok(out)
     }
@@ -894,7 +875,7 @@ impl RedisEngine {
             let longest = p
                 .windows
                 .iter()
-                .map(|&(w, _, _)| self.chain(st, p.tier, w))
+                .map(|&(w, _, write)| self.named(st, p.tier, w, write))
                 .max()
                 .unwrap_or(1);
             let geom0 = geoms.len() + 1;
@@ -902,7 +883,7 @@ impl RedisEngine {
                 geoms.push(self.geom(p.tier, i));
             }
             for &(w, read, write) in &p.windows {
-                let n = self.chain(st, p.tier, w);
+                let n = self.named(st, p.tier, w, write);
                 let label =
                     window::label(tier.span, w).ok_or_else(|| crate::Error::WindowUnavailable {
                         reason: format!(
@@ -924,6 +905,7 @@ impl RedisEngine {
         }
         let kmax = geoms.iter().map(|g| g.k).max().unwrap_or(1);
         let ks: Vec<String> = geoms.iter().map(|g| g.k.to_string()).collect();
+        let full: Vec<String> = geoms.iter().map(|g| g.full.to_string()).collect();
         let mut blob = Vec::with_capacity(idx.len() * (geoms.len() * 4 + kmax as usize * 2));
         for &i in idx {
             let h = hashes[i];
@@ -948,6 +930,7 @@ impl RedisEngine {
             idx.len().to_string().into_bytes(),
             blob,
             RESULT_TTL_SECS.to_string().into_bytes(),
+            full.join(" ").into_bytes(),
         ];
         Ok(Call {
             keys,
@@ -960,79 +943,53 @@ impl RedisEngine {
         st.chains.get(&(tier, window)).copied().unwrap_or(1)
     }
 
-    /// Grows every window whose tail has reached its planned fill: the
-    /// chain length in the config hash goes up by one (once, whichever
-    /// client sees it first); the shards learn it from the next writes.
-    fn grow(&self, st: &mut State, reports: &[(usize, i64, u32, u32, u64)]) -> Result<()> {
-        let shards = self.stored.shards;
-        let mut touched = Vec::new();
-        for &(ti, w, sub, shard, fill) in reports {
-            if sub + 1 != self.chain(st, ti, w) {
-                continue;
-            }
-            st.fills
-                .entry((ti, w, sub))
-                .or_default()
-                .insert(shard, fill);
-            if !touched.contains(&(ti, w, sub)) {
-                touched.push((ti, w, sub));
-            }
+    /// The sub-filters a call names for a window: those seen, and for a
+    /// window it writes one more, so a shard whose tail is full can grow
+    /// inside the script (unless the chain is at its longest, or the next
+    /// sub-filter would pass Redis's string limit: then the tail keeps
+    /// taking keys and its rate rises, which `stats` shows).
+    fn named(&self, st: &State, tier: usize, window: i64, write: bool) -> u32 {
+        let n = self.chain(st, tier, window);
+        if write && n < MAX_CHAIN && self.geom(tier, n).nbs <= MAX_SHARD_BLOCKS {
+            n + 1
+        } else {
+            n
         }
-        for (ti, w, sub) in touched {
-            let Some(seen) = st.fills.get(&(ti, w, sub)) else {
-                continue;
-            };
-            // Shards not heard from are assumed as full as the average.
-            let total = seen.values().sum::<u64>() as f64 * f64::from(shards) / seen.len() as f64;
-            let n = sub + 1;
-            if total < self.geom(ti, sub).grow_at || n >= MAX_CHAIN {
-                continue;
-            }
-            if self.geom(ti, n).nbs > MAX_SHARD_BLOCKS {
-                // The next sub-filter would pass Redis's string limit: the
-                // tail keeps taking keys (its rate rises; stats show it).
-                continue;
-            }
-            let key = self.names.config();
-            let field = self.chain_field(ti, w);
-            let grow_sha = &self.grow_sha;
-            let r = st.link.run(
-                "EVALSHA grow",
-                |_| key.clone(),
-                |eval| {
-                    let mut c = if eval {
-                        let mut c = redis::cmd("EVAL");
-                        c.arg(GROW_SCRIPT);
-                        c
-                    } else {
-                        let mut c = redis::cmd("EVALSHA");
-                        c.arg(grow_sha);
-                        c
-                    };
-                    c.arg(1).arg(&key).arg(&field).arg(n);
-                    vec![c]
-                },
-            )?;
-            let now_n = match r.first() {
-                Some(Value::Int(v)) => u32::try_from(*v).unwrap_or(n),
-                _ => {
-                    return Err(RedisError::bad_reply(
-                        "EVALSHA grow",
-                        &key,
-                        "not an integer",
-                    ))
-                }
-            };
-            st.chains.insert((ti, w), now_n.clamp(1, MAX_CHAIN));
-            st.fills.remove(&(ti, w, sub));
-        }
+    }
+
+    /// Records in the config hash that window `w` of tier `ti` has grown
+    /// to `n` sub-filters in some shard (the shards grow on their own, in
+    /// the script; the hash is what other clients and `stats` read).
+    fn record_growth(&self, st: &mut State, ti: usize, w: i64, n: u32) -> Result<()> {
+        let key = self.names.config();
+        let field = self.chain_field(ti, w);
+        let grow_sha = &self.grow_sha;
+        st.link.run(
+            "EVALSHA record-growth",
+            |_| key.clone(),
+            |eval| {
+                let mut c = if eval {
+                    let mut c = redis::cmd("EVAL");
+                    c.arg(GROW_SCRIPT);
+                    c
+                } else {
+                    let mut c = redis::cmd("EVALSHA");
+                    c.arg(grow_sha);
+                    c
+                };
+                c.arg(1).arg(&key).arg(&field).arg(n);
+                vec![c]
+            },
+        )?;
         Ok(())
     }
 
-    /// Per tier and per window: sub-filters, fill, estimated keys and
-    /// false-positive rates, from the shards' directories (one `HGETALL`
-    /// per tier and shard, pipelined). `bytes` counts the strings at their
-    /// full planned length; Redis allocates a string up to its highest
+    /// Per tier and per window: sub-filters (the longest chain of any
+    /// shard), fill, estimated keys and false-positive rate, from the
+    /// shards' directories (one `HGETALL` per tier and shard, pipelined).
+    /// A window's rate is the average over its shards (a key's lookup reads
+    /// one shard) of each shard's chain sum. `bytes` counts each string at
+    /// its planned length; Redis allocates a string up to its highest
     /// written block.
     pub fn stats(&self) -> Result<Stats> {
         let now = self.now()?;
@@ -1058,25 +1015,30 @@ impl RedisEngine {
                         .collect()
                 },
             )?;
-            // (window) -> chain length seen in any shard; (window, sub) -> fill.
-            let mut chain: BTreeMap<i64, u32> = BTreeMap::new();
-            let mut fill: HashMap<(i64, u32), u64> = HashMap::new();
-            for r in &replies {
+            // Per window, per shard: (chain length, bits set per sub-filter).
+            let mut windows: BTreeMap<i64, Vec<(u32, Vec<u64>)>> = BTreeMap::new();
+            for (shard, r) in replies.iter().enumerate() {
                 for (f, v) in pairs(r) {
-                    match f.split_once(':') {
-                        None => {
-                            if let (Ok(w), Ok(n)) = (f.parse::<i64>(), v.parse::<u32>()) {
-                                let e = chain.entry(w).or_insert(0);
-                                *e = (*e).max(n);
+                    let (w, sub) = match f.split_once(':') {
+                        None => (f.parse::<i64>().ok(), None),
+                        Some((w, i)) => (w.parse::<i64>().ok(), i.parse::<usize>().ok()),
+                    };
+                    let (Some(w), Ok(x)) = (w, v.parse::<u64>()) else {
+                        continue;
+                    };
+                    let per = windows
+                        .entry(w)
+                        .or_insert_with(|| vec![(0, Vec::new()); shards as usize]);
+                    let slot = &mut per[shard];
+                    match sub {
+                        None => slot.0 = u32::try_from(x).unwrap_or(MAX_CHAIN).min(MAX_CHAIN),
+                        Some(i) if i < MAX_CHAIN as usize => {
+                            if slot.1.len() <= i {
+                                slot.1.resize(i + 1, 0);
                             }
+                            slot.1[i] = x;
                         }
-                        Some((w, i)) => {
-                            if let (Ok(w), Ok(i), Ok(x)) =
-                                (w.parse::<i64>(), i.parse::<u32>(), v.parse::<u64>())
-                            {
-                                *fill.entry((w, i)).or_default() += x;
-                            }
-                        }
+                        Some(_) => {}
                     }
                 }
             }
@@ -1085,14 +1047,13 @@ impl RedisEngine {
             let covers = window::start(t.span, oldest, self.off())
                 .map_or(0, |s| now.saturating_sub(s).max(0) as u64);
             let mut segments = Vec::new();
-            for (&w, &n_dir) in chain.range(oldest..=cur) {
-                let n = n_dir.max(self.chain(&st, ti, w));
+            for (&w, per) in windows.range(oldest..=cur) {
                 let mut s = SegmentStats {
                     window: window::label(t.span, w).unwrap_or_default(),
                     window_start: window::start(t.span, w, self.off()).unwrap_or(0),
                     window_end: window::end(t.span, w, self.off()).unwrap_or(0),
                     state: if w == cur { "open" } else { "sealed" },
-                    subfilters: n as usize,
+                    subfilters: 0,
                     bytes: 0,
                     cells: 0,
                     occupied: 0,
@@ -1101,17 +1062,23 @@ impl RedisEngine {
                     estimated_fpr: 0.0,
                     saturated: 0,
                 };
-                for i in 0..n {
-                    let g = self.geom(ti, i);
-                    let plan = g.whole(shards);
-                    let occ = fill.get(&(w, i)).copied().unwrap_or(0);
-                    let items = sizing::estimate_items(t.kind, plan, occ);
-                    s.bytes += plan.nblocks * 64;
-                    s.cells += plan.nblocks * u64::from(t.kind.cells_per_block());
-                    s.occupied += occ;
-                    s.estimated_items += items.round() as u64;
-                    s.estimated_fpr += sizing::fpr(t.kind, plan.k, items / plan.nblocks as f64);
+                let mut items = 0.0;
+                for (n, fills) in per {
+                    s.subfilters = s.subfilters.max(*n as usize);
+                    for i in 0..*n {
+                        let g = self.geom(ti, i);
+                        let plan = g.shard_plan();
+                        let occ = fills.get(i as usize).copied().unwrap_or(0);
+                        let est = sizing::estimate_items(t.kind, plan, occ);
+                        items += est;
+                        s.bytes += plan.nblocks * 64;
+                        s.cells += plan.nblocks * u64::from(t.kind.cells_per_block());
+                        s.occupied += occ;
+                        s.estimated_fpr += sizing::fpr(t.kind, plan.k, est / plan.nblocks as f64)
+                            / f64::from(shards);
+                    }
                 }
+                s.estimated_items = items.round() as u64;
                 s.fill = s.occupied as f64 / s.cells.max(1) as f64;
                 bytes += s.bytes;
                 segments.push(s);
@@ -1142,6 +1109,15 @@ impl RedisEngine {
     pub fn is_cluster(&self) -> bool {
         self.state.lock().link.is_cluster()
     }
+}
+
+/// A `<dir index> <window> <n>` report of the script: `(tier, window, n)`.
+fn parse_report(rep: &str, dir_tier: &HashMap<usize, usize>) -> Option<(usize, i64, u32)> {
+    let mut f = rep.split(' ');
+    let ti = *dir_tier.get(&f.next()?.parse::<usize>().ok()?)?;
+    let w = f.next()?.parse::<i64>().ok()?;
+    let n = f.next()?.parse::<u32>().ok()?;
+    Some((ti, w, n.clamp(1, MAX_CHAIN)))
 }
 
 /// One script call, ready to send.
