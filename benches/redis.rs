@@ -18,7 +18,6 @@
 //! ```
 
 #[path = "../tests/redis_support/mod.rs"]
-#[allow(dead_code)]
 mod redis_support;
 
 use std::time::Instant;
