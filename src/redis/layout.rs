@@ -212,4 +212,36 @@ mod tests {
             assert!(check_prefix(bad).is_err(), "{bad:?}");
         }
     }
+
+    /// The sizing in docs/distributed.md ("Sizing on paper"): 10^10 URLs a
+    /// year with the default tiers at 0.1%, 64 shards. Run with
+    /// `--nocapture` to print the table.
+    #[test]
+    fn sizing_on_paper() {
+        let c = Config {
+            expected_items_per_day: 10_000_000_000 / 365,
+            ..Config::default()
+        };
+        let shards = 64;
+        let mut total = 0.0;
+        for t in &c.tiers {
+            let (cap, rate) = c.subfilter_plan(t, 0);
+            let g = Geom::of(&c, t, 0, shards);
+            let bytes = (g.nbs * 64 * u64::from(shards)) as f64;
+            let live = bytes * f64::from(t.retention);
+            total += live;
+            println!(
+                "{t}: {cap} keys a window at {rate:.2e}: k {}, {:.1} bits/key, {:.2} GB a window, \
+                 {:.0} MB a shard string, {:.1} GB live",
+                g.k,
+                bytes * 8.0 / cap as f64,
+                bytes / 1e9,
+                (g.nbs * 64) as f64 / 1e6,
+                live / 1e9
+            );
+            // Two doublings of the chain still fit Redis's string limit.
+            assert!(Geom::of(&c, t, 2, shards).nbs <= MAX_SHARD_BLOCKS, "{t}");
+        }
+        println!("all tiers at plan: {:.1} GB", total / 1e9);
+    }
 }
