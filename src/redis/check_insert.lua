@@ -15,8 +15,9 @@
 -- ARGV[4]    probe count of each geometry, space separated
 -- ARGV[5]    K: cells sent per key
 -- ARGV[6]    number of keys
--- ARGV[7]    per key: one u32 block index per geometry, then K u16 cells
---            (little-endian)
+-- ARGV[7]    per key: one u32 block index per geometry (little-endian),
+--            then per cell two bytes: its byte in the block (1..64) and
+--            its bit in that byte (1, 2, 4 .. 128)
 -- ARGV[8]    seconds the result key is kept
 -- ARGV[9]    per geometry: the bits set in one shard at which a tail is full
 -- Returns {0, '<dir index> <window> <n>'} when a directory knows more
@@ -105,99 +106,113 @@ if mode == 'i' then
   end
 end
 
--- The keys.
-local fmt = '<' .. string.rep('I4', G) .. string.rep('I2', K)
-local pos = 1
-local v, cb, cv, cache
+-- The keys. Per key the record is read in place (no tables); a block read
+-- once is kept for the rest of that key (stamp = the key's number).
+local rec = 4 * G + 2 * K
+local base, probes, j = 0, 0, 0
+local cache, stamp = {}, {}
+local byte, band, bor = string.byte, bit.band, bit.bor
+local function offset(g)
+  local a, b, c, d = byte(blob, base + 4 * g - 4, base + 4 * g - 1)
+  return (a + b * 256 + c * 65536 + d * 16777216) * 64
+end
 local function block(ki, g)
-  local b = cache[ki]
-  if not b then
-    local off = v[g] * 64
-    b = redis.call('GETRANGE', KEYS[ki], off, off + 63)
-    cache[ki] = b
-  end
+  if stamp[ki] == j then return cache[ki] end
+  local off = offset(g)
+  local b = redis.call('GETRANGE', KEYS[ki], off, off + 63)
+  cache[ki] = b
+  stamp[ki] = j
   return b
 end
 local function holds(ki, g)
   local b = block(ki, g)
   if #b == 0 then return false end
-  for c = 1, ks[g] do
-    local byte = string.byte(b, cb[c])
-    if not byte or bit.band(byte, cv[c]) == 0 then return false end
+  local p = probes
+  for _ = 1, ks[g] do
+    local bi, bv = byte(blob, p, p + 1)
+    local x = byte(b, bi)
+    if not x or band(x, bv) == 0 then return false end
+    p = p + 2
   end
   return true
+end
+-- Sets the key's cells in the block of string ki; returns how many were new.
+local function set(ki, g)
+  local b = block(ki, g)
+  local bytes = {byte(b, 1, 64)}
+  for x = #bytes + 1, 64 do bytes[x] = 0 end
+  local newly = 0
+  local p = probes
+  for _ = 1, ks[g] do
+    local bi, bv = byte(blob, p, p + 1)
+    local x = bytes[bi]
+    if band(x, bv) == 0 then
+      bytes[bi] = bor(x, bv)
+      newly = newly + 1
+    end
+    p = p + 2
+  end
+  if newly > 0 then
+    local nb = string.char(unpack(bytes))
+    redis.call('SETRANGE', KEYS[ki], offset(g), nb)
+    cache[ki] = nb
+  end
+  return newly
 end
 
 local out = {}
 local written = {}
-for j = 1, nkeys do
-  v = {struct.unpack(fmt, blob, pos)}
-  pos = v[G + K + 1]
-  cb, cv, cache = {}, {}, {}
-  for c = 1, K do
-    local cell = v[G + c]
-    cb[c] = math.floor(cell / 8) + 1
-    cv[c] = 2 ^ (cell % 8)
+local reads, writes = {}, {}
+for _, t in ipairs(tiers) do
+  for _, win in ipairs(t.windows) do
+    if win.read then reads[#reads + 1] = win end
+    if win.write and mode == 'i' then writes[#writes + 1] = win end
   end
+end
+for jj = 1, nkeys do
+  j = jj
+  base = (jj - 1) * rec + 1
+  probes = base + 4 * G
   local present = false
-  for _, t in ipairs(tiers) do
-    for _, win in ipairs(t.windows) do
-      if win.read and not present then
-        for i = win.have - 1, 0, -1 do
-          if holds(win.key + i, win.geom + i) then
-            present = true
-            break
-          end
-        end
+  for r = 1, #reads do
+    local win = reads[r]
+    for i = win.have - 1, 0, -1 do
+      if holds(win.key + i, win.geom + i) then
+        present = true
+        break
+      end
+    end
+    if present then break end
+  end
+  for w = 1, #writes do
+    local win = writes[w]
+    local held = false
+    for i = 0, win.have - 2 do
+      if holds(win.key + i, win.geom + i) then
+        held = true
+        break
+      end
+    end
+    if not held then
+      -- A full tail gives way to the next sub-filter when the client
+      -- named one (growth, decided here, atomically).
+      local tail = win.have - 1
+      if win.fill[tail] >= full[win.geom + tail] and win.have < win.n then
+        win.have = win.have + 1
+        tail = tail + 1
+        win.fill[tail] = 0
+        win.dirty = true
+      end
+      local ki = win.key + tail
+      local newly = set(ki, win.geom + tail)
+      if newly > 0 then
+        win.fill[tail] = win.fill[tail] + newly
+        win.dirty = true
+        written[ki] = win.exp
       end
     end
   end
-  if mode == 'i' then
-    for _, t in ipairs(tiers) do
-      for _, win in ipairs(t.windows) do
-        if win.write then
-          local held = false
-          for i = 0, win.have - 2 do
-            if holds(win.key + i, win.geom + i) then
-              held = true
-              break
-            end
-          end
-          if not held then
-            -- A full tail gives way to the next sub-filter when the
-            -- client named one (growth, decided here, atomically).
-            local tail = win.have - 1
-            if win.fill[tail] >= full[win.geom + tail] and win.have < win.n then
-              win.have = win.have + 1
-              tail = tail + 1
-              win.fill[tail] = 0
-              win.dirty = true
-            end
-            local ki, g = win.key + tail, win.geom + tail
-            local bytes = {string.byte(block(ki, g), 1, 64)}
-            for x = #bytes + 1, 64 do bytes[x] = 0 end
-            local newly = 0
-            for c = 1, ks[g] do
-              local x = cb[c]
-              if bit.band(bytes[x], cv[c]) == 0 then
-                bytes[x] = bytes[x] + cv[c]
-                newly = newly + 1
-              end
-            end
-            if newly > 0 then
-              local s = string.char(unpack(bytes))
-              redis.call('SETRANGE', KEYS[ki], v[g] * 64, s)
-              cache[ki] = s
-              win.fill[tail] = win.fill[tail] + newly
-              win.dirty = true
-              written[ki] = win.exp
-            end
-          end
-        end
-      end
-    end
-  end
-  if (mode == 'i') ~= present then out[j] = '1' else out[j] = '0' end
+  if (mode == 'i') ~= present then out[jj] = '1' else out[jj] = '0' end
 end
 
 local chains = {}

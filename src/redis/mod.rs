@@ -915,7 +915,9 @@ impl RedisEngine {
                 blob.extend_from_slice(&b.to_le_bytes());
             }
             for c in layout::cells(h.lo, kmax) {
-                blob.extend_from_slice(&c.to_le_bytes());
+                // The cell's byte in the block (Lua counts from 1), its bit.
+                blob.push((c >> 3) as u8 + 1);
+                blob.push(1u8 << (c & 7));
             }
         }
         let argv: Vec<Vec<u8>> = vec![
