@@ -20,6 +20,7 @@
 --            its bit in that byte (1, 2, 4 .. 128)
 -- ARGV[8]    seconds the result key is kept
 -- ARGV[9]    per geometry: the bits set in one shard at which a tail is full
+-- ARGV[10]   per geometry: the length in bytes of one shard's string
 -- Returns {0, '<dir index> <window> <n>'} when a directory knows more
 -- sub-filters than the plan names (the client learns and retries; nothing
 -- was written), else {1, '<one char per key>|<chain reports>'}: '1' is new
@@ -46,6 +47,21 @@ local blob = ARGV[7]
 local ttl = tonumber(ARGV[8])
 local full = {}
 for x in string.gmatch(ARGV[9], '%d+') do full[#full + 1] = tonumber(x) end
+local len = {}
+for x in string.gmatch(ARGV[10], '%d+') do len[#len + 1] = tonumber(x) end
+local written = {}
+-- A sub-filter new in this shard is made at its full length at once (grown
+-- by writes at random offsets, Redis would allocate up to twice its length),
+-- never over an existing string.
+local function create(ki, g, exp)
+  local n = len[g]
+  if n <= 4194304 then
+    redis.call('SET', KEYS[ki], string.rep('\0', n), 'NX')
+  elseif redis.call('EXISTS', KEYS[ki]) == 0 then
+    redis.call('SETRANGE', KEYS[ki], n - 1, '\0')
+  end
+  written[ki] = exp
+end
 
 local tiers = {}
 local tier
@@ -101,6 +117,7 @@ if mode == 'i' then
         win.have = 1
         win.fill[0] = 0
         win.dirty = true
+        create(win.key, win.geom, win.exp)
       end
     end
   end
@@ -161,7 +178,6 @@ local function set(ki, g)
 end
 
 local out = {}
-local written = {}
 local reads, writes = {}, {}
 for _, t in ipairs(tiers) do
   for _, win in ipairs(t.windows) do
@@ -202,6 +218,7 @@ for jj = 1, nkeys do
         tail = tail + 1
         win.fill[tail] = 0
         win.dirty = true
+        create(win.key + tail, win.geom + tail, win.exp)
       end
       local ki = win.key + tail
       local newly = set(ki, win.geom + tail)

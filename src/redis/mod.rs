@@ -906,6 +906,7 @@ impl RedisEngine {
         let kmax = geoms.iter().map(|g| g.k).max().unwrap_or(1);
         let ks: Vec<String> = geoms.iter().map(|g| g.k.to_string()).collect();
         let full: Vec<String> = geoms.iter().map(|g| g.full.to_string()).collect();
+        let lens: Vec<String> = geoms.iter().map(|g| (g.nbs * 64).to_string()).collect();
         let mut blob = Vec::with_capacity(idx.len() * (geoms.len() * 4 + kmax as usize * 2));
         for &i in idx {
             let h = hashes[i];
@@ -933,6 +934,7 @@ impl RedisEngine {
             blob,
             RESULT_TTL_SECS.to_string().into_bytes(),
             full.join(" ").into_bytes(),
+            lens.join(" ").into_bytes(),
         ];
         Ok(Call {
             keys,
