@@ -267,4 +267,5 @@ pub fn prefix(name: &str) -> String {
 }
 
 /// The crawl-like URLs of the embedded engine's tests.
+#[allow(unused_imports)]
 pub use common::url;
