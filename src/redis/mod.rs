@@ -511,7 +511,7 @@ impl RedisEngine {
         Ok(TierPlan {
             tier: ti,
             prune_below: from - 1,
-            windows: (from..=cur).map(|w| (w, true, false)).collect(),
+            windows: reads(t.span, from, cur),
         })
     }
 
@@ -667,7 +667,7 @@ impl RedisEngine {
         let plans = vec![TierPlan {
             tier: ti,
             prune_below: t.oldest_live(cur) - 1,
-            windows: (first..=cur).map(|w| (w, true, false)).collect(),
+            windows: reads(t.span, first, cur),
         }];
         Ok(self
             .run_batch(&[key], &plans, Mode::Check, now)?
@@ -1113,6 +1113,21 @@ impl RedisEngine {
     pub fn is_cluster(&self) -> bool {
         self.state.lock().link.is_cluster()
     }
+}
+
+/// The windows `first..=cur` to read, and the next one: a shard has it only
+/// when a client whose clock is ahead has passed the boundary already, and
+/// it costs nothing otherwise (the script skips windows its directory does
+/// not know). So a client whose clock lags a little still sees the keys an
+/// earlier client put into the new window.
+fn reads(span: window::Span, first: i64, cur: i64) -> Vec<(i64, bool, bool)> {
+    let next = cur
+        .checked_add(1)
+        .filter(|&w| window::label(span, w).is_some());
+    (first..=cur)
+        .chain(next)
+        .map(|w| (w, true, false))
+        .collect()
 }
 
 /// A `<dir index> <window> <n>` report of the script: `(tier, window, n)`.
