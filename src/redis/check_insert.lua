@@ -50,6 +50,8 @@ for x in string.gmatch(ARGV[9], '%d+') do full[#full + 1] = tonumber(x) end
 local len = {}
 for x in string.gmatch(ARGV[10], '%d+') do len[#len + 1] = tonumber(x) end
 local written = {}
+-- Strings read whole by this call (see below), their changed blocks.
+local whole, changed, changed_g = {}, {}, {}
 -- A sub-filter new in this shard is made at its full length at once (grown
 -- by writes at random offsets, Redis would allocate up to twice its length),
 -- never over an existing string.
@@ -61,6 +63,7 @@ local function create(ki, g, exp)
     redis.call('SETRANGE', KEYS[ki], n - 1, '\0')
   end
   written[ki] = exp
+  whole[ki] = nil
 end
 
 local tiers = {}
@@ -133,10 +136,32 @@ local function offset(g)
   local a, b, c, d = byte(blob, base + 4 * g - 4, base + 4 * g - 1)
   return (a + b * 256 + c * 65536 + d * 16777216) * 64
 end
+-- A string that this call's keys cover densely (at most 4 blocks per key,
+-- and at most 1 MiB) is read whole with one GET and written back whole with
+-- one SET at the end: two commands instead of two per key. Others are read
+-- and written block by block (GETRANGE, SETRANGE).
+local dense = nkeys * 256
+if dense > 1048576 then dense = 1048576 end
+local function whole_of(ki, g)
+  local S = whole[ki]
+  if S == nil then
+    S = false
+    if len[g] <= dense then S = redis.call('GET', KEYS[ki]) or '' end
+    whole[ki] = S
+  end
+  return S
+end
 local function block(ki, g)
   if stamp[ki] == j then return cache[ki] end
   local off = offset(g)
-  local b = redis.call('GETRANGE', KEYS[ki], off, off + 63)
+  local b
+  local S = whole_of(ki, g)
+  if S then
+    local c = changed[ki]
+    b = c and c[off] or string.sub(S, off + 1, off + 64)
+  else
+    b = redis.call('GETRANGE', KEYS[ki], off, off + 63)
+  end
   cache[ki] = b
   stamp[ki] = j
   return b
@@ -171,7 +196,17 @@ local function set(ki, g)
   end
   if newly > 0 then
     local nb = string.char(unpack(bytes))
-    redis.call('SETRANGE', KEYS[ki], offset(g), nb)
+    if whole_of(ki, g) then
+      local c = changed[ki]
+      if not c then
+        c = {}
+        changed[ki] = c
+        changed_g[ki] = g
+      end
+      c[offset(g)] = nb
+    else
+      redis.call('SETRANGE', KEYS[ki], offset(g), nb)
+    end
     cache[ki] = nb
   end
   return newly
@@ -248,6 +283,22 @@ if mode == 'i' then
         chains[#chains + 1] = t.dir .. ' ' .. win.w .. ' ' .. win.have
       end
     end
+  end
+  for ki, c in pairs(changed) do
+    local S = whole[ki]
+    local n = len[changed_g[ki]]
+    if #S < n then S = S .. string.rep('\0', n - #S) end
+    local offs = {}
+    for off in pairs(c) do offs[#offs + 1] = off end
+    table.sort(offs)
+    local parts, prev = {}, 0
+    for _, off in ipairs(offs) do
+      parts[#parts + 1] = string.sub(S, prev + 1, off)
+      parts[#parts + 1] = c[off]
+      prev = off + 64
+    end
+    parts[#parts + 1] = string.sub(S, prev + 1)
+    redis.call('SET', KEYS[ki], table.concat(parts), 'KEEPTTL')
   end
   for ki, exp in pairs(written) do redis.call('EXPIREAT', KEYS[ki], exp) end
 end
