@@ -34,7 +34,11 @@ pub fn require(test: &str) -> bool {
                  install them (.ci/redis.sh, or apt-get install -y redis-server redis-tools)"
             );
         }
-        eprintln!(
+        // Written to the real stderr, past the test harness's capture, so
+        // the skip shows even for a passing test.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
             "SKIPPED {test}: redis-server/redis-cli not found \
              (apt-get install -y redis-server redis-tools); in CI this fails"
         );
