@@ -16,6 +16,12 @@
 //! * `TIMEBLOOM_BENCH_SECS`: criterion measurement time per benchmark, default 3.
 //! * `TIMEBLOOM_BENCH_OUT`: where the measured rates, sizes and open times go
 //!   as JSON (default `target/timebloom-bench/results.json`).
+//! * `TIMEBLOOM_BENCH_TIMINGS`: `off` measures the rates, sizes and open
+//!   times alone (criterion runs nothing), e.g.
+//!   `TIMEBLOOM_BENCH_TIMINGS=off TIMEBLOOM_BENCH_PARTS=single,load`.
+//! * `TIMEBLOOM_BENCH_SEED`: the base of the seeds given to the peers that
+//!   take one (bloomfilter, fastbloom), a number or `random`; default a
+//!   fixed base, so that runs repeat. Every seed is made of distinct bytes.
 //!
 //! What is measured without criterion (printed as tables and written to the
 //! JSON file): false-positive rates over a disjoint set of negatives, bits per
@@ -29,14 +35,14 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashSet;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use criterion::measurement::WallTime;
-use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
+use criterion::{BenchmarkFilter, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use serde_json::{json, Value};
 use timebloom::{Config, Engine, ManualClock, Options, Stats, Tier};
 use xxhash_rust::xxh3::{xxh3_128, xxh3_64};
@@ -240,6 +246,11 @@ struct Setup {
     fprs: Vec<f64>,
     parts: Vec<String>,
     out: PathBuf,
+    seeds: PeerSeeds,
+    /// False with `TIMEBLOOM_BENCH_TIMINGS=off`: only the rates, sizes and
+    /// open times are measured (criterion runs nothing), which no other
+    /// load on the machine can change.
+    timings: bool,
 }
 
 impl Setup {
@@ -275,12 +286,24 @@ impl Setup {
         let out = std::env::var("TIMEBLOOM_BENCH_OUT")
             .map(PathBuf::from)
             .unwrap_or_else(|_| target.join("timebloom-bench").join("results.json"));
+        let base = match std::env::var("TIMEBLOOM_BENCH_SEED") {
+            Err(_) => SEED_BASE,
+            Ok(s) if s == "random" => std::hash::RandomState::new().build_hasher().finish(),
+            Ok(s) => match s.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16),
+                None => s.parse(),
+            }
+            .expect("TIMEBLOOM_BENCH_SEED: a number or `random`"),
+        };
+        let timings = std::env::var("TIMEBLOOM_BENCH_TIMINGS").map_or(true, |v| v != "off");
         Setup {
             bench,
             sizes,
             fprs,
             parts,
             out,
+            seeds: PeerSeeds::new(base),
+            timings,
         }
     }
 
@@ -498,6 +521,89 @@ fn sbbf_bits_per_key(p: f64) -> usize {
         .unwrap_or(64)
 }
 
+// ---- peer seeds ------------------------------------------------------------------
+
+/// The seed base unless `TIMEBLOOM_BENCH_SEED` gives another, so that a
+/// run repeats false positive for false positive.
+const SEED_BASE: u64 = 0x2f6b_c3a1_94d7_5e08;
+
+/// `N` pairwise distinct bytes drawn from `base`: the first `N` of the 256
+/// byte values after a Fisher-Yates shuffle driven by splitmix.
+fn distinct_bytes<const N: usize>(base: u64) -> [u8; N] {
+    const { assert!(N <= 256) };
+    let mut all: [u8; 256] = std::array::from_fn(|i| i as u8);
+    let mut s = base;
+    for i in 0..N {
+        let j = i + (splitmix(&mut s) % (256 - i) as u64) as usize;
+        all.swap(i, j);
+    }
+    std::array::from_fn(|i| all[i])
+}
+
+/// The seeds of the peers that take one, given as their users would give
+/// them: bytes drawn at random (`TIMEBLOOM_BENCH_SEED=random`) or, by
+/// default, fixed bytes that are all distinct. The other peers take none:
+/// growable-bloom-filter hashes with xxh3-64 under its fixed default seed
+/// (its output is meant to be the same on every platform), and sbbf-rs-safe
+/// and the xxh3 fastbloom are given xxh3-64 hashes.
+struct PeerSeeds {
+    base: u64,
+    /// bloomfilter 3's `new_for_fp_rate_with_seed`: bytes 0..16 and 16..32
+    /// are the keys of its two SipHash-1-3 hashers, the two hashes of its
+    /// double hashing. Equal halves make the two hashes equal, and every
+    /// probe a multiple of one hash (the first report's seed `[7; 32]` did
+    /// that, and measured 3.7% at a configured 1%).
+    bloomfilter: [u8; 32],
+    /// fastbloom 0.17's `seed(&u128)`: the key of its SipHash-1-3 (its
+    /// default, `with_false_pos`, draws a random key for every filter).
+    fastbloom: u128,
+}
+
+impl PeerSeeds {
+    fn new(base: u64) -> PeerSeeds {
+        let seeds = PeerSeeds {
+            base,
+            bloomfilter: distinct_bytes(base),
+            fastbloom: u128::from_be_bytes(distinct_bytes(!base)),
+        };
+        // The keys bloomfilter 3 made of the seed, read back from the crate.
+        let keys = bloomfilter::Bloom::<[u8]>::new_with_seed(1, 1, &seeds.bloomfilter)
+            .expect("bloomfilter")
+            .seed();
+        assert_ne!(
+            keys[..16],
+            keys[16..],
+            "bloomfilter's two SipHash keys must differ"
+        );
+        seeds
+    }
+
+    /// A bloomfilter 3 filter for `n` items at `p`, seeded.
+    fn bloomfilter(&self, n: usize, p: f64) -> bloomfilter::Bloom<[u8]> {
+        bloomfilter::Bloom::new_for_fp_rate_with_seed(n, p, &self.bloomfilter).expect("bloomfilter")
+    }
+
+    /// A fastbloom 0.17 filter for `n` items at `p`, its SipHash-1-3 seeded.
+    fn fastbloom(&self, n: usize, p: f64) -> fastbloom::BloomFilter {
+        fastbloom::BloomFilter::with_false_pos(p)
+            .seed(&self.fastbloom)
+            .expected_items(n)
+    }
+
+    fn json(&self) -> Value {
+        let hex: String = self
+            .bloomfilter
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        json!({
+            "base": format!("{:#018x}", self.base),
+            "bloomfilter": hex,
+            "fastbloom": format!("{:#034x}", self.fastbloom),
+        })
+    }
+}
+
 // ---- timebloom helpers ------------------------------------------------------------
 
 fn single_config(n: usize, fpr: f64) -> Config {
@@ -547,18 +653,62 @@ fn engine_size(stats: &Stats) -> (u64, u64) {
 
 // ---- measuring ----------------------------------------------------------------------
 
-/// False positives among `neg`, as (count, rate).
-fn false_positives(neg: &[&[u8]], mut hit: impl FnMut(&[u8]) -> bool) -> (usize, f64) {
-    let fp = neg.iter().filter(|k| hit(k)).count();
-    (fp, fp as f64 / neg.len() as f64)
+/// False positives counted among a set of negatives.
+#[derive(Clone, Copy)]
+struct Rate {
+    fp: usize,
+    n: usize,
 }
 
-/// The 95% upper bound of a rate measured as `fp` of `n` (Wilson).
-fn upper95(fp: usize, n: usize) -> f64 {
-    let (n, z) = (n as f64, 1.96f64);
-    let p = fp as f64 / n;
-    let c = p + z * z / (2.0 * n) + z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt();
-    c / (1.0 + z * z / n)
+impl Rate {
+    fn value(self) -> f64 {
+        self.fp as f64 / self.n as f64
+    }
+
+    /// The 95% Wilson score interval of the rate.
+    fn interval95(self) -> (f64, f64) {
+        let (n, z) = (self.n as f64, 1.96f64);
+        let p = self.value();
+        let centre = p + z * z / (2.0 * n);
+        let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt();
+        let scale = 1.0 + z * z / n;
+        (((centre - half) / scale).max(0.0), (centre + half) / scale)
+    }
+
+    /// Missed the configured rate `p`: the whole 95% interval lies above
+    /// it. A rate whose interval contains `p` is not told apart from `p`.
+    fn missed(self, p: f64) -> bool {
+        self.interval95().0 > p
+    }
+
+    /// `rate [lower, upper]`.
+    fn show(self) -> String {
+        let (lo, hi) = self.interval95();
+        format!("{:.3e} [{lo:.3e}, {hi:.3e}]", self.value())
+    }
+
+    fn json(self) -> Value {
+        let (lo, hi) = self.interval95();
+        json!({
+            "false_positives": self.fp, "negatives": self.n,
+            "measured_fpr": self.value(), "lower95": lo, "upper95": hi,
+        })
+    }
+}
+
+/// False positives among `neg`.
+fn false_positives(neg: &[&[u8]], mut hit: impl FnMut(&[u8]) -> bool) -> Rate {
+    Rate {
+        fp: neg.iter().filter(|k| hit(k)).count(),
+        n: neg.len(),
+    }
+}
+
+/// Adds the fields of the object `extra` to the object `to`.
+fn merge(to: &mut Value, extra: Value) {
+    if let (Value::Object(to), Value::Object(extra)) = (to, extra) {
+        to.extend(extra);
+    }
 }
 
 /// One chunk of keys copied into a small buffer just before it is timed: a
@@ -680,7 +830,7 @@ fn count(v: Vec<bool>) -> usize {
 struct Row {
     name: &'static str,
     bits: f64,
-    fp: (usize, f64),
+    fp: Rate,
     note: String,
 }
 
@@ -724,8 +874,9 @@ fn single_window(
 
     let floor = Floor::new(&[cells / 512]);
 
-    let mut fb_sip = fastbloom::BloomFilter::with_false_pos(p).expected_items(n);
-    let mut fb_x = fastbloom::BloomFilter::with_false_pos(p).expected_items(n);
+    let seeds = &setup.seeds;
+    let mut fb_sip = seeds.fastbloom(n, p);
+    let mut fb_x = seeds.fastbloom(n, p);
     for k in pos {
         fb_sip.insert(*k);
         fb_x.insert_hash(xxh3_64(k));
@@ -758,9 +909,7 @@ fn single_window(
         ),
     });
 
-    let seed = [7u8; 32];
-    let mut bloom =
-        bloomfilter::Bloom::<[u8]>::new_for_fp_rate_with_seed(n, p, &seed).expect("bloomfilter");
+    let mut bloom = seeds.bloomfilter(n, p);
     for k in pos {
         bloom.set(k);
     }
@@ -803,32 +952,28 @@ fn single_window(
         neg.len()
     );
     println!(
-        "{:<26} {:>10} {:>12} {:>12} {:>8}  note",
-        "filter", "bits/item", "measured", "95% upper", "<= p"
+        "{:<26} {:>10} {:>40} {:>7}  note",
+        "filter", "bits/item", "measured [95% interval]", "missed"
     );
     let classic = |q: f64| -q.ln() / std::f64::consts::LN_2.powi(2);
     let mut json_rows = Vec::new();
     for r in &rows {
-        let up = upper95(r.fp.0, neg.len());
         println!(
-            "{:<26} {:>10.2} {:>12.3e} {:>12.3e} {:>8}  {}",
+            "{:<26} {:>10.2} {:>40} {:>7}  {}",
             r.name,
             r.bits,
-            r.fp.1,
-            up,
-            if r.fp.1 <= p { "yes" } else { "NO" },
+            r.fp.show(),
+            if r.fp.missed(p) { "MISSED" } else { "no" },
             r.note
         );
-        json_rows.push(json!({
+        let mut row = json!({
             "filter": r.name,
             "bits_per_item": r.bits,
-            "false_positives": r.fp.0,
-            "negatives": neg.len(),
-            "measured_fpr": r.fp.1,
-            "upper95": up,
-            "classic_bits_for_measured": if r.fp.0 > 0 { classic(r.fp.1) } else { f64::NAN },
+            "classic_bits_for_measured": if r.fp.fp > 0 { classic(r.fp.value()) } else { f64::NAN },
             "note": r.note,
-        }));
+        });
+        merge(&mut row, r.fp.json());
+        json_rows.push(row);
     }
     out.push(json!({
         "part": "single",
@@ -839,6 +984,7 @@ fn single_window(
             "subfilters": s.4, "estimated_fpr": s.5,
         })).collect::<Vec<_>>(),
         "sbbf_bits_per_key": bpk,
+        "peer_seeds": seeds.json(),
         "rows": json_rows,
     }));
 
@@ -945,14 +1091,14 @@ fn single_window(
         &mut g,
         id("fastbloom-sip", "insert"),
         pos,
-        || fastbloom::BloomFilter::with_false_pos(p).expected_items(n),
+        || seeds.fastbloom(n, p),
         |f, ks| ks.iter().filter(|k| !f.insert(**k)).count(),
     );
     bench_insert(
         &mut g,
         id("fastbloom-xxh3", "insert"),
         pos,
-        || fastbloom::BloomFilter::with_false_pos(p).expected_items(n),
+        || seeds.fastbloom(n, p),
         |f, ks| ks.iter().filter(|k| !f.insert_hash(xxh3_64(k))).count(),
     );
     bench_insert(
@@ -966,7 +1112,7 @@ fn single_window(
         &mut g,
         id("bloomfilter", "insert"),
         pos,
-        || bloomfilter::Bloom::<[u8]>::new_for_fp_rate_with_seed(n, p, &seed).unwrap(),
+        || seeds.bloomfilter(n, p),
         |f, ks| ks.iter().filter(|k| !f.check_and_set(k)).count(),
     );
     bench_insert(
@@ -1077,12 +1223,12 @@ fn windowed(c: &mut Criterion, setup: &Setup, n: usize, out: &mut Vec<Value>) {
     let fp = false_positives(&neg, |k| engine.contains(k).unwrap());
     let model: f64 = segs.iter().filter(|s| s.0 == "12m").map(|s| s.5).sum();
     println!(
-        "  contains: measured fpr {:.3e} (95% upper {:.3e}) over {} negatives; configured {p}; model {model:.2e}",
-        fp.1,
-        upper95(fp.0, neg.len()),
-        neg.len()
+        "  contains: measured fpr {} (95% interval) over {} negatives; configured {p}{}; model {model:.2e}",
+        fp.show(),
+        fp.n,
+        if fp.missed(p) { ", MISSED" } else { "" }
     );
-    out.push(json!({
+    let mut row = json!({
         "part": "windowed",
         "n_per_month": n,
         "per_day": per_day,
@@ -1091,16 +1237,14 @@ fn windowed(c: &mut Criterion, setup: &Setup, n: usize, out: &mut Vec<Value>) {
         "fpr": p,
         "bytes": st.bytes,
         "populate_secs": populate_secs,
-        "false_positives": fp.0,
-        "negatives": neg.len(),
-        "measured_fpr": fp.1,
-        "upper95": upper95(fp.0, neg.len()),
         "model_fpr": model,
         "segments": segs.iter().map(|s| json!({
             "tier": s.0, "window": s.1, "cells": s.2, "bytes": s.3,
             "subfilters": s.4, "estimated_fpr": s.5,
         })).collect::<Vec<_>>(),
-    }));
+    });
+    merge(&mut row, fp.json());
+    out.push(row);
 
     // Floor arrays: the 12 monthly segments first, then weekly, then daily.
     let mut order: Vec<usize> = (0..segs.len()).collect();
@@ -1242,14 +1386,15 @@ fn segments(c: &mut Criterion, setup: &Setup, out: &mut Vec<Value>) {
         assert_eq!(segs.len(), r as usize);
         let fp = false_positives(&neg, |k| engine.contains(k).unwrap());
         println!(
-            "  {r:>2} segments, {:.1} MiB: measured fpr {:.3e}",
+            "  {r:>2} segments, {:.1} MiB: measured fpr {} (95% interval)",
             st.bytes as f64 / (1 << 20) as f64,
-            fp.1
+            fp.show()
         );
-        out.push(json!({
-            "part": "segments", "segments": r, "per_segment": per_seg,
-            "bytes": st.bytes, "measured_fpr": fp.1, "negatives": neg.len(),
-        }));
+        let mut row = json!({
+            "part": "segments", "segments": r, "per_segment": per_seg, "bytes": st.bytes,
+        });
+        merge(&mut row, fp.json());
+        out.push(row);
         let floor = Floor::new(&segs.iter().map(|s| s.2 / 512).collect::<Vec<_>>());
         bench_lookup(&mut g, BenchmarkId::new("floor", r), &neg, |ks| {
             ks.iter().filter(|k| floor.lookup(k, r as usize)).count()
@@ -1286,8 +1431,8 @@ fn load(setup: &Setup, out: &mut Vec<Value>) {
             label_n(n)
         );
         println!(
-            "{:>6} {:>12} {:>12} {:>6} {:>12} {:>12}",
-            "load", "timebloom", "tb model", "subs", "fastbloom", "sbbf"
+            "{:>6} {:>34} {:>10} {:>5} {:>34} {:>34}",
+            "load", "timebloom [95% interval]", "tb model", "subs", "fastbloom", "sbbf"
         );
         let clock = ManualClock::new(noon(0));
         let tb = create(
@@ -1295,7 +1440,7 @@ fn load(setup: &Setup, out: &mut Vec<Value>) {
             single_config(n, p),
             &clock,
         );
-        let mut fb = fastbloom::BloomFilter::with_false_pos(p).expected_items(n);
+        let mut fb = setup.seeds.fastbloom(n, p);
         let mut sbbf = sbbf_rs_safe::Filter::new(sbbf_bits_per_key(p), n);
         let mut done = 0;
         for &l in &loads {
@@ -1315,14 +1460,20 @@ fn load(setup: &Setup, out: &mut Vec<Value>) {
             let f = false_positives(&neg, |k| fb.contains_hash(xxh3_64(k)));
             let s = false_positives(&neg, |k| sbbf.contains_hash(xxh3_64(k)));
             println!(
-                "{l:>6.2} {:>12.3e} {model:>12.3e} {:>6} {:>12.3e} {:>12.3e}",
-                t.1, segs[0].4, f.1, s.1
+                "{l:>6.2} {:>34} {model:>10.3e} {:>5} {:>34} {:>34}",
+                t.show(),
+                segs[0].4,
+                f.show(),
+                s.show()
             );
             out.push(json!({
                 "part": "load", "planned": n, "fpr": p, "load": l,
-                "timebloom": t.1, "timebloom_model": model, "subfilters": segs[0].4,
+                "timebloom": t.value(), "timebloom_model": model, "subfilters": segs[0].4,
                 "timebloom_bits_per_item": cells as f64 / upto as f64,
-                "fastbloom_xxh3": f.1, "sbbf_xxh3": s.1, "negatives": neg.len(),
+                "fastbloom_xxh3": f.value(), "sbbf_xxh3": s.value(), "negatives": neg.len(),
+                "false_positives": {
+                    "timebloom": t.fp, "fastbloom_xxh3": f.fp, "sbbf_xxh3": s.fp,
+                },
             }));
         }
     }
@@ -1457,6 +1608,14 @@ fn main() {
         .measurement_time(secs)
         .nresamples(20_000)
         .configure_from_args();
+    if !setup.timings {
+        c = c.with_benchmark_filter(BenchmarkFilter::RejectAll);
+    }
+    println!(
+        "peer seeds from base {:#018x} (TIMEBLOOM_BENCH_SEED): {}",
+        setup.seeds.base,
+        setup.seeds.json()
+    );
     let mut out: Vec<Value> = Vec::new();
     let started = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -1507,6 +1666,8 @@ fn main() {
             "sizes": setup.sizes,
             "fprs": setup.fprs,
             "parts": setup.parts,
+            "timings": setup.timings,
+            "peer_seeds": setup.seeds.json(),
             "chunk": CHUNK,
             "results": out,
         });

@@ -110,6 +110,10 @@ impl TimeSource {
 pub struct Options {
     pub(crate) clock: TimeSource,
     pub(crate) verify_on_open: bool,
+    pub(crate) max_clock_jump: Option<Duration>,
+    pub(crate) allow_clock_jump: bool,
+    pub(crate) sync: Option<crate::config::SyncPolicy>,
+    pub(crate) assume_power_loss: bool,
 }
 
 impl Default for Options {
@@ -117,6 +121,10 @@ impl Default for Options {
         Options {
             clock: TimeSource::System,
             verify_on_open: false,
+            max_clock_jump: None,
+            allow_clock_jump: false,
+            sync: None,
+            assume_power_loss: false,
         }
     }
 }
@@ -125,6 +133,9 @@ impl std::fmt::Debug for Options {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Options")
             .field("verify_on_open", &self.verify_on_open)
+            .field("max_clock_jump", &self.max_clock_jump)
+            .field("allow_clock_jump", &self.allow_clock_jump)
+            .field("sync", &self.sync)
             .finish_non_exhaustive()
     }
 }
@@ -142,6 +153,59 @@ impl Options {
         self.verify_on_open = yes;
         self
     }
+
+    /// The longest forward step of the clock a writer takes by itself.
+    ///
+    /// Whatever the limit, a writer refuses a step that would expire every
+    /// live window holding keys at once ([`crate::Error::ClockJump`]): a
+    /// clock set years ahead by mistake must not empty the engine. `None`
+    /// (the default) sets no further limit, so a crawler paused for weeks
+    /// restarts as usual while a longer tier still keeps its keys. With
+    /// `Some(d)`, any step longer than `d` past the latest instant the
+    /// engine knows (the start of its newest window, or the last instant it
+    /// read) is refused too.
+    pub fn max_clock_jump(mut self, limit: Option<Duration>) -> Options {
+        self.max_clock_jump = limit;
+        self
+    }
+
+    /// Takes any forward step of the clock, even one that expires every
+    /// window: for an operator who knows the new time is right (the CLI's
+    /// `maintain --now`). [`crate::Engine::maintain`] always does.
+    pub fn allow_clock_jump(mut self, yes: bool) -> Options {
+        self.allow_clock_jump = yes;
+        self
+    }
+}
+
+impl Options {
+    /// The sync policy for this open, in place of the one the engine was
+    /// created with ([`crate::Config::sync`]). The stored policy is not
+    /// changed: the next open without this option uses it again.
+    pub fn sync(mut self, policy: crate::config::SyncPolicy) -> Options {
+        self.sync = Some(policy);
+        self
+    }
+
+    /// Recovers as after a power loss even when the operating system has not
+    /// restarted since the engine was last open (for power-loss simulations
+    /// in tests; see `docs/format.md`, "Recovery").
+    #[doc(hidden)]
+    pub fn assume_power_loss(mut self, yes: bool) -> Options {
+        self.assume_power_loss = yes;
+        self
+    }
+}
+
+/// An instant (seconds since the Unix epoch) as RFC 3339 UTC, for messages.
+pub(crate) fn rfc3339(t: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(t)
+        .ok()
+        .and_then(|d| {
+            d.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| t.to_string())
 }
 
 pub(crate) fn to_secs(t: SystemTime) -> Option<i64> {

@@ -187,6 +187,83 @@ pub fn parse_tiers(s: &str) -> Result<Vec<Tier>> {
     s.split(',').map(str::parse).collect()
 }
 
+/// When an acknowledged write becomes durable against power loss (a
+/// process crash, `kill -9`, loses nothing under any policy: the written
+/// pages stay in the operating system's cache).
+///
+/// The names follow Redis's `appendfsync always | everysec | no`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SyncPolicy {
+    /// Every insert and remove returns only once it would survive a power
+    /// loss: it is in the write-ahead log and the log is fsynced.
+    /// Concurrent calls, and every batch, share one fsync (group commit).
+    Always,
+    /// The write-ahead log is fsynced at most this long after a write: a
+    /// power loss loses at most the last interval of acknowledged writes.
+    Interval(Duration),
+    /// No write-ahead log: the operating system writes the mapped pages
+    /// back when it chooses (Linux: within 30 s by default); a power loss
+    /// may lose any write since the last flush, close or rotation.
+    None,
+}
+
+impl Default for SyncPolicy {
+    /// `Interval(1 s)`.
+    fn default() -> SyncPolicy {
+        SyncPolicy::Interval(Duration::from_secs(1))
+    }
+}
+
+impl fmt::Display for SyncPolicy {
+    /// `always`, `interval=1s` (or `=250ms`), `none`: what [`str::parse`] reads.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SyncPolicy::Always => write!(f, "always"),
+            SyncPolicy::None => write!(f, "none"),
+            SyncPolicy::Interval(d) if d.subsec_millis() == 0 => {
+                write!(f, "interval={}s", d.as_secs())
+            }
+            SyncPolicy::Interval(d) => write!(f, "interval={}ms", d.as_millis()),
+        }
+    }
+}
+
+impl FromStr for SyncPolicy {
+    type Err = Error;
+
+    /// `always`, `none`, `interval` (1 s), `interval=DURATION` with a unit
+    /// of `ms`, `s` or `m` (`interval=250ms`, `interval=2s`).
+    fn from_str(s: &str) -> Result<SyncPolicy> {
+        let bad = || {
+            Error::config(format!(
+                "sync policy {s:?}: expected always, none, interval or interval=DURATION (250ms, 1s, 1m)"
+            ))
+        };
+        match s {
+            "always" => return Ok(SyncPolicy::Always),
+            "none" => return Ok(SyncPolicy::None),
+            "interval" => return Ok(SyncPolicy::default()),
+            _ => {}
+        }
+        let d = s.strip_prefix("interval=").ok_or_else(bad)?;
+        let (num, unit) = d.split_at(d.find(|c: char| !c.is_ascii_digit()).unwrap_or(d.len()));
+        let n: u64 = num.parse().map_err(|_| bad())?;
+        let d = match unit {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n.checked_mul(60).ok_or_else(bad)?),
+            _ => return Err(bad()),
+        };
+        if d.is_zero() || d > Duration::from_secs(3600) {
+            return Err(Error::config(format!(
+                "sync policy {s:?}: the interval must be between 1 ms and 1 hour"
+            )));
+        }
+        Ok(SyncPolicy::Interval(d))
+    }
+}
+
 /// Everything an engine is created with. It is stored in the manifest, so
 /// [`crate::Engine::open`] needs none of it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -205,6 +282,10 @@ pub struct Config {
     /// How much tighter each new sub-filter's rate is (default 0.5): the
     /// rates of a chain add up to at most the segment's share.
     pub tightening: f64,
+    /// When writes become durable against power loss (default: a 1 s
+    /// interval). [`crate::Options::sync`] overrides it for one open.
+    #[serde(default)]
+    pub sync: SyncPolicy,
 }
 
 impl Default for Config {
@@ -217,6 +298,7 @@ impl Default for Config {
             utc_offset_secs: 0,
             growth_factor: 2.0,
             tightening: 0.5,
+            sync: SyncPolicy::default(),
         }
     }
 }
@@ -252,6 +334,13 @@ impl Config {
                 return Err(Error::config(format!(
                     "two tiers have the same window ({t})"
                 )));
+            }
+        }
+        if let SyncPolicy::Interval(d) = self.sync {
+            if d.is_zero() || d > Duration::from_secs(3600) {
+                return Err(Error::config(
+                    "sync interval must be between 1 ms and 1 hour",
+                ));
             }
         }
         if self.expected_items_per_day == 0 {

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 ///
 /// Every variant that concerns a file names it. After an I/O error while
 /// writing, an [`crate::Engine`] refuses further writes with
-/// [`Error::PreviousIo`]: close it and open it again.
+/// [`Error::PreviousIo`] (lookups go on working): close it and open it
+/// again.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
@@ -76,6 +77,40 @@ pub enum Error {
     },
     /// An earlier I/O error left the engine in an unknown state; reopen it.
     PreviousIo,
+    /// A write (insert, remove, flush, maintain) on an engine opened with
+    /// [`crate::Engine::open_read_only`].
+    ReadOnly {
+        /// The engine directory.
+        path: PathBuf,
+    },
+    /// The clock jumped forward further than the writer accepts: the jump
+    /// would expire every live window that holds keys at once, or is longer
+    /// than [`crate::Options::max_clock_jump`]. Nothing was changed. To move
+    /// on to `to` on purpose, call [`crate::Engine::maintain`] (CLI:
+    /// `timebloom maintain DIR --now T`) or open with
+    /// [`crate::Options::allow_clock_jump`].
+    ClockJump {
+        /// The latest instant the engine knew of, in seconds since the Unix epoch.
+        from: i64,
+        /// The instant the clock now reads.
+        to: i64,
+    },
+    /// A batch insert stopped part way: `answers` are the answers for the
+    /// first `answers.len()` keys, which were recorded before `cause`
+    /// stopped the batch; the keys after them were not.
+    Incomplete {
+        /// Check-and-insert answers for the recorded prefix of the batch.
+        answers: Vec<bool>,
+        /// What stopped the batch.
+        cause: Box<Error>,
+    },
+    /// `create` refused a directory that already holds files it did not make.
+    NotEmpty {
+        /// The directory.
+        path: PathBuf,
+        /// What is there (at most a few names).
+        found: Vec<String>,
+    },
 }
 
 /// `Result` with timebloom's [`Error`].
@@ -148,6 +183,34 @@ impl fmt::Display for Error {
                 f,
                 "an earlier I/O error left the engine in an unknown state; close and reopen it"
             ),
+            Error::ReadOnly { path } => write!(
+                f,
+                "{}: the engine was opened read-only; open it for writing to change it",
+                path.display()
+            ),
+            Error::ClockJump { from, to } => write!(
+                f,
+                "the clock jumped from {} (the first window boundary not yet crossed) to {}, \
+                 which would expire every window at once (or exceeds the allowed jump); \
+                 nothing was changed. If the new time is \
+                 right, move the engine there on purpose: `timebloom maintain DIR --now {}` \
+                 (library: Engine::maintain, or Options::allow_clock_jump)",
+                crate::clock::rfc3339(*from),
+                crate::clock::rfc3339(*to),
+                crate::clock::rfc3339(*to)
+            ),
+            Error::Incomplete { answers, cause } => write!(
+                f,
+                "the batch stopped after {} recorded keys: {cause}",
+                answers.len()
+            ),
+            Error::NotEmpty { path, found } => write!(
+                f,
+                "{}: refusing to create an engine in a directory that holds other files ({}); \
+                 use an empty or new directory",
+                path.display(),
+                found.join(", ")
+            ),
         }
     }
 }
@@ -156,6 +219,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } => Some(source),
+            Error::Incomplete { cause, .. } => Some(cause.as_ref()),
             _ => None,
         }
     }

@@ -10,7 +10,69 @@ use crate::error::{Error, Result};
 pub(crate) fn fsync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io("fsync directory", dir, e))
+        .map_err(|e| Error::io("fsync directory", dir, e))?;
+    synced(dir);
+    Ok(())
+}
+
+/// Makes a file's data durable (`fdatasync`).
+pub(crate) fn sync_data(file: &File, path: &Path, op: &'static str) -> Result<()> {
+    file.sync_data().map_err(|e| Error::io(op, path, e))?;
+    synced(path);
+    Ok(())
+}
+
+/// Makes a file's data and metadata durable (`fsync`).
+pub(crate) fn sync_all(file: &File, path: &Path, op: &'static str) -> Result<()> {
+    file.sync_all().map_err(|e| Error::io(op, path, e))?;
+    synced(path);
+    Ok(())
+}
+
+/// Writes a writable mapping's dirty pages back and waits (`msync`).
+pub(crate) fn msync(map: &memmap2::MmapMut, path: &Path) -> Result<()> {
+    map.flush()
+        .map_err(|e| Error::io("msync segment", path, e))?;
+    synced(path);
+    Ok(())
+}
+
+/// Every durability point of the engine passes through `synced`: a
+/// power-loss simulation (tests) installs a hook that records what each
+/// sync made durable. One relaxed load when no hook is installed.
+fn synced(path: &Path) {
+    if testing::HOOKED.load(std::sync::atomic::Ordering::Relaxed) {
+        testing::call(path);
+    }
+}
+
+/// Test support: observe every sync the engine makes.
+#[doc(hidden)]
+pub mod testing {
+    use std::path::Path;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::RwLock;
+
+    /// What a hook receives: the file or directory just made durable.
+    pub type SyncHook = Box<dyn Fn(&Path) + Send + Sync>;
+
+    pub(super) static HOOKED: AtomicBool = AtomicBool::new(false);
+    static HOOK: RwLock<Option<SyncHook>> = RwLock::new(None);
+
+    /// Installs (or, with `None`, removes) the process-wide sync hook. It
+    /// runs right after every successful fsync, fdatasync and msync, on the
+    /// thread that made it.
+    pub fn set_sync_hook(hook: Option<SyncHook>) {
+        let on = hook.is_some();
+        *HOOK.write().unwrap_or_else(|e| e.into_inner()) = hook;
+        HOOKED.store(on, Ordering::SeqCst);
+    }
+
+    pub(super) fn call(path: &Path) {
+        if let Some(h) = HOOK.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            h(path);
+        }
+    }
 }
 
 /// Replaces `path` with `bytes` atomically: write a temporary file, fsync it,
@@ -27,7 +89,7 @@ pub(crate) fn rewrite_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .map_err(|e| Error::io("create", &tmp, e))?;
     f.write_all(bytes)
         .map_err(|e| Error::io("write", &tmp, e))?;
-    f.sync_all().map_err(|e| Error::io("fsync", &tmp, e))?;
+    sync_all(&f, &tmp, "fsync")?;
     drop(f);
     fs::rename(&tmp, path).map_err(|e| Error::io("rename", path, e))?;
     fsync_dir(dir)

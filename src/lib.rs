@@ -46,6 +46,7 @@
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used)]
 
+pub mod canonical;
 mod chain;
 mod clock;
 mod config;
@@ -55,19 +56,23 @@ mod file;
 mod filter;
 mod hash;
 mod manifest;
+pub mod plan;
 mod segment;
 mod stats;
+mod wal;
 mod window;
 
 #[cfg(feature = "redis")]
 pub mod redis;
 
 pub use clock::{Clock, ManualClock, Options, SystemClock};
-pub use config::{parse_tiers, Config, Tier};
+pub use config::{parse_tiers, Config, SyncPolicy, Tier};
 pub use engine::Engine;
 pub use error::{Error, Result};
+#[doc(hidden)]
+pub use file::testing;
 pub use filter::Kind;
-pub use stats::{SegmentStats, Stats, TierStats};
+pub use stats::{Maintenance, SegmentStats, Stats, TierStats};
 pub use window::Span;
 
 #[cfg(test)]

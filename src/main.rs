@@ -1,18 +1,38 @@
 //! `timebloom`: the command-line front end of the engine.
 //!
-//! Keys are lines of raw bytes. Every command opens the engine directory,
-//! does its work, and closes it, reporting close errors (durability
-//! failures) with exit status 2 like any other error.
+//! Keys are lines of raw bytes. Every command checks its inputs, opens the
+//! engine directory (read-only for `check`, `stats` and `verify`), does its
+//! work, and closes it, reporting close errors (durability failures) with
+//! exit status 2 like any other error. `docs/cli.md` is the reference.
 
+use std::collections::HashSet;
 use std::ffi::OsString;
-use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Read, StdoutLock, Write};
+use std::io::{self, BufWriter, StdoutLock, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
-use clap::{Args, Parser, Subcommand};
-use timebloom::{Config, Engine, Error, Kind, ManualClock, Options, Stats, Tier};
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use timebloom::canonical::Canonicalizer;
+use timebloom::plan::Plan;
+use timebloom::{Config, Engine, Error, Kind, ManualClock, Options, SyncPolicy, Tier};
+
+#[path = "cli/input.rs"]
+mod input;
+#[path = "cli/progress.rs"]
+mod progress;
+#[path = "cli/text.rs"]
+mod text;
+#[path = "units.rs"]
+mod units;
+
+use input::{open_inputs, Chunk, KeyReader, KeyRules, LongLines, NotUrl};
+use progress::Progress;
+use text::{
+    fmt_offset, parse_duration, parse_fpr, parse_offset, parse_rfc3339, parse_tier_list,
+    stats_table,
+};
+use units::fmt_bytes;
 
 /// Embedded, persistent, time-windowed Bloom filters for deduplicating URLs.
 ///
@@ -20,7 +40,11 @@ use timebloom::{Config, Engine, Error, Kind, ManualClock, Options, Stats, Tier};
 /// lines are skipped). Exit status: 0 on success, 1 when `check` found a new
 /// key, 2 on any error.
 #[derive(Parser)]
-#[command(name = "timebloom", version)]
+#[command(
+    name = "timebloom",
+    version,
+    after_help = "Example:\n  crawl | timebloom filter-new --canonical crawl.tb | fetch"
+)]
 struct Cli {
     /// Act at this instant instead of the system clock (RFC 3339, such as
     /// 2026-11-29T12:00:00Z or 2026-11-29T14:00:00+02:00).
@@ -32,22 +56,47 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Create an engine in DIR (the directory is created if missing).
+    /// Create an engine in DIR (the directory is created if missing) and
+    /// print its sizing plan.
+    #[command(
+        after_help = "Example:\n  timebloom create crawl.tb --tiers 7d,4w --items-per-day 5000000 --fpr 0.001"
+    )]
     Create {
         /// The engine directory.
         dir: PathBuf,
         #[command(flatten)]
         sizing: Sizing,
     },
+    /// Print the sizing plan of a configuration without creating anything:
+    /// windows, bits per key, probes, bytes per window and in total, and
+    /// how much older than a horizon an answer may be.
+    #[command(
+        after_help = "Example:\n  timebloom plan --items-per-day 20000000 --fpr 0.0001 --tiers 7d,12m"
+    )]
+    Plan {
+        #[command(flatten)]
+        sizing: Sizing,
+        /// Print the plan as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Record keys and print how many were new. DIR is created with the
     /// default (or given) configuration if it holds no engine.
+    #[command(after_help = "Example:\n  timebloom add crawl.tb seen-urls.txt.gz --canonical")]
     Add {
         /// The engine directory.
         dir: PathBuf,
-        /// Files of keys, one per line; stdin when none ("-" is stdin too).
+        /// Files of keys, one per line (`.gz` files are decompressed); stdin
+        /// when none ("-" is stdin too).
         files: Vec<PathBuf>,
         #[command(flatten)]
         sizing: Sizing,
+        #[command(flatten)]
+        keys: KeyFlags,
+        #[command(flatten)]
+        lines: LineFlags,
+        #[command(flatten)]
+        write: WriteFlags,
     },
     /// Print the lines not seen before, in input order, and record them.
     ///
@@ -55,16 +104,44 @@ enum Command {
     /// default (or given) configuration if it holds no engine. Lines are
     /// recorded a batch at a time before they are printed: if the reader of
     /// stdout goes away, the keys of the batch being printed stay recorded.
+    /// The line is printed as it was read, whatever key was made of it.
+    #[command(
+        after_help = "Examples:\n  crawl | timebloom filter-new crawl.tb --canonical > new-urls.txt\n  timebloom filter-new crawl.tb --dry-run --stats today.txt.gz | wc -l"
+    )]
     FilterNew {
         /// The engine directory.
         dir: PathBuf,
-        /// Files of keys, one per line; stdin when none ("-" is stdin too).
+        /// Files of keys, one per line (`.gz` files are decompressed); stdin
+        /// when none ("-" is stdin too).
         files: Vec<PathBuf>,
+        /// Record the new lines but print nothing.
+        #[arg(short, long, conflicts_with = "dry_run")]
+        quiet: bool,
+        /// Print what would be new but record nothing (lines repeated within
+        /// the input are printed once).
+        #[arg(long)]
+        dry_run: bool,
+        /// Print the repeated lines instead of the new ones.
+        #[arg(long)]
+        duplicates: bool,
+        /// One summary line on stderr at the end: lines read, new, repeated,
+        /// skipped, rate.
+        #[arg(long)]
+        stats: bool,
         #[command(flatten)]
         sizing: Sizing,
+        #[command(flatten)]
+        keys: KeyFlags,
+        #[command(flatten)]
+        lines: LineFlags,
+        #[command(flatten)]
+        write: WriteFlags,
     },
     /// Print "KEY<TAB>seen" or "KEY<TAB>new" per key; exit 0 when all were
-    /// seen, 1 when any was new.
+    /// seen, 1 when any was new. Read-only: never writes, rotates or expires.
+    #[command(
+        after_help = "Example:\n  timebloom check crawl.tb --within 3d 'https://example.com/a'"
+    )]
     Check {
         /// The engine directory.
         dir: PathBuf,
@@ -75,17 +152,33 @@ enum Command {
         within: Option<Duration>,
         /// Keys to check; stdin lines when none.
         keys: Vec<OsString>,
+        #[command(flatten)]
+        key_flags: KeyFlags,
+        #[command(flatten)]
+        lines: LineFlags,
     },
     /// Take keys back out and print how many were present (counting engines
     /// only: see `create --counting`).
+    #[command(
+        after_help = "Example:\n  timebloom remove crawl.tb --canonical 'https://example.com/retry-me'"
+    )]
     Remove {
         /// The engine directory.
         dir: PathBuf,
         /// Keys to remove; stdin lines when none.
         keys: Vec<OsString>,
+        #[command(flatten)]
+        key_flags: KeyFlags,
+        #[command(flatten)]
+        lines: LineFlags,
+        #[command(flatten)]
+        write: WriteFlags,
     },
     /// Print tiers and segments: windows, fill, estimated keys and
-    /// false-positive rates.
+    /// false-positive rates. Read-only.
+    #[command(
+        after_help = "Example:\n  timebloom stats crawl.tb --json | jq '.tiers[0].segments'"
+    )]
     Stats {
         /// The engine directory.
         dir: PathBuf,
@@ -94,10 +187,138 @@ enum Command {
         json: bool,
     },
     /// Check every sealed segment's checksum; print "ok" or the error.
+    /// Read-only.
+    #[command(after_help = "Example:\n  timebloom verify crawl.tb && echo intact")]
     Verify {
         /// The engine directory.
         dir: PathBuf,
     },
+    /// Rotate and expire now, and print what changed (windows opened, sealed,
+    /// expired). With --now, the one writing command that may move the
+    /// clock forward past the --max-clock-jump limit or every live window.
+    #[command(after_help = "Example:\n  timebloom maintain crawl.tb --now 2027-01-01T00:00:00Z")]
+    Maintain {
+        /// The engine directory.
+        dir: PathBuf,
+    },
+    /// Print a shell completion script.
+    #[command(
+        after_help = "Example:\n  timebloom completions bash > /etc/bash_completion.d/timebloom"
+    )]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// How keys are made from lines.
+#[derive(Args)]
+struct KeyFlags {
+    /// Canonicalize keys as URLs (lowercase scheme and host, IDNA, default
+    /// port, dot segments, percent-encoding, sorted query, session ids,
+    /// fragment: see docs/canonicalization.md) before hashing.
+    #[arg(long)]
+    canonical: bool,
+    /// --canonical plus the rules that lose information: tracking
+    /// parameters (utm_*, gclid, fbclid...), a leading www., trailing slashes.
+    #[arg(long)]
+    canonical_strict: bool,
+    /// --canonical plus these opt-in rules only: tracking, www,
+    /// trailing-slash (comma-separated).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    canonical_rules: Vec<StrictRule>,
+    /// Another tracking parameter to remove (implies --canonical and the
+    /// tracking rule); repeatable.
+    #[arg(long, value_name = "NAME")]
+    tracking_param: Vec<String>,
+    /// Under --canonical, a line that is not an http(s) URL is used as it is
+    /// (keep), skipped (skip), or an error (error).
+    #[arg(long, value_name = "WHAT", value_enum, default_value_t = NotUrl::Keep)]
+    not_url: NotUrl,
+    /// Trim whitespace around each line before using it as a key.
+    #[arg(short = 't', long)]
+    trim: bool,
+}
+
+/// One opt-in canonicalization rule.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum StrictRule {
+    /// Remove tracking parameters.
+    Tracking,
+    /// Drop a leading `www.` of the host.
+    Www,
+    /// Remove trailing slashes of the path.
+    TrailingSlash,
+}
+
+impl KeyFlags {
+    fn canonicalizer(&self) -> Option<Canonicalizer> {
+        let any = self.canonical
+            || self.canonical_strict
+            || !self.canonical_rules.is_empty()
+            || !self.tracking_param.is_empty();
+        if !any {
+            return None;
+        }
+        let mut c = if self.canonical_strict {
+            Canonicalizer::strict()
+        } else {
+            Canonicalizer::new()
+        };
+        for r in &self.canonical_rules {
+            c = match r {
+                StrictRule::Tracking => c.drop_tracking(true),
+                StrictRule::Www => c.drop_www(true),
+                StrictRule::TrailingSlash => c.drop_trailing_slash(true),
+            };
+        }
+        for name in &self.tracking_param {
+            c = c.tracking_param(name);
+        }
+        Some(c)
+    }
+
+    fn rules(&self, lines: &LineFlags) -> KeyRules {
+        KeyRules {
+            trim: self.trim,
+            canonical: self.canonicalizer(),
+            not_url: self.not_url,
+            max_line: lines.max_line_bytes as usize,
+            long_lines: lines.long_lines,
+        }
+    }
+}
+
+/// Limits on input lines.
+#[derive(Args)]
+struct LineFlags {
+    /// The longest line accepted, in bytes; longer lines are never read
+    /// whole into memory.
+    #[arg(long, value_name = "BYTES", default_value_t = 65_536,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_line_bytes: u32,
+    /// A longer line is an error naming its file and line number (error) or
+    /// is skipped and counted on stderr (skip).
+    #[arg(long, value_name = "WHAT", value_enum, default_value_t = LongLines::Error)]
+    long_lines: LongLines,
+}
+
+/// Flags of the commands that write.
+#[derive(Args)]
+struct WriteFlags {
+    /// Refuse to move the engine's clock forward by more than this (3d,
+    /// 12h...) in one step; `maintain --now` is the way past it.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    max_clock_jump: Option<Duration>,
+}
+
+impl WriteFlags {
+    fn apply(&self, opts: Options) -> Options {
+        match self.max_clock_jump {
+            Some(d) => opts.max_clock_jump(Some(d)),
+            None => opts,
+        }
+    }
 }
 
 /// Configuration flags; they apply when an engine is created.
@@ -121,10 +342,13 @@ struct Sizing {
     /// Make every tier counting, so that `remove` works (4x the space)
     #[arg(long)]
     counting: bool,
+    /// When writes survive a power loss: always (each batch fsynced before
+    /// its lines are printed or counted), interval=1s (at most the last
+    /// interval lost), none (the OS decides). Stored at create; on an
+    /// existing engine it applies to this command only [default: interval=1s]
+    #[arg(long, value_name = "POLICY", value_parser = parse_sync)]
+    sync: Option<SyncPolicy>,
 }
-
-#[derive(Clone)]
-struct TierList(Vec<Tier>);
 
 impl Sizing {
     /// `base` with the given flags applied.
@@ -144,9 +368,27 @@ impl Sizing {
         if let Some(o) = self.utc_offset {
             base.utc_offset_secs = o;
         }
+        if let Some(p) = self.sync {
+            base.sync = p;
+        }
         base
     }
+
+    /// `opts` with this command's sync policy, if one was given.
+    fn session(&self, opts: Options) -> Options {
+        match self.sync {
+            Some(p) => opts.sync(p),
+            None => opts,
+        }
+    }
 }
+
+fn parse_sync(s: &str) -> Result<SyncPolicy, String> {
+    s.parse().map_err(|e: Error| e.to_string())
+}
+
+#[derive(Clone)]
+struct TierList(Vec<Tier>);
 
 /// An error to print on stderr; exit status 2.
 struct CliError(String);
@@ -181,6 +423,14 @@ fn main() -> ExitCode {
     }
 }
 
+/// What `filter-new` prints and records.
+struct FilterMode {
+    quiet: bool,
+    dry_run: bool,
+    duplicates: bool,
+    stats: bool,
+}
+
 fn run(cli: Cli) -> CliResult<ExitCode> {
     let opts = match cli.now {
         Some(t) => Options::default().clock(ManualClock::new(t)),
@@ -190,59 +440,137 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
     match cli.command {
         Command::Create { dir, sizing } => {
             let config = sizing.apply(Config::default());
+            let plan = Plan::new(&config)?;
             let engine = Engine::create_with(&dir, config, opts)?;
             note(format_args!("created engine at {}", summary(&engine)?));
             engine.close()?;
+            out.write(&[plan.to_string().as_bytes()])?;
         }
-        Command::Add { dir, files, sizing } => {
+        Command::Plan { sizing, json } => {
+            let plan = Plan::new(&sizing.apply(Config::default()))?;
+            let text = if json {
+                let mut s = serde_json::to_string_pretty(&plan)
+                    .map_err(|e| CliError(format!("plan as JSON: {e}")))?;
+                s.push('\n');
+                s
+            } else {
+                plan.to_string()
+            };
+            out.write(&[text.as_bytes()])?;
+        }
+        Command::Add {
+            dir,
+            files,
+            sizing,
+            keys,
+            lines,
+            write,
+        } => {
+            let opts = sizing.session(write.apply(opts));
+            // Inputs first: nothing is created for a missing file.
+            let inputs = open_inputs(files)?;
+            let mut reader = KeyReader::new(inputs, keys.rules(&lines), "add");
             let engine = open_or_create(&dir, &sizing, opts)?;
-            let mut keys = KeyReader::files(files, "add");
+            let progress = Progress::new(
+                "add",
+                reader.inputs().total_bytes,
+                reader.inputs().read_bytes.clone(),
+            );
             let mut chunk = Chunk::default();
             let (mut new, mut total) = (0u64, 0u64);
-            while keys.fill(&mut chunk)? {
-                let fresh = per_key(&chunk, engine.insert_batch(chunk.keys())?)?;
-                new += fresh.iter().filter(|n| **n).count() as u64;
-                total += fresh.len() as u64;
-            }
-            engine.close()?;
+            let result = (|| -> CliResult<()> {
+                while reader.fill(&mut chunk)? {
+                    let (fresh, stopped) = recorded(&chunk, engine.insert_batch(chunk.keys()))?;
+                    new += fresh.iter().filter(|n| **n).count() as u64;
+                    total += fresh.len() as u64;
+                    progress.update(total, new);
+                    if let Some(e) = stopped {
+                        return Err(e);
+                    }
+                }
+                Ok(())
+            })();
+            progress.finish();
+            reader.report_skips();
+            let closed = engine.close();
+            result?;
+            closed?;
             out.write(&[format!("added {new} new of {total} keys\n").as_bytes()])?;
         }
-        Command::FilterNew { dir, files, sizing } => {
-            let engine = open_or_create(&dir, &sizing, opts)?;
-            let mut keys = KeyReader::files(files, "filter-new");
-            let mut chunk = Chunk::default();
-            while !out.closed && keys.fill(&mut chunk)? {
-                let fresh = per_key(&chunk, engine.insert_batch(chunk.keys())?)?;
-                for (key, _) in chunk.keys().iter().zip(fresh).filter(|(_, n)| *n) {
-                    out.write(&[key, b"\n"])?;
-                }
-                out.flush()?;
-            }
-            engine.close()?;
+        Command::FilterNew {
+            dir,
+            files,
+            quiet,
+            dry_run,
+            duplicates,
+            stats,
+            sizing,
+            keys,
+            lines,
+            write,
+        } => {
+            let opts = sizing.session(write.apply(opts));
+            let inputs = open_inputs(files)?;
+            let reader = KeyReader::new(inputs, keys.rules(&lines), "filter-new");
+            let engine = if dry_run {
+                Engine::open_with(&dir, opts)?
+            } else {
+                open_or_create(&dir, &sizing, opts)?
+            };
+            let mode = FilterMode {
+                quiet,
+                dry_run,
+                duplicates,
+                stats,
+            };
+            let result = filter_new(&engine, reader, &mode, &mut out);
+            let closed = engine.close();
+            result?;
+            closed?;
         }
-        Command::Check { dir, within, keys } => {
-            let engine = Engine::open_with(&dir, opts)?;
-            let mut keys = KeyReader::args_or_stdin(keys, "check");
+        Command::Check {
+            dir,
+            within,
+            keys,
+            key_flags,
+            lines,
+        } => {
+            let mut reader = KeyReader::args_or_stdin(keys, key_flags.rules(&lines), "check")?;
+            let engine = Engine::open_read_only_with(&dir, opts)?;
             let mut chunk = Chunk::default();
             let mut any_new = false;
-            while !out.closed && keys.fill(&mut chunk)? {
-                let seen = match within {
-                    None => per_key(&chunk, engine.contains_batch(chunk.keys())?)?,
-                    Some(h) => (chunk.keys().iter())
-                        .map(|k| engine.contains_within(k, h))
-                        .collect::<Result<_, _>>()?,
-                };
-                for (key, seen) in chunk.keys().iter().zip(seen) {
-                    any_new |= !seen;
-                    out.write(&[key, if seen { b"\tseen\n" } else { b"\tnew\n" }])?;
+            let result = (|| -> CliResult<()> {
+                while !out.closed && reader.fill(&mut chunk)? {
+                    let seen = match within {
+                        None => per_key(&chunk, engine.contains_batch(chunk.keys())?)?,
+                        Some(h) => (chunk.keys().iter())
+                            .map(|k| engine.contains_within(k, h))
+                            .collect::<Result<_, _>>()?,
+                    };
+                    for (line, seen) in chunk.lines().iter().zip(seen) {
+                        any_new |= !seen;
+                        out.write(&[line, if seen { b"\tseen\n" } else { b"\tnew\n" }])?;
+                    }
+                    out.flush()?;
                 }
-                out.flush()?;
-            }
-            engine.close()?;
+                Ok(())
+            })();
+            reader.report_skips();
+            let closed = engine.close();
+            result?;
+            closed?;
             out.flush()?;
             return Ok(ExitCode::from(u8::from(any_new)));
         }
-        Command::Remove { dir, keys } => {
+        Command::Remove {
+            dir,
+            keys,
+            key_flags,
+            lines,
+            write,
+        } => {
+            let opts = write.apply(opts);
+            let mut reader = KeyReader::args_or_stdin(keys, key_flags.rules(&lines), "remove")?;
             let engine = Engine::open_with(&dir, opts)?;
             if let Some(t) = engine
                 .config()
@@ -258,20 +586,25 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
                     dir.display()
                 )));
             }
-            let mut keys = KeyReader::args_or_stdin(keys, "remove");
             let mut chunk = Chunk::default();
             let (mut removed, mut total) = (0u64, 0u64);
-            while keys.fill(&mut chunk)? {
-                for key in chunk.keys() {
-                    removed += u64::from(engine.remove(key)?);
-                    total += 1;
+            let result = (|| -> CliResult<()> {
+                while reader.fill(&mut chunk)? {
+                    for key in chunk.keys() {
+                        removed += u64::from(engine.remove(key)?);
+                        total += 1;
+                    }
                 }
-            }
-            engine.close()?;
+                Ok(())
+            })();
+            reader.report_skips();
+            let closed = engine.close();
+            result?;
+            closed?;
             out.write(&[format!("removed {removed} of {total} keys\n").as_bytes()])?;
         }
         Command::Stats { dir, json } => {
-            let engine = Engine::open_with(&dir, opts)?;
+            let engine = Engine::open_read_only_with(&dir, opts)?;
             let stats = engine.stats()?;
             engine.close()?;
             let text = if json {
@@ -285,14 +618,148 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             out.write(&[text.as_bytes()])?;
         }
         Command::Verify { dir } => {
-            let engine = Engine::open_with(&dir, opts)?;
-            engine.verify()?;
+            // Exit 1 for damage (every damaged file named), 2 for any other error.
+            let damaged =
+                |e: &Error| matches!(e, Error::Corrupt { .. } | Error::UnsupportedVersion { .. });
+            let engine = match Engine::open_read_only_with(&dir, opts) {
+                Ok(e) => e,
+                Err(e) if damaged(&e) => {
+                    note(format_args!("{e}"));
+                    return Ok(ExitCode::from(1));
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let problems = engine.verify_each();
             engine.close()?;
+            if let Some(e) = problems.iter().find(|e| !damaged(e)) {
+                return Err(CliError(e.to_string()));
+            }
+            if !problems.is_empty() {
+                for e in &problems {
+                    note(format_args!("{e}"));
+                }
+                return Ok(ExitCode::from(1));
+            }
             out.write(&[b"ok\n"])?;
+        }
+        Command::Maintain { dir } => {
+            // Opened on a clock that stands still at the epoch, so that the
+            // open itself moves nothing and `maintain` reports every change.
+            let still = Options::default().clock(ManualClock::new(std::time::UNIX_EPOCH));
+            let engine = Engine::open_with(&dir, still.allow_clock_jump(true))?;
+            let done = engine.maintain(cli.now.unwrap_or_else(SystemTime::now));
+            let closed = engine.close();
+            let done = done?;
+            closed?;
+            out.write(&[done.to_string().as_bytes()])?;
+        }
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "timebloom", &mut script);
+            out.write(&[&script])?;
         }
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The answers of a batch call, checked to be one per key: a short answer
+/// would pair keys with the wrong answers.
+fn per_key(chunk: &Chunk, answers: Vec<bool>) -> CliResult<Vec<bool>> {
+    if answers.len() == chunk.len() {
+        return Ok(answers);
+    }
+    Err(CliError(format!(
+        "internal error: the engine answered {} of a batch of {} keys",
+        answers.len(),
+        chunk.len()
+    )))
+}
+
+/// The answers of an insert batch: all of them, or, when the batch stopped
+/// part way ([`Error::Incomplete`]), the answers of the keys it recorded and
+/// the error that stopped it, so that every recorded key is reported.
+fn recorded(
+    chunk: &Chunk,
+    r: timebloom::Result<Vec<bool>>,
+) -> CliResult<(Vec<bool>, Option<CliError>)> {
+    match r {
+        Ok(answers) => Ok((per_key(chunk, answers)?, None)),
+        Err(Error::Incomplete { answers, cause }) if answers.len() <= chunk.len() => {
+            Ok((answers, Some(CliError::from(*cause))))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `filter-new`: prints the new (or repeated) lines of every batch once the
+/// batch is recorded.
+fn filter_new(
+    engine: &Engine,
+    mut reader: KeyReader,
+    mode: &FilterMode,
+    out: &mut Out,
+) -> CliResult<()> {
+    let progress = Progress::new(
+        "filter-new",
+        reader.inputs().total_bytes,
+        reader.inputs().read_bytes.clone(),
+    );
+    let start = Instant::now();
+    // --dry-run records nothing, so repeats within the input are caught here.
+    let mut printed: HashSet<u128> = HashSet::new();
+    let mut chunk = Chunk::default();
+    let (mut new, mut total) = (0u64, 0u64);
+    let result = (|| -> CliResult<()> {
+        while !out.closed && reader.fill(&mut chunk)? {
+            let (fresh, stopped): (Vec<bool>, _) = if mode.dry_run {
+                let seen = per_key(&chunk, engine.contains_batch(chunk.keys())?)?;
+                let fresh = (chunk.keys().iter().zip(seen))
+                    .map(|(k, seen)| !seen && printed.insert(xxhash_rust::xxh3::xxh3_128(k)))
+                    .collect();
+                (fresh, None)
+            } else {
+                recorded(&chunk, engine.insert_batch(chunk.keys()))?
+            };
+            new += fresh.iter().filter(|n| **n).count() as u64;
+            total += fresh.len() as u64;
+            if !mode.quiet {
+                for (line, _) in (chunk.lines().iter().zip(fresh))
+                    .filter(|(_, is_new)| *is_new != mode.duplicates)
+                {
+                    out.write(&[line, b"\n"])?;
+                }
+                out.flush()?;
+            }
+            progress.update(total, new);
+            if let Some(e) = stopped {
+                return Err(e);
+            }
+        }
+        Ok(())
+    })();
+    progress.finish();
+    reader.report_skips();
+    if mode.stats {
+        let c = reader.counts;
+        let skipped = c.too_long + c.not_urls_skipped;
+        note(format_args!(
+            "filter-new: read {} lines: {new} new, {} repeated, {skipped} skipped, {} lines/s",
+            total + skipped,
+            total - new,
+            rate(total + skipped, start.elapsed())
+        ));
+    }
+    result
+}
+
+fn rate(n: u64, d: Duration) -> u64 {
+    let s = d.as_secs_f64();
+    if s > 0.0 {
+        (n as f64 / s).round() as u64
+    } else {
+        0
+    }
 }
 
 /// Opens the engine in `dir`, or creates it from the defaults and `sizing`
@@ -334,164 +801,24 @@ fn tier_list(tiers: &[Tier]) -> String {
         .join(",")
 }
 
-/// `DIR (tiers 7d,4w,12m, 1000000 keys/day, fpr 0.001, utc+00:00, 1.2 GiB)`.
+/// `DIR (tiers 7d,4w,12m, 1000000 keys/day, fpr 0.001, utc+00:00, sync
+/// interval=1s, 1.2 GiB)`.
 fn summary(engine: &Engine) -> CliResult<String> {
     let c = engine.config();
     let bytes = engine.stats()?.bytes;
     Ok(format!(
-        "{} (tiers {}, {} keys/day, fpr {}, utc{}, {} on disk)",
+        "{} (tiers {}, {} keys/day, fpr {}, utc{}, sync {}, {} on disk)",
         engine.path().display(),
         tier_list(&c.tiers),
         c.expected_items_per_day,
         c.fpr,
         fmt_offset(c.utc_offset_secs),
+        c.sync,
         fmt_bytes(bytes)
     ))
 }
 
-// ---- input and output ---------------------------------------------------------
-
-/// Lines per batch handed to the engine.
-const CHUNK: usize = 4096;
-/// Lines between progress reports (on a terminal only).
-const PROGRESS_EVERY: u64 = 1_000_000;
-
-/// The keys of one batch; the line buffers are reused from batch to batch.
-#[derive(Default)]
-struct Chunk {
-    bufs: Vec<Vec<u8>>,
-    len: usize,
-}
-
-impl Chunk {
-    fn keys(&self) -> &[Vec<u8>] {
-        &self.bufs[..self.len]
-    }
-}
-
-/// The answers of a batch call, checked to be one per key: a short answer
-/// would pair keys with the wrong answers.
-fn per_key(chunk: &Chunk, answers: Vec<bool>) -> CliResult<Vec<bool>> {
-    if answers.len() == chunk.len {
-        return Ok(answers);
-    }
-    Err(CliError(format!(
-        "internal error: the engine answered {} of a batch of {} keys",
-        answers.len(),
-        chunk.len
-    )))
-}
-
-/// Keys from command-line arguments, or lines from files in turn (`-` is stdin).
-struct KeyReader {
-    args: Option<std::vec::IntoIter<Vec<u8>>>,
-    files: std::vec::IntoIter<PathBuf>,
-    current: Option<(BufReader<Box<dyn Read>>, PathBuf)>,
-    lines: u64,
-    progress: bool,
-    command: &'static str,
-}
-
-impl KeyReader {
-    /// Lines of `files`, or of stdin when there are none.
-    fn files(mut files: Vec<PathBuf>, command: &'static str) -> KeyReader {
-        if files.is_empty() {
-            files.push(PathBuf::from("-"));
-        }
-        KeyReader {
-            args: None,
-            files: files.into_iter(),
-            current: None,
-            lines: 0,
-            progress: io::stderr().is_terminal(),
-            command,
-        }
-    }
-
-    /// The arguments as keys, byte for byte, or stdin lines when there are none.
-    fn args_or_stdin(args: Vec<OsString>, command: &'static str) -> KeyReader {
-        let mut r = KeyReader::files(Vec::new(), command);
-        if !args.is_empty() {
-            r.args = Some(
-                args.into_iter()
-                    .map(os_bytes)
-                    .collect::<Vec<_>>()
-                    .into_iter(),
-            );
-        }
-        r
-    }
-
-    /// Refills `chunk` with up to [`CHUNK`] keys; `false` once input is
-    /// exhausted. Returns a partial batch rather than block for more input,
-    /// so that a slow pipe streams through.
-    fn fill(&mut self, chunk: &mut Chunk) -> CliResult<bool> {
-        chunk.len = 0;
-        if let Some(args) = &mut self.args {
-            chunk.bufs.clear();
-            chunk.bufs.extend(args.take(CHUNK));
-            chunk.len = chunk.bufs.len();
-            return Ok(chunk.len > 0);
-        }
-        while chunk.len < CHUNK {
-            let Some((reader, name)) = &mut self.current else {
-                match self.files.next() {
-                    Some(path) => self.current = Some(open_input(path)?),
-                    None => break,
-                }
-                continue;
-            };
-            if chunk.len > 0 && reader.buffer().is_empty() {
-                break;
-            }
-            if chunk.len == chunk.bufs.len() {
-                chunk.bufs.push(Vec::new());
-            }
-            let buf = &mut chunk.bufs[chunk.len];
-            buf.clear();
-            let n = (reader.read_until(b'\n', buf))
-                .map_err(|e| CliError::io(&name.display(), "read", e))?;
-            if n == 0 {
-                self.current = None;
-                continue;
-            }
-            if buf.last() == Some(&b'\n') {
-                buf.pop();
-            }
-            if buf.last() == Some(&b'\r') {
-                buf.pop();
-            }
-            if buf.is_empty() {
-                continue;
-            }
-            chunk.len += 1;
-            self.lines += 1;
-            if self.progress && self.lines.is_multiple_of(PROGRESS_EVERY) {
-                note(format_args!("{}: {} lines", self.command, self.lines));
-            }
-        }
-        Ok(chunk.len > 0)
-    }
-}
-
-fn open_input(path: PathBuf) -> CliResult<(BufReader<Box<dyn Read>>, PathBuf)> {
-    let source: Box<dyn Read> = if path.as_os_str() == "-" {
-        Box::new(io::stdin())
-    } else {
-        Box::new(File::open(&path).map_err(|e| CliError::io(&path.display(), "open", e))?)
-    };
-    Ok((BufReader::with_capacity(1 << 16, source), path))
-}
-
-#[cfg(unix)]
-fn os_bytes(s: OsString) -> Vec<u8> {
-    std::os::unix::ffi::OsStringExt::into_vec(s)
-}
-
-#[cfg(not(unix))]
-fn os_bytes(s: OsString) -> Vec<u8> {
-    s.to_string_lossy().into_owned().into_bytes()
-}
+// ---- output -------------------------------------------------------------------
 
 /// Buffered stdout. A closed pipe (EPIPE: `| head`) is not an error: output
 /// stops, `closed` is set, and the command finishes quietly.
@@ -530,284 +857,5 @@ impl Out {
             Err(e) if !self.closed => Err(CliError::io(&"stdout", "write", e)),
             _ => Ok(()),
         }
-    }
-}
-
-// ---- stats --------------------------------------------------------------------
-
-fn stats_table(dir: &Path, s: &Stats) -> String {
-    use std::fmt::Write as _;
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "engine {}  at {}  generation {}  {} on disk\nfpr {} per lookup, {} keys/day planned",
-        dir.display(),
-        fmt_instant(s.now),
-        s.generation,
-        fmt_bytes(s.bytes),
-        s.fpr,
-        s.expected_items_per_day
-    );
-    for tier in &s.tiers {
-        let kind = match tier.kind {
-            Kind::Bloom => "bloom",
-            Kind::Counting => "counting",
-        };
-        let _ = writeln!(
-            t,
-            "\ntier {}  {kind}  {} windows of {}  covers {}{}",
-            tier.tier,
-            tier.retention,
-            fmt_secs(tier.window_secs),
-            fmt_secs(tier.covers_secs),
-            if tier.answers_contains {
-                "  (answers check)"
-            } else {
-                ""
-            }
-        );
-        let counting = tier.kind == Kind::Counting;
-        let _ = write!(
-            t,
-            "  {:<10} {:<7} {:>10} {:>10} {:>8} {:>12} {:>10}",
-            "window", "state", "subfilters", "size", "fill", "est. items", "est. fpr"
-        );
-        let _ = writeln!(t, "{}", if counting { "  saturated" } else { "" });
-        for g in &tier.segments {
-            let _ = write!(
-                t,
-                "  {:<10} {:<7} {:>10} {:>10} {:>7.3}% {:>12} {:>10.2e}",
-                g.window,
-                g.state,
-                g.subfilters,
-                fmt_bytes(g.bytes),
-                g.fill * 100.0,
-                g.estimated_items,
-                g.estimated_fpr
-            );
-            if counting {
-                let _ = write!(t, " {:>10}", g.saturated);
-            }
-            t.push('\n');
-        }
-        let _ = writeln!(
-            t,
-            "  (a horizon answered by this tier may also report keys up to {} older)",
-            fmt_secs(tier.coarseness_secs)
-        );
-    }
-    t
-}
-
-fn fmt_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
-/// `6d 12h`, `3h 5min`, `45s`: the two largest non-zero units.
-fn fmt_secs(s: u64) -> String {
-    let parts = [
-        (s / 86_400, "d"),
-        (s / 3600 % 24, "h"),
-        (s / 60 % 60, "min"),
-        (s % 60, "s"),
-    ];
-    let shown: Vec<String> = (parts.iter())
-        .skip_while(|(n, _)| *n == 0)
-        .take(2)
-        .filter(|(n, _)| *n > 0)
-        .map(|(n, u)| format!("{n}{u}"))
-        .collect();
-    if shown.is_empty() {
-        "0s".into()
-    } else {
-        shown.join(" ")
-    }
-}
-
-// ---- parsing: instants, offsets, durations, flags -------------------------------
-
-/// The latest instant the engine accepts: 9999-12-31T23:59:59Z.
-const MAX_INSTANT: i64 = 253_402_300_799;
-
-/// `2026-11-29T12:00:00Z` for seconds since the Unix epoch.
-fn fmt_instant(t: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp(t)
-        .ok()
-        .and_then(|d| {
-            d.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_else(|| t.to_string())
-}
-
-/// A fixed-width run of ASCII digits.
-fn digits(b: &[u8]) -> Option<i64> {
-    if b.is_empty() || !b.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    Some(b.iter().fold(0, |n, d| n * 10 + i64::from(d - b'0')))
-}
-
-/// `Z` or `±HH:MM` (also `±HH`) to seconds east of UTC.
-fn offset_secs(b: &[u8]) -> Option<i32> {
-    let (sign, rest) = match b {
-        [b'Z' | b'z'] => return Some(0),
-        [b'+', rest @ ..] => (1, rest),
-        [b'-', rest @ ..] => (-1, rest),
-        _ => return None,
-    };
-    let (h, m) = match rest {
-        [h1, h2] => (digits(&[*h1, *h2])?, 0),
-        [h1, h2, b':', m1, m2] => (digits(&[*h1, *h2])?, digits(&[*m1, *m2])?),
-        _ => return None,
-    };
-    if h > 23 || m > 59 {
-        return None;
-    }
-    i32::try_from(sign * (h * 3600 + m * 60)).ok()
-}
-
-/// An RFC 3339 instant; the fraction of a second is dropped (the engine
-/// counts whole seconds).
-fn parse_rfc3339(s: &str) -> Result<SystemTime, String> {
-    let t = time::OffsetDateTime::parse(s.trim(), &time::format_description::well_known::Rfc3339)
-        .map_err(|_| {
-            "not an RFC 3339 instant (like 2026-11-29T12:00:00Z or 2026-11-29T14:00:00+02:00)"
-                .to_string()
-        })?
-        .unix_timestamp();
-    if !(0..=MAX_INSTANT).contains(&t) {
-        return Err("the instant must lie between 1970 and 9999 (UTC)".into());
-    }
-    Ok(UNIX_EPOCH + Duration::from_secs(t.unsigned_abs()))
-}
-
-fn parse_offset(s: &str) -> Result<i32, String> {
-    offset_secs(s.trim().as_bytes()).ok_or_else(|| "expected Z or ±HH:MM, like +02:00".into())
-}
-
-fn fmt_offset(secs: i32) -> String {
-    let sign = if secs < 0 { '-' } else { '+' };
-    let a = secs.unsigned_abs();
-    format!("{sign}{:02}:{:02}", a / 3600, a / 60 % 60)
-}
-
-/// `3d`, `12h`, `90min`, `30s`, `2w`, or several run together (`1d12h`).
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = |why: &str| format!("{why} (examples: 3d, 12h, 90min, 30s, 2w, 1d12h)");
-    let mut rest = s.trim();
-    if rest.is_empty() {
-        return Err(bad("empty duration"));
-    }
-    let mut total: u64 = 0;
-    while !rest.is_empty() {
-        let n = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let count: u64 = rest[..n].parse().map_err(|_| bad("expected a number"))?;
-        rest = &rest[n..];
-        let u = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
-        let unit = match &rest[..u] {
-            "s" => 1,
-            "min" => 60,
-            "h" => 3600,
-            "d" => 86_400,
-            "w" => 7 * 86_400,
-            "m" => return Err(bad("\"m\" is ambiguous: write min for minutes")),
-            _ => return Err(bad("unknown unit")),
-        };
-        rest = &rest[u..];
-        total = (count.checked_mul(unit))
-            .and_then(|x| total.checked_add(x))
-            .ok_or_else(|| bad("too long"))?;
-    }
-    Ok(Duration::from_secs(total))
-}
-
-fn parse_tier_list(s: &str) -> Result<TierList, String> {
-    timebloom::parse_tiers(s)
-        .map(TierList)
-        .map_err(|e| e.to_string())
-}
-
-fn parse_fpr(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(p) if p > 0.0 && p < 1.0 => Ok(p),
-        _ => Err("expected a rate strictly between 0 and 1, like 0.001".into()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_rfc3339_instants() {
-        let secs =
-            |s: &str| parse_rfc3339(s).map(|t| t.duration_since(UNIX_EPOCH).unwrap().as_secs());
-        assert_eq!(secs("1970-01-01T00:00:00Z"), Ok(0));
-        assert_eq!(secs("2026-11-29T12:00:00Z"), Ok(1_795_953_600));
-        assert_eq!(secs("2026-11-29T14:00:00+02:00"), Ok(1_795_953_600));
-        assert_eq!(secs("2026-11-29t11:30:00.999-00:30"), Ok(1_795_953_600));
-        assert_eq!(secs("2024-02-29T00:00:00z"), Ok(1_709_164_800));
-        assert_eq!(secs("9999-12-31T23:59:59Z"), Ok(MAX_INSTANT as u64));
-        for bad in [
-            "",
-            "2026-11-29",
-            "2026-11-29T12:00:00",
-            "2026-11-29T12:00Z",
-            "2025-02-29T00:00:00Z",
-            "2026-13-01T00:00:00Z",
-            "2026-11-29T12:00:00.Z",
-            "2026-11-29T12:00:00+2:00",
-            "2026-11-29T12:00:00+24:00",
-            "1969-12-31T23:59:59Z",
-            "9999-12-31T23:59:59-00:01",
-            "2026-11-29T12:00:00Zjunk",
-            "２026-11-29T12:00:00Z",
-            "+026-11-29T12:00:00Z",
-        ] {
-            assert!(parse_rfc3339(bad).is_err(), "{bad:?}");
-        }
-        assert_eq!(fmt_instant(1_795_953_600), "2026-11-29T12:00:00Z");
-        assert_eq!(fmt_instant(MAX_INSTANT), "9999-12-31T23:59:59Z");
-    }
-
-    #[test]
-    fn parses_durations_and_offsets() {
-        let d = |s: &str| parse_duration(s).map(|d| d.as_secs());
-        assert_eq!(d("3d"), Ok(3 * 86_400));
-        assert_eq!(d("90min"), Ok(5400));
-        assert_eq!(d("2w"), Ok(14 * 86_400));
-        assert_eq!(d("1d12h30s"), Ok(86_400 + 12 * 3600 + 30));
-        for bad in [
-            "",
-            "3",
-            "d",
-            "3m",
-            "3y",
-            "-3d",
-            "3 d",
-            "99999999999999999999s",
-            "é",
-        ] {
-            assert!(parse_duration(bad).is_err(), "{bad:?}");
-        }
-        assert_eq!(parse_offset("+02:00"), Ok(7200));
-        assert_eq!(parse_offset("-05:30"), Ok(-19_800));
-        assert_eq!(parse_offset("Z"), Ok(0));
-        assert!(parse_offset("+24:00").is_err() && parse_offset("2").is_err());
-        assert_eq!(fmt_offset(-19_800), "-05:30");
-        assert_eq!(fmt_secs(6 * 86_400 + 12 * 3600 + 5), "6d 12h");
-        assert_eq!(fmt_secs(0), "0s");
     }
 }

@@ -39,6 +39,11 @@ pub(crate) struct Manifest {
     pub generation: u64,
     /// Live segments.
     pub segments: Vec<SegmentEntry>,
+    /// The write-ahead log position of the last checkpoint: every record
+    /// below it is durable in the segments (and counting windows have a
+    /// shadow copy of their body at it). 0 before the first checkpoint.
+    #[serde(default)]
+    pub checkpoint_lsn: u64,
 }
 
 /// One live segment: its tier (index into `config.tiers`), window and files.
@@ -202,6 +207,7 @@ mod tests {
                 window: 20_000,
                 files: vec![file_name("d", window::Span::Day, 20_000, 0).unwrap()],
             }],
+            checkpoint_lsn: 42,
         }
     }
 

@@ -23,18 +23,25 @@
 //! | 80 | 4 | sub-filter index in the chain |
 //! | 84 | 4 | state: 1 open, 2 sealed |
 //! | 88 | 4 | clean mark: 1 when the occupied count below is exact |
-//! | 92 | 4 | reserved, zero |
+//! | 92 | 4 | header sequence number (see below) |
 //! | 96 | 8 | occupied cells |
 //! | 104 | 8 | planned keys (capacity) |
 //! | 112 | 8 | target false-positive rate (IEEE 754 bits) |
 //! | 120 | 4 | CRC32 of the body (valid when sealed) |
 //! | 124 | 4 | CRC32 of bytes 0..124 |
+//!
+//! The header is kept twice, at offset 0 and at offset 2048, and every
+//! rewrite goes to the copy that does not hold the newest version, with the
+//! sequence number one higher. A torn rewrite (power loss in the middle of
+//! it) therefore leaves the other copy intact: open takes the valid copy
+//! with the higher sequence number, so no header update can leave a file
+//! refused.
 
 use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use memmap2::{Mmap, MmapMut, MmapOptions};
 
@@ -48,6 +55,8 @@ const MAGIC: [u8; 8] = *b"TBLMSEG\0";
 pub(crate) const VERSION: u32 = 1;
 /// Bytes of header fields; the header page is padded with zeros to 4096.
 pub(crate) const HEADER_LEN: usize = 128;
+/// Where the second copy of the header starts.
+pub(crate) const HEADER_COPY: u64 = 2048;
 /// Where the body starts: one page after the file's start.
 pub(crate) const BODY_OFFSET: u64 = 4096;
 
@@ -84,6 +93,8 @@ pub(crate) struct Header {
     pub capacity: u64,
     pub target_fpr: f64,
     pub body_crc: u32,
+    /// Incremented at every rewrite; picks the newer of the two copies.
+    pub seq: u32,
 }
 
 fn span_code(span: Span) -> (u32, u64) {
@@ -139,6 +150,7 @@ impl Header {
         };
         b[84..88].copy_from_slice(&state.to_le_bytes());
         b[88..92].copy_from_slice(&u32::from(self.clean).to_le_bytes());
+        b[92..96].copy_from_slice(&self.seq.to_le_bytes());
         b[96..104].copy_from_slice(&self.occupied.to_le_bytes());
         b[104..112].copy_from_slice(&self.capacity.to_le_bytes());
         b[112..120].copy_from_slice(&self.target_fpr.to_bits().to_le_bytes());
@@ -249,7 +261,37 @@ impl Header {
             capacity: le_u64(b, 104),
             target_fpr: f64::from_bits(le_u64(b, 112)),
             body_crc: le_u32(b, 120),
+            seq: le_u32(b, 92),
         })
+    }
+
+    /// Decodes the header page: the valid copy with the higher sequence
+    /// number, or, when neither copy is valid, the first copy's error.
+    pub(crate) fn decode_page(page: &[u8], path: &Path) -> Result<Header> {
+        let a = Header::decode(page, path);
+        let b = page
+            .get(HEADER_COPY as usize..)
+            .map(|p| Header::decode(p, path));
+        match (a, b) {
+            // Serial-number order, so the sequence may wrap.
+            (Ok(a), Some(Ok(b))) => Ok(if (b.seq.wrapping_sub(a.seq) as i32) > 0 {
+                b
+            } else {
+                a
+            }),
+            (Ok(a), _) => Ok(a),
+            (Err(_), Some(Ok(b))) => Ok(b),
+            (Err(e), _) => Err(e),
+        }
+    }
+
+    /// Where the next rewrite goes: the copy that does not hold `seq`.
+    fn slot(seq: u32) -> u64 {
+        if seq.is_multiple_of(2) {
+            0
+        } else {
+            HEADER_COPY
+        }
     }
 }
 
@@ -277,6 +319,12 @@ pub(crate) struct SubFilter {
     /// Occupied cells at which the chain grows: the fill the sizing model
     /// expects at the planned capacity.
     grow_at: u64,
+    /// The running count was taken from the body in this process (the file
+    /// was created, recounted at open, or sealed here): a clean close can
+    /// write it down without reading the body again.
+    count_exact: AtomicBool,
+    /// Some write changed the body since it was opened.
+    touched: AtomicBool,
 }
 
 impl SubFilter {
@@ -303,6 +351,7 @@ impl SubFilter {
             capacity,
             target_fpr,
             body_crc: 0,
+            seq: 0,
         };
         let len = BODY_OFFSET
             .checked_add(header.body_len())
@@ -314,18 +363,16 @@ impl SubFilter {
             .open(path)
             .map_err(|e| Error::io("create segment", path, e))?;
         crate::file::allocate(&file, path, len)?;
-        file.write_all_at(&header.encode(), 0)
-            .map_err(|e| Error::io("write segment header", path, e))?;
-        file.sync_all()
-            .map_err(|e| Error::io("fsync segment", path, e))?;
+        for at in [0, HEADER_COPY] {
+            file.write_all_at(&header.encode(), at)
+                .map_err(|e| Error::io("write segment header", path, e))?;
+        }
+        crate::file::sync_all(&file, path, "fsync segment")?;
         let map = map_writable(&file, path, len)?;
-        Ok(SubFilter::assemble(
-            path,
-            file,
-            Map::Writable(map),
-            header,
-            0,
-        ))
+        let sub = SubFilter::assemble(path, file, Map::Writable(map), header, 0);
+        // A new file's body is all zeros: its count of 0 is exact.
+        sub.count_exact.store(true, Ordering::Relaxed);
+        Ok(sub)
     }
 
     /// Opens an existing sub-filter file, checking its header against what
@@ -338,53 +385,12 @@ impl SubFilter {
         seed_fp: u64,
         verify: bool,
     ) -> Result<SubFilter> {
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| Error::io("open segment", path, e))?;
-        let mut hb = [0u8; HEADER_LEN];
-        let file_len = file
-            .metadata()
-            .map_err(|e| Error::io("stat segment", path, e))?
-            .len();
-        if file_len < BODY_OFFSET {
-            return Err(Error::corrupt(
-                path,
-                format!("file is {file_len} bytes, shorter than its header page"),
-            ));
-        }
-        file.read_exact(&mut hb)
-            .map_err(|e| Error::io("read segment header", path, e))?;
-        let header = Header::decode(&hb, path)?;
-        if header.id != expect {
-            return Err(Error::corrupt(
-                path,
-                format!(
-                    "header names {:?}, the manifest expects {:?}",
-                    header.id, expect
-                ),
-            ));
-        }
-        if header.seed_fp != seed_fp {
-            return Err(Error::corrupt(
-                path,
-                "segment belongs to another engine (seed fingerprint differs)",
-            ));
-        }
-        let len = BODY_OFFSET + header.body_len();
-        if file_len != len {
-            return Err(Error::corrupt(
-                path,
-                format!("file length: expected {len}, got {file_len}"),
-            ));
-        }
+        let (file, header, len) = open_checked(path, expect, seed_fp, true)?;
         let map = match header.state {
             State::Sealed => Map::ReadOnly(map_read_only(&file, path, len)?),
             State::Open => Map::Writable(map_writable(&file, path, len)?),
         };
-        let occupied = header.occupied;
-        let mut sub = SubFilter::assemble(path, file, map, header, occupied);
+        let mut sub = SubFilter::assemble(path, file, map, header, header.occupied);
         if header.state == State::Open && !header.clean {
             sub.recount();
         }
@@ -395,6 +401,25 @@ impl SubFilter {
             // Mark dirty before taking writes: a crash from here on recounts.
             sub.header.clean = false;
             sub.write_header()?;
+        }
+        Ok(sub)
+    }
+
+    /// Opens a sub-filter file for reading only: the same checks as `open`,
+    /// a read-only mapping whatever its state, and nothing written or
+    /// recounted (an open file's count is its header's, which is exact only
+    /// when the header is marked clean; only `stats` reads it).
+    pub(crate) fn open_read_only(
+        path: &Path,
+        expect: Identity,
+        seed_fp: u64,
+        verify: bool,
+    ) -> Result<SubFilter> {
+        let (file, header, len) = open_checked(path, expect, seed_fp, false)?;
+        let map = Map::ReadOnly(map_read_only(&file, path, len)?);
+        let sub = SubFilter::assemble(path, file, map, header, header.occupied);
+        if verify {
+            sub.verify()?;
         }
         Ok(sub)
     }
@@ -422,6 +447,8 @@ impl SubFilter {
             header,
             occupied: AtomicU64::new(occupied),
             grow_at,
+            count_exact: AtomicBool::new(false),
+            touched: AtomicBool::new(false),
         }
     }
 
@@ -484,6 +511,7 @@ impl SubFilter {
                 let cells = self.header.nblocks * u64::from(self.header.kind.cells_per_block());
                 let o = self.occupied.load(Ordering::Relaxed);
                 self.occupied.store((o + n).min(cells), Ordering::Relaxed);
+                self.touch();
             }
         }
         true
@@ -500,8 +528,57 @@ impl SubFilter {
                 let o = self.occupied.load(Ordering::Relaxed);
                 self.occupied.store(o.saturating_sub(n), Ordering::Relaxed);
             }
+            // A decrement that empties no cell still changes the body.
+            self.touch();
         }
         true
+    }
+
+    /// Whether the sub-filter takes writes (mapped writable).
+    pub(crate) fn is_writable(&self) -> bool {
+        matches!(self.map, Map::Writable(_))
+    }
+
+    /// The body's bytes (for a checkpoint's shadow copy; the caller keeps
+    /// writers out while it reads them).
+    pub(crate) fn body(&self) -> &[u8] {
+        &self.map.bytes()[BODY_OFFSET as usize..]
+    }
+
+    /// The file name, without its directory.
+    pub(crate) fn file_name(&self) -> String {
+        self.path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Replaces the body with `bytes` (recovery: a counting window's shadow
+    /// copy, the body as it was at the last checkpoint) and recounts.
+    pub(crate) fn restore(&self, _x: &Exclusive, bytes: &[u8]) {
+        for (block, src) in self
+            .blocks()
+            .iter()
+            .zip(bytes.chunks_exact(BLOCK_BYTES as usize))
+        {
+            for (w, b) in block.iter().zip(src.chunks_exact(8)) {
+                let mut v = [0u8; 8];
+                v.copy_from_slice(b);
+                // The shadow is a raw copy of the mapped words.
+                w.store(u64::from_ne_bytes(v), Ordering::Relaxed);
+            }
+        }
+        self.recount();
+        self.touch();
+    }
+
+    /// Notes that the body changed (once per file: a load, then a store
+    /// only the first time).
+    #[inline]
+    fn touch(&self) {
+        if !self.touched.load(Ordering::Relaxed) {
+            self.touched.store(true, Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn is_full(&self) -> bool {
@@ -538,40 +615,51 @@ impl SubFilter {
 
     fn write_header(&mut self) -> Result<()> {
         self.header.occupied = self.occupied.load(Ordering::Relaxed);
+        // The other copy keeps the previous version until this one is whole.
+        self.header.seq = self.header.seq.wrapping_add(1);
         self.file
-            .write_all_at(&self.header.encode(), 0)
+            .write_all_at(&self.header.encode(), Header::slot(self.header.seq))
             .map_err(|e| Error::io("write segment header", &self.path, e))?;
-        self.file
-            .sync_data()
-            .map_err(|e| Error::io("fsync segment", &self.path, e))
+        crate::file::sync_data(&self.file, &self.path, "fsync segment")
     }
 
     /// Makes every write so far durable (msync of the body, then the header).
     pub(crate) fn flush(&mut self) -> Result<()> {
         if let Map::Writable(m) = &self.map {
-            m.flush()
-                .map_err(|e| Error::io("msync segment", &self.path, e))?;
+            crate::file::msync(m, &self.path)?;
             self.write_header()?;
         }
         Ok(())
     }
 
-    /// Sets the running fill count to the body's.
+    /// Sets the running fill count to the body's (reads the whole body).
     fn recount(&self) {
         let n = filter::count_occupied(self.header.kind, self.blocks());
         self.occupied.store(n, Ordering::Relaxed);
+        self.count_exact.store(true, Ordering::Relaxed);
     }
 
     /// Flushes and marks the header clean (exact occupied count): the last
-    /// step of a clean close. The count is taken from the body, as `seal`
-    /// does and for the same reason: the clean mark promises that it
-    /// describes the body, and a body damaged while the engine was closed
-    /// has a running count that does not (it can even exceed the cells).
+    /// step of a clean close.
+    ///
+    /// The clean mark promises that the count describes the body, so the
+    /// body is counted unless the running count is known to be the body's
+    /// without reading it:
+    /// - it was taken from the body in this process (a new file, a recount
+    ///   at a dirty open, a seal), so it is exact; or
+    /// - it came from a clean header and nothing was written since, so the
+    ///   close writes back the very claim the file already made.
+    ///
+    /// Only a file opened clean and then written to is counted: a body
+    /// damaged while the engine was closed has a running count that does
+    /// not describe it (it can even exceed the cells), and that count must
+    /// not be written down as exact.
     pub(crate) fn close(&mut self) -> Result<()> {
         if let Map::Writable(m) = &self.map {
-            m.flush()
-                .map_err(|e| Error::io("msync segment", &self.path, e))?;
-            self.recount();
+            crate::file::msync(m, &self.path)?;
+            if !self.count_exact.load(Ordering::Relaxed) && self.touched.load(Ordering::Relaxed) {
+                self.recount();
+            }
             self.header.clean = true;
             self.write_header()?;
         }
@@ -588,8 +676,7 @@ impl SubFilter {
         let Map::Writable(m) = &self.map else {
             return Ok(());
         };
-        m.flush()
-            .map_err(|e| Error::io("msync segment", &self.path, e))?;
+        crate::file::msync(m, &self.path)?;
         self.header.body_crc = crc32fast::hash(&m[BODY_OFFSET as usize..]);
         self.recount();
         self.header.state = State::Sealed;
@@ -600,22 +687,41 @@ impl SubFilter {
         Ok(())
     }
 
-    /// Reopens a sealed sub-filter for writes (a backfill into a past window).
-    pub(crate) fn unseal(&mut self) -> Result<()> {
+    /// Reopens a sealed sub-filter for writes (a backfill into a past
+    /// window); true when it was sealed.
+    pub(crate) fn unseal(&mut self) -> Result<bool> {
         if let Map::Writable(_) = self.map {
-            return Ok(());
+            return Ok(false);
         }
         self.header.state = State::Open;
         self.header.clean = false;
         self.write_header()?;
+        // The sealed count described the body when it was sealed; the body
+        // may have been damaged since (only `verify` reads it), so a close
+        // after writes counts again.
+        self.count_exact.store(false, Ordering::Relaxed);
         let len = self.len_bytes();
         self.map = Map::Writable(map_writable(&self.file, &self.path, len)?);
-        Ok(())
+        Ok(true)
     }
 
-    /// Checks a sealed body against its checksum and the occupied count
-    /// against the body.
+    /// Checks both header copies, a sealed body against its checksum and
+    /// the occupied count against the body.
     pub(crate) fn verify(&self) -> Result<()> {
+        let mut page = [0u8; HEADER_COPY as usize + HEADER_LEN];
+        self.file
+            .read_exact_at(&mut page, 0)
+            .map_err(|e| Error::io("read segment header", &self.path, e))?;
+        for at in [0, HEADER_COPY] {
+            if let Err(e) = Header::decode(&page[at as usize..], &self.path) {
+                return Err(Error::corrupt(
+                    &self.path,
+                    format!(
+                        "header copy at offset {at} is damaged (the other copy is in use): {e}"
+                    ),
+                ));
+            }
+        }
         if self.header.state == State::Sealed {
             let crc = crc32fast::hash(&self.map.bytes()[BODY_OFFSET as usize..]);
             if crc != self.header.body_crc {
@@ -640,6 +746,59 @@ impl SubFilter {
         }
         Ok(())
     }
+}
+
+/// Opens a sub-filter file and checks its header against the manifest's
+/// identity, the engine's seed and the file's length: `(file, header,
+/// length)`.
+fn open_checked(
+    path: &Path,
+    expect: Identity,
+    seed_fp: u64,
+    write: bool,
+) -> Result<(File, Header, u64)> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(write)
+        .open(path)
+        .map_err(|e| Error::io("open segment", path, e))?;
+    let mut hb = [0u8; HEADER_COPY as usize + HEADER_LEN];
+    let file_len = file
+        .metadata()
+        .map_err(|e| Error::io("stat segment", path, e))?
+        .len();
+    if file_len < BODY_OFFSET {
+        return Err(Error::corrupt(
+            path,
+            format!("file is {file_len} bytes, shorter than its header page"),
+        ));
+    }
+    file.read_exact(&mut hb)
+        .map_err(|e| Error::io("read segment header", path, e))?;
+    let header = Header::decode_page(&hb, path)?;
+    if header.id != expect {
+        return Err(Error::corrupt(
+            path,
+            format!(
+                "header names {:?}, the manifest expects {:?}",
+                header.id, expect
+            ),
+        ));
+    }
+    if header.seed_fp != seed_fp {
+        return Err(Error::corrupt(
+            path,
+            "segment belongs to another engine (seed fingerprint differs)",
+        ));
+    }
+    let len = BODY_OFFSET + header.body_len();
+    if file_len != len {
+        return Err(Error::corrupt(
+            path,
+            format!("file length: expected {len}, got {file_len}"),
+        ));
+    }
+    Ok((file, header, len))
 }
 
 fn map_writable(file: &File, path: &Path, len: u64) -> Result<MmapMut> {

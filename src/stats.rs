@@ -77,3 +77,42 @@ pub struct SegmentStats {
     /// Counters stuck at 15 (counting segments).
     pub saturated: u64,
 }
+
+/// What one rotation changed ([`crate::Engine::maintain`]): the windows it
+/// opened, sealed and expired, each as `TIER WINDOW` (`1d 20261201`,
+/// `1w 2026W49`, `1mo 202612`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Maintenance {
+    /// Windows created (they take inserts from now on).
+    pub opened: Vec<String>,
+    /// Windows sealed (checksummed, read-only from now on).
+    pub sealed: Vec<String>,
+    /// Windows expired (their files deleted).
+    pub expired: Vec<String>,
+}
+
+impl Maintenance {
+    /// True when nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.opened.is_empty() && self.sealed.is_empty() && self.expired.is_empty()
+    }
+}
+
+impl std::fmt::Display for Maintenance {
+    /// One line per change (`opened 1d 20261201`), or `nothing to do`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.is_empty() {
+            return writeln!(f, "nothing to do");
+        }
+        for (what, list) in [
+            ("opened", &self.opened),
+            ("sealed", &self.sealed),
+            ("expired", &self.expired),
+        ] {
+            for w in list {
+                writeln!(f, "{what} {w}")?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -5,35 +5,9 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::thread;
 
-const BIN: &str = env!("CARGO_BIN_EXE_timebloom");
-/// Small filters keep the test directories small (segments are preallocated).
-const SMALL: &[&str] = &["--items-per-day", "1000"];
-const DAY0: &str = "2026-11-02T12:00:00Z";
+mod cli_support;
 
-/// Runs the binary with `args`, feeding `input` on stdin.
-fn run(args: &[&str], input: &[u8]) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn timebloom");
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_vec();
-    let writer = thread::spawn(move || {
-        // The command may exit before reading everything (an error); ignore EPIPE.
-        let _ = stdin.write_all(&input);
-    });
-    let out = child.wait_with_output().expect("wait for timebloom");
-    writer.join().unwrap();
-    assert!(
-        !String::from_utf8_lossy(&out.stderr).contains("panicked"),
-        "panic: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+use cli_support::{run, BIN, DAY0, SMALL};
 
 /// `run` with `dir` appended after the command name and `SMALL` sizing.
 fn cmd(command: &str, dir: &Path, rest: &[&str], input: &[u8]) -> Output {
@@ -46,17 +20,7 @@ fn cmd(command: &str, dir: &Path, rest: &[&str], input: &[u8]) -> Output {
     run(&args, input)
 }
 
-fn code(out: &Output) -> i32 {
-    out.status.code().expect("exited by a signal")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+use cli_support::{code, stderr, stdout};
 
 #[test]
 fn filter_new_dedups_within_one_input_and_across_runs() {
@@ -373,12 +337,18 @@ fn bad_flags_exit_2_and_create_nothing() {
 
 #[test]
 fn a_locked_directory_is_exit_2_naming_the_lock() {
-    // Guards one-writer-at-a-time: the CLI reports another holder instead of waiting or corrupting.
+    // Guards one-writer-at-a-time: the CLI reports another holder instead of waiting or corrupting;
+    // readers are not writers and go on.
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
     assert_eq!(code(&cmd("create", &db, &[], b"")), 0);
     let held = timebloom::Engine::open(&db).unwrap();
-    for command in ["add", "filter-new", "check", "stats"] {
+    // Read-only commands take no lock (review #7.2): they work beside a writer.
+    for command in ["check", "stats", "verify"] {
+        let out = cmd(command, &db, &[], b"a\n");
+        assert!(code(&out) <= 1, "{command}: {}", stderr(&out));
+    }
+    for command in ["add", "filter-new", "maintain"] {
         let out = cmd(command, &db, &[], b"a\n");
         assert_eq!(code(&out), 2, "{command}");
         let err = stderr(&out);

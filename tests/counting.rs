@@ -6,6 +6,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::*;
 use timebloom::{Error, ManualClock, Tier};
@@ -138,12 +139,22 @@ fn removes_reach_every_window_and_survive_reopen() {
     clock.set(day(1));
     e.insert(b"k").unwrap(); // day 1's window; day 0's is sealed now
                              // Days 0 and 1 are one ISO week: the weekly window counted "k" twice,
-                             // each daily window once. One remove empties both daily windows (the
-                             // sealed one is reopened for it) and leaves one count in the week.
+                             // each daily window once. A remove undoes one insert where it was
+                             // made: `remove` the one made today (day 1's window and one count
+                             // of the week), `remove_at` the one made on day 0 (the sealed day 0
+                             // window is reopened for it, and the week's last count).
     assert!(e.remove(b"k").unwrap());
-    assert!(!e.contains_within(b"k", DAY).unwrap());
+    assert!(!e.contains_within(b"k", Duration::from_secs(3600)).unwrap());
     assert!(e.contains(b"k").unwrap());
-    assert!(e.remove(b"k").unwrap());
+    assert!(
+        !e.remove(b"k").unwrap(),
+        "today's windows hold nothing more to take back"
+    );
+    assert!(
+        e.contains(b"k").unwrap(),
+        "a refused remove changes nothing"
+    );
+    assert!(e.remove_at(b"k", day(0)).unwrap());
     assert!(
         !e.contains(b"k").unwrap(),
         "two removes take back two inserts"

@@ -15,11 +15,12 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
-use timebloom::{Config, Engine, ManualClock, Options, Tier};
+use timebloom::{Config, Engine, ManualClock, Options, SyncPolicy, Tier};
 
 const DIR_ENV: &str = "TIMEBLOOM_CRASH_DIR";
 const START_ENV: &str = "TIMEBLOOM_CRASH_START";
 const ROUND_ENV: &str = "TIMEBLOOM_CRASH_ROUND";
+const SYNC_ENV: &str = "TIMEBLOOM_CRASH_SYNC";
 
 fn crash_config() -> Config {
     // Small windows (3 hours) and a small plan, so rotation, growth and
@@ -46,12 +47,15 @@ fn crash_child() {
     };
     let dir = std::path::PathBuf::from(dir);
     let round: u64 = round.parse().unwrap();
+    let sync: SyncPolicy = std::env::var(SYNC_ENV).unwrap().parse().unwrap();
     let clock = ManualClock::new(at(start.parse().unwrap()));
-    let opts = Options::default().clock(clock.clone());
+    let opts = Options::default().clock(clock.clone()).sync(sync);
     let e = match Engine::open_with(&dir, opts.clone()) {
         Ok(e) => e,
         Err(timebloom::Error::NotFound { .. }) => {
-            Engine::create_with(&dir, crash_config(), opts).unwrap()
+            let mut cfg = crash_config();
+            cfg.sync = sync;
+            Engine::create_with(&dir, cfg, opts).unwrap()
         }
         Err(e) => panic!("child open: {e}"),
     };
@@ -81,10 +85,17 @@ fn crash_child() {
     }
 }
 
-fn run_child(dir: &std::path::Path, start: u64, round: u64, kill_after: Duration) {
+fn run_child(
+    dir: &std::path::Path,
+    sync: SyncPolicy,
+    start: u64,
+    round: u64,
+    kill_after: Duration,
+) {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
         .env(DIR_ENV, dir)
+        .env(SYNC_ENV, sync.to_string())
         .env(START_ENV, start.to_string())
         .env(ROUND_ENV, round.to_string())
         .stdout(Stdio::null())
@@ -98,9 +109,15 @@ fn run_child(dir: &std::path::Path, start: u64, round: u64, kill_after: Duration
     assert!(!err.contains("panicked"), "child panicked: {err}");
 }
 
-fn check_acknowledged(dir: &std::path::Path, now: u64) -> usize {
+/// Reopens and checks every acknowledged key. `as_after_power_loss`
+/// recovers from the log alone (counting shadows restored, every record
+/// replayed) instead of trusting the page cache.
+fn check_acknowledged(dir: &std::path::Path, now: u64, as_after_power_loss: bool) -> usize {
     let clock = ManualClock::new(at(now));
-    let e = Engine::open_with(dir, Options::default().clock(clock)).expect("reopen after kill -9");
+    let opts = Options::default()
+        .clock(clock)
+        .assume_power_loss(as_after_power_loss);
+    let e = Engine::open_with(dir, opts).expect("reopen after kill -9");
     e.verify().expect("sealed segments verify after kill -9");
     let log = std::fs::read_to_string(dir.join("ack.log")).unwrap_or_default();
     let mut n = 0;
@@ -114,28 +131,66 @@ fn check_acknowledged(dir: &std::path::Path, now: u64) -> usize {
     n
 }
 
+/// Rounds of kill -9; `TIMEBLOOM_FULL=1` runs `full` of them.
+fn kill_rounds(sync: SyncPolicy, quick: u64, full: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut start = T0;
+    let rounds = if std::env::var_os("TIMEBLOOM_FULL").is_some() {
+        full
+    } else {
+        quick
+    };
+    let mut total = 0;
+    for round in 0..rounds {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        // Now and then a kill within the first milliseconds: during the
+        // open's recovery and its checkpoint.
+        let kill_after = if rng.is_multiple_of(5) {
+            Duration::from_millis(2 + rng % 40)
+        } else {
+            Duration::from_millis(100 + rng % 400)
+        };
+        run_child(dir.path(), sync, start, round, kill_after);
+        // The next writer starts where this one may have got to (20 s of
+        // clock per 64 keys), so windows rotate and expire across crashes.
+        start += 2 * 3600;
+        if round % 4 == 3 || round + 1 == rounds {
+            let n = check_acknowledged(dir.path(), start, false);
+            assert!(n > 0, "the child acknowledged nothing");
+            total = n;
+            if sync == SyncPolicy::Always {
+                // Everything acknowledged is in the durable log: a recovery
+                // that trusts only the log and the checkpoint finds it too.
+                check_acknowledged(dir.path(), start, true);
+            }
+        }
+    }
+    println!("{sync}: {rounds} rounds, {total} acknowledged keys all present");
+}
+
 #[test]
 fn kill_9_loses_no_acknowledged_key() {
     if std::env::var(DIR_ENV).is_ok() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
-    let mut start = T0;
-    let rounds = 12;
-    for round in 0..rounds {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        let kill_after = Duration::from_millis(100 + rng % 400);
-        run_child(dir.path(), start, round, kill_after);
-        // The next writer starts where this one may have got to (20 s of
-        // clock per 64 keys), so windows rotate and expire across crashes.
-        start += 2 * 3600;
-        if round % 4 == 3 {
-            let n = check_acknowledged(dir.path(), start);
-            assert!(n > 0, "the child acknowledged nothing");
-            println!("round {round}: {n} acknowledged keys all present");
-        }
+    kill_rounds(SyncPolicy::default(), 12, 40);
+}
+
+#[test]
+fn kill_9_under_sync_always_loses_nothing_and_recovers_from_the_log() {
+    if std::env::var(DIR_ENV).is_ok() {
+        return;
     }
+    kill_rounds(SyncPolicy::Always, 12, 100);
+}
+
+#[test]
+fn kill_9_under_sync_none_loses_nothing() {
+    if std::env::var(DIR_ENV).is_ok() {
+        return;
+    }
+    kill_rounds(SyncPolicy::None, 8, 40);
 }

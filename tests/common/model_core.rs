@@ -435,6 +435,12 @@ impl<S: Storage> Harness<S> {
                     }
                 };
                 self.set_now(to.max(now));
+                // The model steps the clock on purpose: a step that skips
+                // every window would otherwise be refused as a clock jump
+                // (that guard has its own tests in tests/review_defects.rs).
+                self.engine()
+                    .maintain(at(self.now))
+                    .map_err(|e| format!("maintain: {e}"))?;
             }
             Op::Reopen => {
                 let engine = self.engine.take().expect("engine is open");

@@ -1,0 +1,146 @@
+"""Per-key insert and lookup from Python: timebloom against pybloom-live and a set.
+
+    python bench/bench.py [--n 1000000] [--repeat 3]
+
+Every structure gets the same N distinct URLs (``str``), sized for N at a
+0.1% false-positive rate where it has a size. Reports the best of
+``--repeat`` runs in nanoseconds per key, and the false-positive rate each
+filter shows on N/2 URLs it never saw. pybloom-live is optional (``pip
+install pybloom-live``); its rows are left out without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import timebloom
+
+FPR = 0.001
+
+
+def urls(n: int, tag: str) -> list[str]:
+    """N distinct URL-shaped keys."""
+    return [f"https://www.example-{i % 997}.com/{tag}/item/{i}?ref=feed&page={i % 50}" for i in range(n)]
+
+
+def best(repeat: int, setup: Callable[[], object], run: Callable[[object], object]) -> float:
+    """The shortest of ``repeat`` timed runs (seconds), each on a fresh setup."""
+    times = []
+    for _ in range(repeat):
+        state = setup()
+        t = time.perf_counter()
+        run(state)
+        times.append(time.perf_counter() - t)
+        close = getattr(state, "close", None)
+        if close:
+            close()
+    return min(times)
+
+
+def main() -> None:
+    """Runs every row and prints a Markdown table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    n, rep = args.n, args.repeat
+    keys, absent = urls(n, "seen"), urls(n // 2, "never")
+    tmp = Path(tempfile.mkdtemp(prefix="tb-bench-"))
+    rows: list[tuple[str, str, float]] = []  # (structure, operation, ns per key)
+    fprs: dict[str, float] = {}
+
+    def row(name: str, op: str, secs: float, count: int) -> None:
+        rows.append((name, op, secs / count * 1e9))
+        print(f"{name:36} {op:28} {secs / count * 1e9:9.0f} ns/key", flush=True)
+
+    counter = [0]
+    for tiers in ("7d,4w,12m", "7d"):
+
+        def engine(tiers: str = tiers) -> timebloom.Engine:
+            counter[0] += 1
+            return timebloom.Engine.create(tmp / f"e{counter[0]}", tiers, items_per_day=n, fpr=FPR)
+
+        def filled_engine(tiers: str = tiers) -> timebloom.Engine:
+            e = engine(tiers)
+            e.insert_many(keys)
+            return e
+
+        tb = f"timebloom ({tiers})"
+        row(tb, "insert, new keys", best(rep, engine, lambda e: [e.insert(k) for k in keys]), n)
+        row(tb, "insert_many, new keys", best(rep, engine, lambda e: e.insert_many(keys)), n)
+        row(tb, "insert_many 10,000 a call", best(rep, engine, lambda e: [e.insert_many(keys[i : i + 10_000]) for i in range(0, n, 10_000)]), n)
+        row(tb, "insert, keys seen before", best(rep, filled_engine, lambda e: [e.insert(k) for k in keys]), n)
+        row(tb, "insert_many, keys seen before", best(rep, filled_engine, lambda e: e.insert_many(keys)), n)
+        row(tb, "contains, present", best(rep, filled_engine, lambda e: [e.contains(k) for k in keys]), n)
+        row(tb, "contains, absent", best(rep, filled_engine, lambda e: [e.contains(k) for k in absent]), n // 2)
+        row(tb, "contains_many, present", best(rep, filled_engine, lambda e: e.contains_many(keys)), n)
+        row(tb, "contains_many, absent", best(rep, filled_engine, lambda e: e.contains_many(absent)), n // 2)
+        e = filled_engine()
+        fprs[tb] = sum(e.contains_many(absent)) / len(absent)
+        e.close()
+
+    def filled(make: Callable[[], object]) -> object:
+        f = make()
+        for k in keys:
+            f.add(k)  # type: ignore[attr-defined]
+        return f
+
+    try:
+        from pybloom_live import BloomFilter, ScalableBloomFilter
+    except ImportError:
+        print("pybloom-live is not installed: its rows are left out")
+    else:
+        fixed = f"pybloom-live BloomFilter({n}, {FPR})"
+
+        def bf() -> BloomFilter:
+            return BloomFilter(capacity=n, error_rate=FPR)
+
+        def filled_bf() -> BloomFilter:
+            return filled(bf)
+
+        row(fixed, "add, new keys", best(rep, bf, lambda b: [b.add(k) for k in keys]), n)
+        row(fixed, "in, present", best(rep, filled_bf, lambda b: [k in b for k in keys]), n)
+        row(fixed, "in, absent", best(rep, filled_bf, lambda b: [k in b for k in absent]), n // 2)
+        b = filled_bf()
+        fprs[fixed] = sum(k in b for k in absent) / len(absent)
+
+        scal = f"pybloom-live ScalableBloomFilter(error_rate={FPR})"
+
+        def sbf() -> ScalableBloomFilter:
+            return ScalableBloomFilter(error_rate=FPR)
+
+        def filled_sbf() -> ScalableBloomFilter:
+            return filled(sbf)
+
+        row(scal, "add, new keys", best(rep, sbf, lambda s: [s.add(k) for k in keys]), n)
+        row(scal, "in, present", best(rep, filled_sbf, lambda s: [k in s for k in keys]), n)
+        s = filled_sbf()
+        fprs[scal] = sum(k in s for k in absent) / len(absent)
+
+    st = "Python set"
+    row(st, "add, new keys", best(rep, set, lambda s: [s.add(k) for k in keys]), n)
+    row(st, "in, present", best(rep, lambda: set(keys), lambda s: [k in s for k in keys]), n)
+    row(st, "in, absent", best(rep, lambda: set(keys), lambda s: [k in s for k in absent]), n // 2)
+
+    shutil.rmtree(tmp, ignore_errors=True)
+    print()
+    print(f"N = {n:,} URLs, best of {rep}")
+    print()
+    print("| structure | operation | ns per key |")
+    print("| --- | --- | ---: |")
+    for name, op, ns in rows:
+        print(f"| {name} | {op} | {ns:,.0f} |")
+    print()
+    print("| filter | false positives on N/2 unseen URLs (target 0.1%) |")
+    print("| --- | ---: |")
+    for name, rate in fprs.items():
+        print(f"| {name} | {rate:.3%} |")
+
+
+if __name__ == "__main__":
+    main()

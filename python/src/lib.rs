@@ -1,0 +1,651 @@
+//! Python bindings of timebloom: the `timebloom._timebloom` extension module.
+//!
+//! One `Engine` class over `timebloom::Engine`, a `ManualClock` for tests and
+//! replays, and one exception class per kind of error. The Python package
+//! `timebloom` (python/timebloom/__init__.py) re-exports them with type stubs.
+//!
+//! Threads: the engine sits behind a read-write lock. Every call takes it
+//! shared; `close` takes it exclusive. Single-key calls keep the GIL (they
+//! take well under a microsecond); batch calls, `verify`, `flush` and `close`
+//! release it, and take the lock only after releasing it, so no thread ever
+//! waits for the GIL while it holds the lock.
+
+use std::path::{Path, PathBuf};
+use std::sync::{RwLock, RwLockReadGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString, PyTuple};
+
+use timebloom::{Config, Error};
+
+create_exception!(
+    timebloom,
+    TimebloomError,
+    PyException,
+    "Base class of every error timebloom raises; `path` names the engine directory or file."
+);
+create_exception!(
+    timebloom,
+    InvalidConfigError,
+    TimebloomError,
+    "The configuration given to `Engine.create` is not valid; nothing was written."
+);
+create_exception!(
+    timebloom,
+    LockedError,
+    TimebloomError,
+    "Another process (or another open `Engine`) holds the directory: one writer at a time."
+);
+create_exception!(
+    timebloom,
+    AlreadyExistsError,
+    TimebloomError,
+    "`Engine.create` found an engine in the directory already."
+);
+create_exception!(
+    timebloom,
+    NotFoundError,
+    TimebloomError,
+    "`Engine.open` found no engine (no MANIFEST) in the directory."
+);
+create_exception!(
+    timebloom,
+    CorruptError,
+    TimebloomError,
+    "A file's bytes are wrong: bad magic, checksum, length or field. The message names the file."
+);
+create_exception!(
+    timebloom,
+    UnsupportedVersionError,
+    TimebloomError,
+    "A file was written by a format version this build does not read."
+);
+create_exception!(
+    timebloom,
+    WindowUnavailableError,
+    TimebloomError,
+    "`insert_at` named an instant whose window has expired in every tier, or lies in the future."
+);
+create_exception!(
+    timebloom,
+    HorizonTooLongError,
+    TimebloomError,
+    "`contains_within` asked for a horizon longer than any tier keeps."
+);
+create_exception!(
+    timebloom,
+    RemoveUnsupportedError,
+    TimebloomError,
+    "`remove` on an engine whose tiers are not all counting tiers (`7d:counting`)."
+);
+create_exception!(
+    timebloom,
+    IoError,
+    TimebloomError,
+    "An operating-system I/O call failed, or an earlier one left the engine unusable (reopen it)."
+);
+create_exception!(
+    timebloom,
+    ReadOnlyError,
+    TimebloomError,
+    "A write on an engine opened with `read_only=True`."
+);
+create_exception!(
+    timebloom,
+    ClockJumpError,
+    TimebloomError,
+    "The clock jumped so far forward that every window holding keys would expire at once; nothing changed. Call `maintain(now)` to move there on purpose."
+);
+create_exception!(
+    timebloom,
+    IncompleteError,
+    TimebloomError,
+    "`insert_many` stopped part way: `answers` holds the answers of the keys recorded before the error (the first `len(answers)` keys); the rest were not recorded. `__cause__` is the error that stopped it."
+);
+create_exception!(
+    timebloom,
+    NotEmptyError,
+    TimebloomError,
+    "`Engine.create` refused a directory that holds files it did not make."
+);
+create_exception!(
+    timebloom,
+    ClosedError,
+    TimebloomError,
+    "The engine was closed; open it again."
+);
+
+/// The Python exception for an engine error, its message naming `path`.
+fn to_py(err: Error, path: &Path) -> PyErr {
+    let shown = path.display().to_string();
+    let text = err.to_string();
+    let msg = if text.contains(&shown) {
+        text
+    } else {
+        format!("{shown}: {text}")
+    };
+    let e = match err {
+        Error::InvalidConfig { .. } => InvalidConfigError::new_err(msg),
+        Error::Locked { .. } => LockedError::new_err(msg),
+        Error::AlreadyExists { .. } => AlreadyExistsError::new_err(msg),
+        Error::NotFound { .. } => NotFoundError::new_err(msg),
+        Error::Corrupt { .. } => CorruptError::new_err(msg),
+        Error::UnsupportedVersion { .. } => UnsupportedVersionError::new_err(msg),
+        Error::WindowUnavailable { .. } => WindowUnavailableError::new_err(msg),
+        Error::HorizonTooLong { .. } => HorizonTooLongError::new_err(msg),
+        Error::RemoveUnsupported { .. } => RemoveUnsupportedError::new_err(msg),
+        Error::Io { .. } | Error::PreviousIo => IoError::new_err(msg),
+        Error::ReadOnly { .. } => ReadOnlyError::new_err(msg),
+        Error::ClockJump { .. } => ClockJumpError::new_err(msg),
+        Error::NotEmpty { .. } => NotEmptyError::new_err(msg),
+        Error::Incomplete { answers, cause } => {
+            let e = with_path(IncompleteError::new_err(msg), path);
+            let cause = to_py(*cause, path);
+            Python::attach(|py| {
+                let v = e.value(py);
+                // As for `path`: setting attributes on a fresh exception
+                // does not fail, and the message says how many were recorded.
+                let _ = v.setattr("answers", answers);
+                v.setattr("__cause__", cause.value(py)).ok();
+            });
+            return e;
+        }
+        _ => TimebloomError::new_err(msg),
+    };
+    with_path(e, path)
+}
+
+/// Sets the exception's `path` attribute (the message names it too).
+fn with_path(e: PyErr, path: &Path) -> PyErr {
+    Python::attach(|py| {
+        // Setting an attribute on a fresh exception object does not fail;
+        // if it did, the message still names the path.
+        let _ = e.value(py).setattr("path", path.display().to_string());
+    });
+    e
+}
+
+/// Plain data as Python dicts, lists and scalars (through JSON).
+fn to_dict<'py>(py: Python<'py>, value: &impl serde::Serialize) -> PyResult<Bound<'py, PyAny>> {
+    let json = serde_json::to_string(value)
+        .map_err(|e| TimebloomError::new_err(format!("encoding a report: {e}")))?;
+    py.import("json")?.call_method1("loads", (json,))
+}
+
+/// A key as the engine reads it: the bytes of a `bytes` object, or the UTF-8
+/// encoding of a `str` (a new `bytes` object that this value keeps alive).
+fn key_bytes<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        Ok(b.clone())
+    } else if let Ok(s) = obj.cast::<PyString>() {
+        s.encode_utf8()
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "a key is str or bytes, not {}",
+            obj.get_type().name()?
+        )))
+    }
+}
+
+/// Every key of an iterable, as `bytes` objects kept alive by the vector.
+fn keys_of<'py>(keys: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    if keys.is_instance_of::<PyString>() || keys.is_instance_of::<PyBytes>() {
+        return Err(PyTypeError::new_err(
+            "keys is an iterable of keys, not one str or bytes key",
+        ));
+    }
+    let mut out = Vec::with_capacity(keys.len().unwrap_or(0));
+    for k in keys.try_iter()? {
+        out.push(key_bytes(&k?)?);
+    }
+    Ok(out)
+}
+
+/// Seconds from a `timedelta` or a number, as a `Duration`.
+fn duration_of(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
+    let secs: f64 = if obj.hasattr("total_seconds")? {
+        obj.call_method0("total_seconds")?.extract()?
+    } else if obj.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(PyTypeError::new_err("a duration is a timedelta or seconds"));
+    } else {
+        obj.extract()
+            .map_err(|_| PyTypeError::new_err("a duration is a timedelta or seconds"))?
+    };
+    Duration::try_from_secs_f64(secs)
+        .map_err(|_| PyValueError::new_err(format!("not a valid duration: {secs} seconds")))
+}
+
+/// An instant from an aware `datetime` or seconds since the Unix epoch.
+fn instant_of(obj: &Bound<'_, PyAny>) -> PyResult<SystemTime> {
+    let secs: f64 = if obj.hasattr("timestamp")? && obj.hasattr("tzinfo")? {
+        if obj.getattr("tzinfo")?.is_none() {
+            return Err(PyValueError::new_err(
+                "a naive datetime is ambiguous: give it a tzinfo (datetime.timezone.utc)",
+            ));
+        }
+        obj.call_method0("timestamp")?.extract()?
+    } else if obj.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(PyTypeError::new_err(
+            "an instant is an aware datetime or seconds since the Unix epoch",
+        ));
+    } else {
+        obj.extract().map_err(|_| {
+            PyTypeError::new_err("an instant is an aware datetime or seconds since the Unix epoch")
+        })?
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(PyValueError::new_err(format!(
+            "instant {secs} is not a time after 1970"
+        )));
+    }
+    Duration::try_from_secs_f64(secs)
+        .ok()
+        .and_then(|d| UNIX_EPOCH.checked_add(d))
+        .ok_or_else(|| PyValueError::new_err(format!("instant {secs} is out of range")))
+}
+
+/// A clock that moves only when told to, for tests and replays.
+///
+/// Give it to `Engine.create(..., clock=c)` or `Engine.open(..., clock=c)`:
+/// the engine then reads the time from it instead of the system clock.
+/// Copies share one time. Whole seconds.
+#[pyclass(module = "timebloom", name = "ManualClock", frozen)]
+struct PyManualClock {
+    inner: timebloom::ManualClock,
+}
+
+#[pymethods]
+impl PyManualClock {
+    /// A clock showing `now`: an aware datetime or seconds since the Unix epoch.
+    #[new]
+    fn new(now: &Bound<'_, PyAny>) -> PyResult<Self> {
+        Ok(PyManualClock {
+            inner: timebloom::ManualClock::new(instant_of(now)?),
+        })
+    }
+
+    /// Shows `now` from now on (an aware datetime or seconds since the epoch).
+    fn set(&self, now: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.inner.set(instant_of(now)?);
+        Ok(())
+    }
+
+    /// Moves the clock forward by `by` (a timedelta or seconds).
+    fn advance(&self, by: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.inner.advance(duration_of(by)?);
+        Ok(())
+    }
+
+    /// The time shown, in whole seconds since the Unix epoch.
+    fn timestamp(&self) -> u64 {
+        use timebloom::Clock;
+        self.inner
+            .now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    }
+
+    fn __repr__(&self) -> String {
+        format!("ManualClock({})", self.timestamp())
+    }
+}
+
+fn options(
+    clock: Option<&Bound<'_, PyManualClock>>,
+    verify: bool,
+    allow_clock_jump: bool,
+) -> timebloom::Options {
+    let o = timebloom::Options::default()
+        .verify_on_open(verify)
+        .allow_clock_jump(allow_clock_jump);
+    match clock {
+        Some(c) => o.clock(c.get().inner.clone()),
+        None => o,
+    }
+}
+
+/// An open timebloom engine: a directory of time-windowed Bloom filters.
+///
+/// Create one with `Engine.create(path, ...)`, open one with
+/// `Engine.open(path)`. Use it as a context manager (`with ... as engine:`)
+/// or call `close()`; an engine that is never closed is recovered at the
+/// next open. Safe to share between threads.
+#[pyclass(module = "timebloom", name = "Engine", frozen)]
+struct PyEngine {
+    inner: RwLock<Option<timebloom::Engine>>,
+    path: PathBuf,
+    /// The injected clock, if any (`maintain()` reads it).
+    clock: Option<timebloom::ManualClock>,
+}
+
+impl PyEngine {
+    fn wrap(engine: timebloom::Engine, clock: Option<&Bound<'_, PyManualClock>>) -> PyEngine {
+        PyEngine {
+            path: engine.path().to_path_buf(),
+            inner: RwLock::new(Some(engine)),
+            clock: clock.map(|c| c.get().inner.clone()),
+        }
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Option<timebloom::Engine>> {
+        // A panic while the lock was held cannot leave the engine half
+        // changed from this side: the engine keeps its own invariants.
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` on the open engine under the shared lock, with the GIL held.
+    fn with<T>(&self, f: impl FnOnce(&timebloom::Engine) -> timebloom::Result<T>) -> PyResult<T> {
+        let guard = self.read();
+        let engine = guard.as_ref().ok_or_else(|| self.closed_error())?;
+        f(engine).map_err(|e| to_py(e, &self.path))
+    }
+
+    /// Runs `f` on the open engine with the GIL released.
+    fn detached<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&timebloom::Engine) -> timebloom::Result<T> + Send,
+    ) -> PyResult<T> {
+        let r = py.detach(|| {
+            let guard = self.read();
+            guard.as_ref().map(f)
+        });
+        match r {
+            None => Err(self.closed_error()),
+            Some(r) => r.map_err(|e| to_py(e, &self.path)),
+        }
+    }
+
+    /// Runs a batch call `f` over the keys of an iterable, GIL released.
+    fn batch(
+        &self,
+        py: Python<'_>,
+        keys: &Bound<'_, PyAny>,
+        f: impl FnOnce(&timebloom::Engine, &[&[u8]]) -> timebloom::Result<Vec<bool>> + Send,
+    ) -> PyResult<Vec<bool>> {
+        let keys = keys_of(keys)?;
+        let slices: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
+        self.detached(py, |e| f(e, &slices))
+    }
+
+    fn closed_error(&self) -> PyErr {
+        with_path(
+            ClosedError::new_err(format!("{}: the engine is closed", self.path.display())),
+            &self.path,
+        )
+    }
+}
+
+#[pymethods]
+impl PyEngine {
+    /// Creates a new engine in `path` (created if missing).
+    ///
+    /// `tiers`: comma-separated windows and retentions, default `7d,4w,12m`
+    /// (a `:counting` suffix makes a tier support `remove`). `items_per_day`:
+    /// planned distinct keys per day (a window grows past it, at a cost in
+    /// memory). `fpr`: false-positive rate bound of one query.
+    /// `utc_offset_secs`: where window boundaries fall. `clock`: a
+    /// `ManualClock` to read the time from instead of the system clock.
+    #[staticmethod]
+    #[pyo3(signature = (path, tiers="7d,4w,12m", items_per_day=1_000_000, fpr=0.001, *, utc_offset_secs=0, clock=None))]
+    fn create(
+        py: Python<'_>,
+        path: PathBuf,
+        tiers: &str,
+        items_per_day: u64,
+        fpr: f64,
+        utc_offset_secs: i32,
+        clock: Option<&Bound<'_, PyManualClock>>,
+    ) -> PyResult<PyEngine> {
+        let tiers = timebloom::parse_tiers(tiers).map_err(|e| to_py(e, &path))?;
+        let config = Config {
+            tiers,
+            expected_items_per_day: items_per_day,
+            fpr,
+            utc_offset_secs,
+            ..Config::default()
+        };
+        let opts = options(clock, false, false);
+        py.detach(|| timebloom::Engine::create_with(&path, config, opts))
+            .map(|e| PyEngine::wrap(e, clock))
+            .map_err(|e| to_py(e, &path))
+    }
+
+    /// Opens the engine in `path`; its configuration comes from the directory.
+    ///
+    /// `verify=True` checks every sealed segment's checksum while opening.
+    /// `read_only=True` opens for lookups only: no lock is taken (a writer
+    /// may keep running), nothing is written, writes raise `ReadOnlyError`.
+    /// `clock`: a `ManualClock` to read the time from.
+    /// `allow_clock_jump=True` accepts a clock that jumped past every
+    /// window holding keys (they all expire) instead of `ClockJumpError`.
+    #[staticmethod]
+    #[pyo3(signature = (path, *, verify=false, read_only=false, clock=None, allow_clock_jump=false))]
+    fn open(
+        py: Python<'_>,
+        path: PathBuf,
+        verify: bool,
+        read_only: bool,
+        clock: Option<&Bound<'_, PyManualClock>>,
+        allow_clock_jump: bool,
+    ) -> PyResult<PyEngine> {
+        let opts = options(clock, verify, allow_clock_jump);
+        py.detach(|| {
+            if read_only {
+                timebloom::Engine::open_read_only_with(&path, opts)
+            } else {
+                timebloom::Engine::open_with(&path, opts)
+            }
+        })
+        .map(|e| PyEngine::wrap(e, clock))
+        .map_err(|e| to_py(e, &path))
+    }
+
+    /// Records `key` (str or bytes) in every tier's open window. Returns
+    /// True when the key was new: absent from every live window before.
+    fn insert(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let k = key_bytes(key)?;
+        self.with(|e| e.insert(k.as_bytes()))
+    }
+
+    /// `insert` for every key of an iterable, with the GIL released; one
+    /// bool per key, in order.
+    fn insert_many(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
+        self.batch(py, keys, |e, k| e.insert_batch(k))
+    }
+
+    /// Whether `key` is in any live window (at most `fpr` false positives,
+    /// never a false negative within the retention).
+    fn contains(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let k = key_bytes(key)?;
+        self.with(|e| e.contains(k.as_bytes()))
+    }
+
+    /// `contains` for every key of an iterable, with the GIL released.
+    fn contains_many(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
+        self.batch(py, keys, |e, k| e.contains_batch(k))
+    }
+
+    /// Whether `key` was inserted within `horizon` (a timedelta or seconds)
+    /// of now. True for every key inserted within the horizon; may be True
+    /// for a key up to one window of the answering tier older.
+    fn contains_within(
+        &self,
+        key: &Bound<'_, PyAny>,
+        horizon: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let k = key_bytes(key)?;
+        let h = duration_of(horizon)?;
+        self.with(|e| e.contains_within(k.as_bytes(), h))
+    }
+
+    /// Records `key` as seen at `when` (an aware datetime or seconds since
+    /// the epoch): a backfill into every tier that still keeps that window.
+    /// Returns True when the key was new.
+    fn insert_at(&self, key: &Bound<'_, PyAny>, when: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let k = key_bytes(key)?;
+        let t = instant_of(when)?;
+        self.with(|e| e.insert_at(k.as_bytes(), t))
+    }
+
+    /// Takes `key` back (counting tiers only: `RemoveUnsupportedError`
+    /// otherwise). Returns whether any window held it. Remove only keys you
+    /// inserted: removing another may remove a key that shares its counters.
+    fn remove(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let k = key_bytes(key)?;
+        self.with(|e| e.remove(k.as_bytes()))
+    }
+
+    /// Takes back one insert of `key` made at `when` (an aware datetime or
+    /// seconds since the epoch): counting tiers only. Returns whether it did.
+    fn remove_at(&self, key: &Bound<'_, PyAny>, when: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let k = key_bytes(key)?;
+        let t = instant_of(when)?;
+        self.with(|e| e.remove_at(k.as_bytes(), t))
+    }
+
+    /// Rotates and expires windows as of `now` (default: the engine's
+    /// clock) and returns what changed: `{"opened": [...], "sealed": [...],
+    /// "expired": [...]}`, window labels per tier. Calls do this by
+    /// themselves; call it to move across a clock jump on purpose.
+    #[pyo3(signature = (now=None))]
+    fn maintain<'py>(
+        &self,
+        py: Python<'py>,
+        now: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let now = now.map(instant_of).transpose()?;
+        let now = now.unwrap_or_else(|| match &self.clock {
+            Some(c) => timebloom::Clock::now(c),
+            None => SystemTime::now(),
+        });
+        let m = self.detached(py, |e| e.maintain(now))?;
+        to_dict(py, &m)
+    }
+
+    /// The engine's state: tiers, segments, fill, estimated keys and rates.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let stats = self.with(|e| e.stats())?;
+        to_dict(py, &stats)
+    }
+
+    /// Checks every sealed segment's body checksum and fill count;
+    /// `CorruptError` names the first bad file.
+    fn verify(&self, py: Python<'_>) -> PyResult<()> {
+        self.detached(py, |e| e.verify())
+    }
+
+    /// Makes every insert so far durable (msync, header, fsync).
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        self.detached(py, |e| e.flush())
+    }
+
+    /// Closes the engine cleanly (later calls raise `ClosedError`). Closing
+    /// a closed engine does nothing.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let engine = py.detach(|| {
+            let mut guard = self.inner.write().unwrap_or_else(|p| p.into_inner());
+            guard.take().map(timebloom::Engine::close)
+        });
+        match engine {
+            None | Some(Ok(())) => Ok(()),
+            Some(Err(e)) => Err(to_py(e, &self.path)),
+        }
+    }
+
+    /// The engine directory.
+    #[getter]
+    fn path(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    /// Whether `close` has been called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.read().is_none()
+    }
+
+    /// Whether the engine was opened with `read_only=True`.
+    #[getter]
+    fn read_only(&self) -> PyResult<bool> {
+        self.with(|e| Ok(e.is_read_only()))
+    }
+
+    /// Whether `remove` works here (every tier is a counting tier).
+    #[getter]
+    fn supports_remove(&self) -> PyResult<bool> {
+        self.with(|e| Ok(e.supports_remove()))
+    }
+
+    /// The tiers, as given to `create` (`"7d,4w,12m"`).
+    #[getter]
+    fn tiers(&self) -> PyResult<String> {
+        self.with(|e| {
+            Ok(e.config()
+                .tiers
+                .iter()
+                .map(|t| t.to_string())
+                .collect::<Vec<_>>()
+                .join(","))
+        })
+    }
+
+    fn __contains__(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        self.contains(key)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.closed() { "closed" } else { "open" };
+        format!(
+            "<timebloom.Engine {:?} {state}>",
+            self.path.display().to_string()
+        )
+    }
+}
+
+/// The extension module behind the `timebloom` package.
+#[pymodule]
+fn _timebloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<PyEngine>()?;
+    m.add_class::<PyManualClock>()?;
+    m.add("TimebloomError", py.get_type::<TimebloomError>())?;
+    m.add("InvalidConfigError", py.get_type::<InvalidConfigError>())?;
+    m.add("LockedError", py.get_type::<LockedError>())?;
+    m.add("AlreadyExistsError", py.get_type::<AlreadyExistsError>())?;
+    m.add("NotFoundError", py.get_type::<NotFoundError>())?;
+    m.add("CorruptError", py.get_type::<CorruptError>())?;
+    m.add(
+        "UnsupportedVersionError",
+        py.get_type::<UnsupportedVersionError>(),
+    )?;
+    m.add(
+        "WindowUnavailableError",
+        py.get_type::<WindowUnavailableError>(),
+    )?;
+    m.add("HorizonTooLongError", py.get_type::<HorizonTooLongError>())?;
+    m.add(
+        "RemoveUnsupportedError",
+        py.get_type::<RemoveUnsupportedError>(),
+    )?;
+    m.add("IoError", py.get_type::<IoError>())?;
+    m.add("ReadOnlyError", py.get_type::<ReadOnlyError>())?;
+    m.add("ClockJumpError", py.get_type::<ClockJumpError>())?;
+    m.add("IncompleteError", py.get_type::<IncompleteError>())?;
+    m.add("NotEmptyError", py.get_type::<NotEmptyError>())?;
+    m.add("ClosedError", py.get_type::<ClosedError>())?;
+    Ok(())
+}

@@ -1,0 +1,405 @@
+"""The Python API of timebloom.Engine over the real engine."""
+
+import os
+import subprocess
+import sys
+import threading
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+import timebloom
+from timebloom import Engine, ManualClock
+
+T0 = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)
+
+
+def test_insert_reports_new_keys_and_str_equals_utf8_bytes(tb_dir):
+    with Engine.create(tb_dir, items_per_day=1000) as e:
+        assert e.insert("https://example.com/é") is True
+        assert e.insert("https://example.com/é".encode()) is False
+        assert e.insert(b"\x00\xff binary") is True
+        assert e.contains("https://example.com/é")
+        assert "https://example.com/é" in e
+        assert not e.contains("https://example.com/other")
+        assert e.insert("") is True
+        assert e.contains(b"")
+
+
+def test_batches_match_single_calls(tb_dir):
+    keys = [f"https://example.com/{i % 700}" for i in range(1000)]
+    with Engine.create(tb_dir, items_per_day=10_000) as e:
+        got = e.insert_many(keys)
+        assert got == [i < 700 for i in range(1000)]
+        assert e.insert_many(iter(["new", b"new", "https://example.com/3"])) == [True, False, False]
+        assert e.contains_many(keys[:5] + ["absent"]) == [True] * 5 + [False]
+        assert e.insert_many([]) == []
+        assert e.contains_many(x for x in ()) == []
+
+
+def test_bad_keys_raise_type_errors_not_crashes(tb_dir):
+    with Engine.create(tb_dir, items_per_day=1000) as e:
+        for bad in (1, None, 2.5, ["a"], bytearray(b"a")):
+            with pytest.raises(TypeError):
+                e.insert(bad)
+        with pytest.raises(TypeError):
+            e.insert_many("abc")  # one str, not an iterable of keys
+        with pytest.raises(TypeError):
+            e.insert_many(["a", 3])
+        with pytest.raises(TypeError):
+            e.contains_many(5)
+        with pytest.raises(TypeError):
+            e.contains_within("a", "1d")
+        with pytest.raises(ValueError):
+            e.contains_within("a", -1)
+        # Nothing of the failed batches was recorded.
+        assert not e.contains("a")
+
+
+def test_reopen_finds_keys_and_config(tb_dir):
+    with Engine.create(tb_dir, tiers="3d,2w", items_per_day=500, fpr=0.01) as e:
+        e.insert_many([f"k{i}" for i in range(100)])
+    with Engine.open(tb_dir, verify=True) as e:
+        assert all(e.contains_many([f"k{i}" for i in range(100)]))
+        assert e.tiers == "3d,2w"
+        s = e.stats()
+        assert s["fpr"] == 0.01
+        assert s["expected_items_per_day"] == 500
+        assert [t["tier"] for t in s["tiers"]] == ["3d", "2w"]
+        e.verify()
+        e.flush()
+
+
+def test_pathlike_and_path_attribute(tmp_path):
+    p = tmp_path / "eng"
+    with Engine.create(p, items_per_day=10) as e:
+        assert e.path == str(p)
+        assert repr(e).endswith("open>")
+    assert e.closed
+    assert repr(e).endswith("closed>")
+
+
+def test_close_is_idempotent_and_later_calls_raise(tb_dir):
+    e = Engine.create(tb_dir, items_per_day=10)
+    e.close()
+    e.close()
+    with pytest.raises(timebloom.ClosedError) as info:
+        e.insert("a")
+    assert tb_dir in str(info.value)
+    assert info.value.path == tb_dir
+    with pytest.raises(timebloom.ClosedError):
+        e.insert_many(["a"])
+    with pytest.raises(timebloom.TimebloomError):
+        e.stats()
+
+
+def test_errors_are_typed_and_name_the_path(tb_dir, tmp_path):
+    with pytest.raises(timebloom.NotFoundError) as info:
+        Engine.open(tb_dir)
+    assert tb_dir in str(info.value) and info.value.path == tb_dir
+
+    with pytest.raises(timebloom.InvalidConfigError) as info:
+        Engine.create(tb_dir, tiers="7x")
+    assert tb_dir in str(info.value)
+    with pytest.raises(timebloom.InvalidConfigError):
+        Engine.create(tb_dir, fpr=1.5)
+    with pytest.raises(timebloom.InvalidConfigError):
+        Engine.create(tb_dir, items_per_day=0)
+    with pytest.raises(OverflowError):
+        Engine.create(tb_dir, items_per_day=-1)
+    assert not os.path.exists(tb_dir), "a refused create leaves nothing behind"
+
+    e = Engine.create(tb_dir, items_per_day=10)
+    with pytest.raises(timebloom.LockedError) as info:
+        Engine.open(tb_dir)
+    assert tb_dir in str(info.value)
+    with pytest.raises(timebloom.AlreadyExistsError):
+        Engine.create(tb_dir)
+    with pytest.raises(timebloom.RemoveUnsupportedError) as info:
+        e.remove("a")
+    assert tb_dir in str(info.value)
+    with pytest.raises(timebloom.HorizonTooLongError):
+        e.contains_within("a", timedelta(days=5000))
+    with pytest.raises(timebloom.WindowUnavailableError):
+        e.insert_at("a", datetime(2001, 1, 1, tzinfo=timezone.utc))
+    with pytest.raises(ValueError):
+        e.insert_at("a", datetime(2001, 1, 1))  # naive: ambiguous
+    e.close()
+    for cls in (
+        timebloom.NotFoundError,
+        timebloom.LockedError,
+        timebloom.CorruptError,
+        timebloom.RemoveUnsupportedError,
+        timebloom.ClosedError,
+    ):
+        assert issubclass(cls, timebloom.TimebloomError)
+
+
+def test_corrupt_segment_is_a_corrupt_error_naming_the_file(tb_dir):
+    clock = ManualClock(T0)
+    with Engine.create(tb_dir, tiers="2d", items_per_day=1000, clock=clock) as e:
+        e.insert("a")
+        clock.advance(timedelta(days=1))
+        e.insert("b")  # rotates: yesterday's segment is sealed
+    seg = Path(tb_dir) / "seg"
+    files = sorted(seg.iterdir())
+    assert files
+    victim = files[0]
+    data = bytearray(victim.read_bytes())
+    data[-1] ^= 0xFF  # the last byte of the body: a sealed body's checksum fails
+    victim.write_bytes(bytes(data))
+    with pytest.raises(timebloom.CorruptError) as info:
+        Engine.open(tb_dir, verify=True, clock=clock)
+    assert victim.name in str(info.value)
+    e = Engine.open(tb_dir, clock=clock)  # opening reads only headers
+    with pytest.raises(timebloom.CorruptError) as info:
+        e.verify()
+    assert victim.name in str(info.value)
+    e.close()
+    data[-1] ^= 0xFF  # the body is whole again
+    data[0] ^= 0xFF  # the magic of the first header copy (offset 0)
+    victim.write_bytes(bytes(data))
+    with Engine.open(tb_dir, clock=clock) as e:  # the second copy serves
+        assert e.contains("a")
+        with pytest.raises(timebloom.CorruptError) as info:
+            e.verify()  # and verify names the damaged copy's file
+        assert victim.name in str(info.value)
+    data[2048] ^= 0xFF  # the magic of the second copy
+    victim.write_bytes(bytes(data))
+    with pytest.raises(timebloom.CorruptError) as info:
+        Engine.open(tb_dir, clock=clock)
+    assert victim.name in str(info.value)
+
+
+def test_contains_within_and_expiry_with_a_manual_clock(tb_dir):
+    clock = ManualClock(T0)
+    assert clock.timestamp() == int(T0.timestamp())
+    with Engine.create(tb_dir, tiers="7d,4w", items_per_day=1000, clock=clock) as e:
+        assert e.insert("old")
+        clock.advance(timedelta(days=3))
+        assert e.insert("recent")
+        assert e.contains_within("recent", timedelta(days=1))
+        assert e.contains_within("recent", 86_400)
+        assert not e.contains_within("old", timedelta(days=1))
+        assert e.contains_within("old", timedelta(days=5))
+        assert e.contains("old")
+        for _ in range(6):  # a week at a time: windows expire in turn
+            clock.advance(timedelta(weeks=1))
+            e.insert("tick")
+        assert not e.contains("old"), "expired with its windows"
+        assert e.insert("old")
+
+
+def test_a_clock_jump_past_every_window_is_refused_until_maintain(tb_dir):
+    clock = ManualClock(T0)
+    with Engine.create(tb_dir, tiers="7d", items_per_day=1000, clock=clock) as e:
+        e.insert("a")
+        clock.advance(timedelta(days=30))
+        with pytest.raises(timebloom.ClockJumpError) as info:
+            e.insert("b")
+        assert tb_dir in str(info.value)
+        changes = e.maintain()
+        assert changes["expired"] and changes["opened"]
+        assert not e.contains("a")
+        assert e.insert("b")
+        assert e.maintain(clock.timestamp()) == {"opened": [], "sealed": [], "expired": []}
+    clock.advance(timedelta(days=30))
+    with pytest.raises(timebloom.ClockJumpError):
+        Engine.open(tb_dir, clock=clock)
+    with Engine.open(tb_dir, clock=clock, allow_clock_jump=True) as e:
+        assert not e.contains("b")
+
+
+def test_read_only_open_answers_lookups_beside_a_writer(tb_dir):
+    with Engine.create(tb_dir, items_per_day=1000) as w:
+        w.insert("a")
+        w.flush()
+        with Engine.open(tb_dir, read_only=True) as r:  # no lock taken
+            assert r.read_only and not w.read_only
+            assert r.contains("a")
+            assert r.contains_many(["a", "zz"]) == [True, False]
+            for write in (lambda: r.insert("b"), lambda: r.insert_many(["b"])):
+                with pytest.raises(timebloom.ReadOnlyError) as info:
+                    write()
+                assert tb_dir in str(info.value)
+            w.insert("c")
+            assert r.contains("c"), "sees the writer's inserts into mapped segments"
+
+
+def test_create_refuses_a_directory_with_other_files(tmp_path):
+    d = tmp_path / "busy"
+    d.mkdir()
+    (d / "notes.txt").write_text("mine")
+    with pytest.raises(timebloom.NotEmptyError) as info:
+        Engine.create(d)
+    assert str(d) in str(info.value)
+    assert (d / "notes.txt").read_text() == "mine"
+
+
+def test_insert_at_backfills_into_the_past(tb_dir):
+    clock = ManualClock(T0)
+    with Engine.create(tb_dir, tiers="7d,4w", items_per_day=1000, clock=clock) as e:
+        assert e.insert_at("backfilled", T0 - timedelta(days=4)) is True
+        assert e.insert_at("backfilled", (T0 - timedelta(days=2)).timestamp()) is False
+        assert e.contains("backfilled")
+        assert not e.contains_within("backfilled", timedelta(days=1))
+        assert e.contains_within("backfilled", timedelta(days=5))
+        with pytest.raises(timebloom.WindowUnavailableError):
+            e.insert_at("future", T0 + timedelta(days=2))
+
+
+def test_remove_on_counting_tiers(tb_dir):
+    with Engine.create(tb_dir, tiers="7d:counting", items_per_day=1000) as e:
+        assert e.supports_remove
+        e.insert("a")
+        assert e.remove("a") is True
+        assert not e.contains("a")
+        assert e.remove("a") is False
+        e.insert_at("b", datetime.now(timezone.utc) - timedelta(days=2))
+        e.insert("b")
+        assert e.remove_at("b", datetime.now(timezone.utc) - timedelta(days=2)) is True
+        assert e.contains("b"), "today's insert stays"
+        assert e.remove("b") is True
+        assert not e.contains("b")
+
+
+def test_remove_at_needs_counting_tiers(tb_dir):
+    with Engine.create(tb_dir, items_per_day=1000) as e:
+        with pytest.raises(timebloom.RemoveUnsupportedError):
+            e.remove_at("a", datetime.now(timezone.utc))
+
+
+def test_stats_is_a_plain_dict(tb_dir):
+    with Engine.create(tb_dir, items_per_day=1000) as e:
+        e.insert_many([str(i) for i in range(500)])
+        s = e.stats()
+    assert isinstance(s, dict)
+    daily = s["tiers"][0]
+    assert daily["answers_contains"] in (True, False)
+    est = sum(seg["estimated_items"] for seg in daily["segments"])
+    assert 450 <= est <= 550
+
+
+def test_threads_share_one_engine(tb_dir):
+    """Of many threads inserting overlapping keys, each key is new exactly once."""
+    n_threads, per = 8, 4000
+    results = [None] * n_threads
+    with Engine.create(tb_dir, items_per_day=100_000) as e:
+
+        def work(t):
+            keys = [f"k{(t * per // 2) + i}" for i in range(per)]  # half overlaps the next thread
+            if t % 2:
+                results[t] = list(zip(keys, e.insert_many(keys)))
+            else:
+                results[t] = [(k, e.insert(k)) for k in keys]
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(n_threads)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        new = {}
+        for r in results:
+            for k, was_new in r:
+                new[k] = new.get(k, 0) + was_new
+        distinct = {k for r in results for k, _ in r}
+        assert all(new[k] == 1 for k in distinct), "every key new exactly once"
+        assert all(e.contains_many(sorted(distinct)))
+
+
+def test_close_while_other_threads_insert(tb_dir):
+    e = Engine.create(tb_dir, items_per_day=100_000)
+    errors = []
+    stop = threading.Event()
+
+    def work():
+        i = 0
+        while not stop.is_set():
+            try:
+                e.insert_many([f"{threading.get_ident()}-{i}-{j}" for j in range(200)])
+            except timebloom.ClosedError:
+                return
+            except BaseException as x:  # noqa: BLE001 - any other error fails the test
+                errors.append(x)
+                return
+            i += 1
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for th in threads:
+        th.start()
+    e.close()
+    stop.set()
+    for th in threads:
+        th.join()
+    assert not errors
+    with Engine.open(tb_dir) as again:
+        again.verify()
+
+
+SCRIPT = """
+import os, sys, timebloom
+e = timebloom.Engine.{how}
+e.insert_many([f"k{{i}}" for i in range(1000)])
+{ending}
+"""
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [
+        "",  # the interpreter exits with the engine open
+        "sys.stdout.flush(); os._exit(0)",  # no destructor runs at all
+        "e2 = e; del e; import gc; gc.collect()",
+    ],
+)
+def test_reopen_after_the_interpreter_exits_with_the_engine_open(tb_dir, ending):
+    code = SCRIPT.format(how=f"create({tb_dir!r}, items_per_day=10_000)", ending=ending)
+    subprocess.run([sys.executable, "-c", code], check=True)
+    with Engine.open(tb_dir) as e:
+        assert all(e.contains_many([f"k{i}" for i in range(1000)]))
+        assert not any(e.contains_many([f"x{i}" for i in range(100)]))
+        e.verify()
+
+
+def test_the_lock_is_released_when_the_process_dies(tb_dir):
+    code = SCRIPT.format(
+        how=f"create({tb_dir!r}, items_per_day=10_000)",
+        ending="print('ready', flush=True); sys.stdin.read()",
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        with pytest.raises(timebloom.LockedError):
+            Engine.open(tb_dir)
+    finally:
+        p.kill()
+        p.wait()
+    with Engine.open(tb_dir) as e:
+        assert e.contains("k999")
+
+
+def test_manual_clock_rejects_bad_instants():
+    with pytest.raises(ValueError):
+        ManualClock(-5)
+    with pytest.raises(ValueError):
+        ManualClock(datetime(2020, 1, 1))
+    with pytest.raises(TypeError):
+        ManualClock("2020-01-01")
+    c = ManualClock(100)
+    c.advance(timedelta(seconds=20))
+    c.advance(5)
+    assert c.timestamp() == 125
+    c.set(T0)
+    assert c.timestamp() == int(T0.timestamp())
+
+
+def test_every_public_item_has_a_docstring():
+    for name in timebloom.__all__:
+        obj = getattr(timebloom, name)
+        assert obj.__doc__, name
+    for name in dir(Engine):
+        if not name.startswith("_"):
+            assert getattr(Engine, name).__doc__, name
+    for name in ("set", "advance", "timestamp"):
+        assert getattr(ManualClock, name).__doc__, name

@@ -1,0 +1,186 @@
+"""TimebloomDupeFilter: settings, logging, and real crawls of a loopback site."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("scrapy")
+
+from scrapy import Request  # noqa: E402
+from scrapy.utils.test import get_crawler  # noqa: E402
+
+import timebloom  # noqa: E402
+from timebloom.scrapy import TimebloomDupeFilter, parse_duration  # noqa: E402
+
+from loopback_site import Site  # noqa: E402  (tests/loopback_site.py; pytest puts tests/ on sys.path)
+
+HERE = Path(__file__).parent
+T0 = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)
+N_PAGES = 300
+FILTER = "timebloom.scrapy.TimebloomDupeFilter"
+
+
+@pytest.fixture(scope="module")
+def site():
+    s = Site(N_PAGES)
+    yield s
+    s.stop()
+
+
+def crawl(site: Site, **settings) -> dict:
+    """One crawl in a fresh process; returns its Scrapy stats."""
+    site.reset()
+    p = subprocess.run(
+        [sys.executable, str(HERE / "crawl.py"), site.start_url, json.dumps(settings)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if p.returncode != 0:
+        raise AssertionError(f"crawl failed ({p.returncode}):\n{p.stderr[-4000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def fetched_once_each(site: Site) -> bool:
+    return dict(site.hits) == {i: 1 for i in range(site.n)} and not site.other
+
+
+def test_crawl_once_then_nothing_then_again_after_the_recrawl_horizon(site, tmp_path):
+    d = str(tmp_path / "seen.tb")
+    common = {"DUPEFILTER_CLASS": FILTER, "TIMEBLOOM_DIR": d, "TIMEBLOOM_ITEMS_PER_DAY": 10_000}
+
+    stats = crawl(site, TIMEBLOOM_RECRAWL_AFTER="1d", TIMEBLOOM_NOW=T0.isoformat(), **common)
+    assert fetched_once_each(site), (sorted(site.hits.items())[:20], site.other)
+    assert stats["downloader/response_count"] == N_PAGES
+    assert stats["dupefilter/filtered"] > 5 * N_PAGES  # the site repeats links a lot
+
+    # An hour later: every request is a duplicate, the start URL included.
+    stats = crawl(site, TIMEBLOOM_RECRAWL_AFTER="1d", TIMEBLOOM_NOW=(T0 + timedelta(hours=1)).isoformat(), **common)
+    assert sum(site.hits.values()) == 0 and not site.other
+    assert stats.get("downloader/response_count", 0) == 0
+    assert stats["dupefilter/filtered"] == 1
+
+    # Three days later, past TIMEBLOOM_RECRAWL_AFTER: every page again, once.
+    crawl(site, TIMEBLOOM_RECRAWL_AFTER="1d", TIMEBLOOM_NOW=(T0 + timedelta(days=3)).isoformat(), **common)
+    assert fetched_once_each(site)
+
+    # Without a horizon, anything the live windows hold is a duplicate.
+    crawl(site, TIMEBLOOM_NOW=(T0 + timedelta(days=4)).isoformat(), **common)
+    assert sum(site.hits.values()) == 0
+
+
+def test_the_builtin_filter_fetches_the_same_pages(site):
+    """The site's link spellings are what Scrapy itself treats as one URL."""
+    crawl(site, DUPEFILTER_CLASS="scrapy.dupefilters.RFPDupeFilter")
+    assert fetched_once_each(site)
+
+
+def test_jobdir_is_the_default_home_and_a_rerun_fetches_nothing(site, tmp_path):
+    job = tmp_path / "job"
+    crawl(site, DUPEFILTER_CLASS=FILTER, JOBDIR=str(job), TIMEBLOOM_ITEMS_PER_DAY=10_000)
+    assert fetched_once_each(site)
+    assert (job / "timebloom" / "MANIFEST").exists()
+    crawl(site, DUPEFILTER_CLASS=FILTER, JOBDIR=str(job))
+    assert sum(site.hits.values()) == 0
+    with timebloom.Engine.open(job / "timebloom") as e:  # closed by the crawl: not locked
+        assert e.stats()["expected_items_per_day"] == 10_000
+
+
+def make_filter(settings: dict) -> TimebloomDupeFilter:
+    crawler = get_crawler(settings_dict=settings)
+    return TimebloomDupeFilter.from_crawler(crawler)
+
+
+def test_without_a_directory_a_temporary_one_is_removed_at_close():
+    df = make_filter({})
+    assert not df.request_seen(Request("http://a.example/x"))
+    assert df.request_seen(Request("http://a.example/x#frag"))
+    assert not df.request_seen(Request("http://a.example/x", method="POST"))
+    path = Path(df.path)
+    assert path.exists()
+    df.close("finished")
+    assert df.engine.closed
+    assert not path.exists()
+
+
+def test_settings_reach_the_engine(tmp_path):
+    d = tmp_path / "tb"
+    df = make_filter(
+        {
+            "TIMEBLOOM_DIR": str(d),
+            "TIMEBLOOM_ITEMS_PER_DAY": "5000",
+            "TIMEBLOOM_FPR": "0.01",
+            "TIMEBLOOM_TIERS": "3d,2w",
+            "TIMEBLOOM_RECRAWL_AFTER": "36h",
+        }
+    )
+    try:
+        assert df.recrawl_after == 36 * 3600
+        s = df.engine.stats()
+        assert (s["expected_items_per_day"], s["fpr"], df.engine.tiers) == (5000, 0.01, "3d,2w")
+    finally:
+        df.close("finished")
+
+
+def test_a_horizon_longer_than_the_tiers_fails_at_start(tmp_path):
+    with pytest.raises(timebloom.HorizonTooLongError):
+        make_filter({"TIMEBLOOM_DIR": str(tmp_path / "tb"), "TIMEBLOOM_TIERS": "7d", "TIMEBLOOM_RECRAWL_AFTER": "30d"})
+    # The refused filter closed its engine: the directory is not locked.
+    timebloom.Engine.open(tmp_path / "tb").close()
+
+
+def test_a_locked_directory_is_a_locked_error(tmp_path):
+    d = tmp_path / "tb"
+    with timebloom.Engine.create(d, items_per_day=100):
+        with pytest.raises(timebloom.LockedError):
+            make_filter({"TIMEBLOOM_DIR": str(d)})
+
+
+class _Spider:
+    def __init__(self, crawler):
+        self.crawler = crawler
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_logging_like_the_builtin_filter(caplog, debug):
+    crawler = get_crawler(settings_dict={"DUPEFILTER_DEBUG": debug})
+    df = TimebloomDupeFilter.from_crawler(crawler)
+    spider = _Spider(crawler)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="timebloom.scrapy"):
+            for i in range(3):
+                r = Request(f"http://a.example/{i}", headers={"Referer": "http://a.example/"})
+                df.request_seen(r)
+                assert df.request_seen(r)
+                df.log(r, spider)
+    finally:
+        df.close("finished")
+    msgs = [rec.getMessage() for rec in caplog.records if rec.name == "timebloom.scrapy"]
+    if debug:
+        assert len(msgs) == 3
+        assert all("(referer: http://a.example/)" in m for m in msgs)
+    else:
+        assert len(msgs) == 1 and "no more duplicates will be shown" in msgs[0]
+    assert crawler.stats.get_value("dupefilter/filtered") == 3
+
+
+def test_parse_duration():
+    assert parse_duration("7d") == 7 * 86_400
+    assert parse_duration("90m") == 5400
+    assert parse_duration("2w") == 14 * 86_400
+    assert parse_duration("3600") == 3600
+    assert parse_duration(1.5) == 1.5
+    assert parse_duration(timedelta(hours=2)) == 7200
+    for bad in ("7x", "", "-1d", "0"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+    with pytest.raises(TypeError):
+        parse_duration(True)

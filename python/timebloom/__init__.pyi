@@ -1,0 +1,181 @@
+"""Type stubs of timebloom (the classes live in the extension timebloom._timebloom)."""
+
+import os
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, Iterable, Optional, Type, Union, final
+
+_Key = Union[str, bytes]
+"""A key: ``str`` (encoded as UTF-8) or ``bytes``."""
+
+_Seconds = Union[timedelta, int, float]
+"""A duration: a ``timedelta`` or a number of seconds."""
+
+_Instant = Union[datetime, int, float]
+"""An instant: an aware ``datetime`` or seconds since the Unix epoch."""
+
+class TimebloomError(Exception):
+    """Base class of every error timebloom raises."""
+
+    path: str
+    """The engine directory or file concerned."""
+
+class InvalidConfigError(TimebloomError):
+    """The configuration given to ``Engine.create`` is not valid; nothing was written."""
+
+class LockedError(TimebloomError):
+    """Another process (or another open ``Engine``) holds the directory."""
+
+class AlreadyExistsError(TimebloomError):
+    """``Engine.create`` found an engine in the directory already."""
+
+class NotFoundError(TimebloomError):
+    """``Engine.open`` found no engine (no MANIFEST) in the directory."""
+
+class CorruptError(TimebloomError):
+    """A file's bytes are wrong; the message names the file."""
+
+class UnsupportedVersionError(TimebloomError):
+    """A file was written by a format version this build does not read."""
+
+class WindowUnavailableError(TimebloomError):
+    """``insert_at`` named an instant whose window has expired, or lies in the future."""
+
+class HorizonTooLongError(TimebloomError):
+    """``contains_within`` asked for a horizon longer than any tier keeps."""
+
+class RemoveUnsupportedError(TimebloomError):
+    """``remove`` on an engine whose tiers are not all counting tiers."""
+
+class IoError(TimebloomError):
+    """An I/O call failed, or an earlier one left the engine unusable (reopen it)."""
+
+class ReadOnlyError(TimebloomError):
+    """A write on an engine opened with ``read_only=True``."""
+
+class ClockJumpError(TimebloomError):
+    """The clock jumped past every window holding keys; nothing changed (see ``Engine.maintain``)."""
+
+class IncompleteError(TimebloomError):
+    """``insert_many`` stopped part way; ``__cause__`` is the error that stopped it."""
+
+    answers: list[bool]
+    """Answers of the first ``len(answers)`` keys, which were recorded; the rest were not."""
+
+class NotEmptyError(TimebloomError):
+    """``Engine.create`` refused a directory that holds files it did not make."""
+
+class ClosedError(TimebloomError):
+    """The engine was closed."""
+
+@final
+class ManualClock:
+    """A clock that moves only when told to, for tests and replays (whole seconds)."""
+
+    def __new__(cls, now: _Instant) -> "ManualClock":
+        """A clock showing ``now``."""
+    def set(self, now: _Instant) -> None:
+        """Shows ``now`` from now on."""
+    def advance(self, by: _Seconds) -> None:
+        """Moves the clock forward by ``by``."""
+    def timestamp(self) -> int:
+        """The time shown, in whole seconds since the Unix epoch."""
+
+@final
+class Engine:
+    """An open timebloom engine: a directory of time-windowed Bloom filters."""
+
+    @staticmethod
+    def create(
+        path: Union[str, "os.PathLike[str]"],
+        tiers: str = "7d,4w,12m",
+        items_per_day: int = 1_000_000,
+        fpr: float = 0.001,
+        *,
+        utc_offset_secs: int = 0,
+        clock: Optional[ManualClock] = None,
+    ) -> "Engine":
+        """Creates a new engine in ``path`` (created if missing)."""
+    @staticmethod
+    def open(
+        path: Union[str, "os.PathLike[str]"],
+        *,
+        verify: bool = False,
+        read_only: bool = False,
+        clock: Optional[ManualClock] = None,
+        allow_clock_jump: bool = False,
+    ) -> "Engine":
+        """Opens the engine in ``path``; its configuration comes from the directory."""
+    def insert(self, key: _Key) -> bool:
+        """Records ``key``; True when it was absent from every live window before."""
+    def insert_many(self, keys: Iterable[_Key]) -> list[bool]:
+        """``insert`` for every key, with the GIL released; one bool per key."""
+    def contains(self, key: _Key) -> bool:
+        """Whether ``key`` is in any live window."""
+    def contains_many(self, keys: Iterable[_Key]) -> list[bool]:
+        """``contains`` for every key, with the GIL released."""
+    def contains_within(self, key: _Key, horizon: _Seconds) -> bool:
+        """Whether ``key`` was inserted within ``horizon`` of now."""
+    def insert_at(self, key: _Key, when: _Instant) -> bool:
+        """Records ``key`` as seen at ``when`` (a backfill); True when it was new."""
+    def remove(self, key: _Key) -> bool:
+        """Takes ``key`` back (counting tiers only); whether any window held it."""
+    def remove_at(self, key: _Key, when: _Instant) -> bool:
+        """Takes back one insert of ``key`` made at ``when`` (counting tiers only)."""
+    def maintain(self, now: Optional[_Instant] = None) -> dict[str, list[str]]:
+        """Rotates and expires windows as of ``now``; what was opened, sealed, expired."""
+    def stats(self) -> dict[str, Any]:
+        """Tiers, segments, fill, estimated keys and rates."""
+    def verify(self) -> None:
+        """Checks every sealed segment's checksum; ``CorruptError`` names a bad file."""
+    def flush(self) -> None:
+        """Makes every insert so far durable."""
+    def close(self) -> None:
+        """Closes the engine cleanly; later calls raise ``ClosedError``."""
+    @property
+    def path(self) -> str:
+        """The engine directory."""
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` has been called."""
+    @property
+    def read_only(self) -> bool:
+        """Whether the engine was opened with ``read_only=True``."""
+    @property
+    def supports_remove(self) -> bool:
+        """Whether ``remove`` works here."""
+    @property
+    def tiers(self) -> str:
+        """The tiers, as given to ``create``."""
+    def __contains__(self, key: _Key, /) -> bool:
+        """``key in engine`` is ``engine.contains(key)``."""
+    def __enter__(self) -> "Engine":
+        """The engine itself."""
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool:
+        """Closes the engine."""
+
+__all__ = [
+    "AlreadyExistsError",
+    "ClockJumpError",
+    "ClosedError",
+    "CorruptError",
+    "Engine",
+    "HorizonTooLongError",
+    "IncompleteError",
+    "InvalidConfigError",
+    "IoError",
+    "LockedError",
+    "ManualClock",
+    "NotEmptyError",
+    "NotFoundError",
+    "ReadOnlyError",
+    "RemoveUnsupportedError",
+    "TimebloomError",
+    "UnsupportedVersionError",
+    "WindowUnavailableError",
+]

@@ -1,0 +1,212 @@
+"""A Scrapy duplicate filter over a timebloom engine.
+
+Enable it in a project's settings::
+
+    DUPEFILTER_CLASS = "timebloom.scrapy.TimebloomDupeFilter"
+    TIMEBLOOM_RECRAWL_AFTER = "7d"   # optional: fetch a URL again after 7 days
+
+Settings:
+
+``TIMEBLOOM_DIR``
+    The engine directory. Default: ``<JOBDIR>/timebloom`` when ``JOBDIR`` is
+    set; otherwise a temporary directory deleted when the spider closes
+    (every run starts empty, like Scrapy's built-in filter without JOBDIR).
+``TIMEBLOOM_RECRAWL_AFTER``
+    A request is a duplicate only if its fingerprint was seen within this
+    horizon: seconds, a ``timedelta``, or a string such as ``"90m"``,
+    ``"12h"``, ``"7d"``, ``"2w"``. Windows are whole, so a request seen up to
+    one window of the answering tier earlier (a day, with daily tiers) may
+    still count as seen. Default: unset, a request is a duplicate while any
+    window still holds it (12 months with the default tiers).
+``TIMEBLOOM_ITEMS_PER_DAY``
+    Planned distinct requests per day (default 100000). A window that
+    receives more grows instead of losing accuracy.
+``TIMEBLOOM_FPR``
+    The false-positive rate bound of one lookup (default 0.001): the share
+    of new requests wrongly dropped as duplicates.
+``TIMEBLOOM_TIERS``
+    The engine's tiers when it is created (default ``"7d,4w,12m"``). An
+    existing directory keeps the configuration it was created with.
+``TIMEBLOOM_NOW``
+    For tests and replays only: the engine reads this fixed instant (seconds
+    since the Unix epoch, an aware ``datetime``, or an ISO 8601 string with
+    an offset) instead of the system clock, so a test can run a crawl "three
+    days later". Never set it in production: time does not move while it is
+    set, so no window ever rotates.
+``DUPEFILTER_DEBUG``
+    Log every filtered request, as Scrapy's built-in filter does (otherwise
+    only the first).
+
+The filter keys the engine with the request fingerprint of the crawler's
+``REQUEST_FINGERPRINTER_CLASS`` (the 20 raw bytes), so requests that Scrapy's
+own filter treats as one are one here too. The engine is closed when the
+spider closes.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import tempfile
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+from scrapy.dupefilters import BaseDupeFilter
+from scrapy.utils.request import referer_str
+
+from timebloom import Engine, ManualClock, NotFoundError
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+
+__all__ = ["TimebloomDupeFilter", "parse_duration"]
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+
+
+def parse_duration(value: Union[str, int, float, timedelta]) -> float:
+    """Seconds of ``value``: a number of seconds, a ``timedelta``, or a
+    string such as ``"3600"``, ``"90m"``, ``"12h"``, ``"7d"``, ``"2w"``."""
+    if isinstance(value, timedelta):
+        secs = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        secs = float(value)
+    elif isinstance(value, str):
+        m = _DURATION.match(value)
+        if not m:
+            raise ValueError(f"not a duration: {value!r} (use seconds or 90m, 12h, 7d, 2w)")
+        secs = float(m.group(1)) * _UNITS[m.group(2) or "s"]
+    else:
+        raise TypeError(f"not a duration: {value!r}")
+    if secs <= 0:
+        raise ValueError(f"a duration must be positive: {value!r}")
+    return secs
+
+
+def _instant(value: Union[str, int, float, datetime]) -> Union[datetime, float]:
+    """``TIMEBLOOM_NOW`` as something ``ManualClock`` takes."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return datetime.fromisoformat(value)
+    return value
+
+
+class TimebloomDupeFilter(BaseDupeFilter):
+    """Scrapy duplicate filter (``DUPEFILTER_CLASS``) over a timebloom engine.
+
+    A request is a duplicate when its fingerprint is in the engine (within
+    ``recrawl_after`` when set). Unlike Scrapy's built-in filter, memory does
+    not grow with the number of requests seen, old fingerprints expire with
+    their windows, and "fetch again after N days" is one setting.
+    """
+
+    def __init__(
+        self,
+        path: Optional[Union[str, Path]] = None,
+        *,
+        recrawl_after: Optional[Union[str, int, float, timedelta]] = None,
+        items_per_day: int = 100_000,
+        fpr: float = 0.001,
+        tiers: str = "7d,4w,12m",
+        debug: bool = False,
+        fingerprinter: Any = None,
+        now: Optional[Union[str, int, float, datetime]] = None,
+    ) -> None:
+        """Opens (or creates) the engine in ``path``; a temporary directory,
+        deleted at close, when ``path`` is None. ``now`` is the test hook of
+        ``TIMEBLOOM_NOW``."""
+        if fingerprinter is None:
+            from scrapy.utils.request import RequestFingerprinter
+
+            fingerprinter = RequestFingerprinter()
+        self.fingerprinter = fingerprinter
+        self.debug = debug
+        self.logdupes = True
+        self.logger = logging.getLogger(__name__)
+        self.recrawl_after: Optional[float] = (
+            None if recrawl_after is None else parse_duration(recrawl_after)
+        )
+        self._tempdir: Optional[str] = None
+        if path is None:
+            self._tempdir = tempfile.mkdtemp(prefix="timebloom-dupefilter-")
+            path = Path(self._tempdir, "seen.tb")
+        self.path = str(path)
+        clock = None if now is None else ManualClock(_instant(now))
+        try:
+            try:
+                self.engine = Engine.open(self.path, clock=clock)
+            except NotFoundError:
+                self.engine = Engine.create(
+                    self.path, tiers, items_per_day, fpr, clock=clock
+                )
+            if self.recrawl_after is not None:
+                # Fails now, not at the first request, when no tier keeps
+                # the horizon (HorizonTooLongError).
+                self.engine.contains_within(b"", self.recrawl_after)
+        except BaseException:
+            self._remove_tempdir()
+            raise
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> TimebloomDupeFilter:
+        """The filter configured from the crawler's settings (see the module docs)."""
+        s = crawler.settings
+        path = s.get("TIMEBLOOM_DIR")
+        if not path and s.get("JOBDIR"):
+            path = str(Path(s.get("JOBDIR"), "timebloom"))
+        return cls(
+            path or None,
+            recrawl_after=s.get("TIMEBLOOM_RECRAWL_AFTER") or None,
+            items_per_day=s.getint("TIMEBLOOM_ITEMS_PER_DAY", 100_000),
+            fpr=s.getfloat("TIMEBLOOM_FPR", 0.001),
+            tiers=s.get("TIMEBLOOM_TIERS", "7d,4w,12m"),
+            debug=s.getbool("DUPEFILTER_DEBUG"),
+            fingerprinter=crawler.request_fingerprinter,
+            now=s.get("TIMEBLOOM_NOW") or None,
+        )
+
+    def request_seen(self, request: Request) -> bool:
+        """Whether ``request`` was seen (within ``recrawl_after``); records it when not."""
+        fp = self.fingerprinter.fingerprint(request)
+        if self.recrawl_after is None:
+            return not self.engine.insert(fp)
+        if self.engine.contains_within(fp, self.recrawl_after):
+            return True
+        self.engine.insert(fp)
+        return False
+
+    def close(self, reason: str) -> None:
+        """Closes the engine (and deletes a temporary directory)."""
+        try:
+            self.engine.close()
+        finally:
+            self._remove_tempdir()
+
+    def log(self, request: Request, spider: Spider) -> None:
+        """Logs a filtered request like Scrapy's built-in filter: every one
+        with ``DUPEFILTER_DEBUG``, else the first; counts
+        ``dupefilter/filtered`` in the crawl stats."""
+        if self.debug:
+            msg = "Filtered duplicate request: %(request)s (referer: %(referer)s)"
+            args = {"request": request, "referer": referer_str(request)}
+            self.logger.debug(msg, args, extra={"spider": spider})
+        elif self.logdupes:
+            msg = (
+                "Filtered duplicate request: %(request)s"
+                " - no more duplicates will be shown"
+                " (see DUPEFILTER_DEBUG to show all duplicates)"
+            )
+            self.logger.debug(msg, {"request": request}, extra={"spider": spider})
+            self.logdupes = False
+        spider.crawler.stats.inc_value("dupefilter/filtered")
+
+    def _remove_tempdir(self) -> None:
+        if self._tempdir is not None:
+            shutil.rmtree(self._tempdir, ignore_errors=True)
+            self._tempdir = None

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every test of timebloom on a fresh Debian machine with the Rust
+# toolchain and Python 3: the Rust suite with every feature (the Redis mode
+# included, against redis-server instances the tests start on loopback), and
+# the Python package's suite (built in a virtual environment).
+#
+#   scripts/test.sh            # everything (installs redis-server if missing)
+#   SKIP_PYTHON=1 scripts/test.sh
+#
+# Long tests run a quick mode by default; TIMEBLOOM_FULL=1 runs their full
+# counts (see README.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The Redis tests start their own servers; they need the binaries.
+if [ -x .ci/redis.sh ] || [ -f .ci/redis.sh ]; then
+    bash .ci/redis.sh
+fi
+
+echo "== cargo test --all-features"
+cargo test --all-features
+
+if [ -z "${SKIP_PYTHON:-}" ] && [ -f .ci/python.sh ]; then
+    echo "== python package"
+    bash .ci/python.sh
+fi

@@ -1,0 +1,534 @@
+//! Reading keys: input files (plain or gzip) or stdin, opened and checked
+//! before the engine is touched; lines read with a bounded length; keys
+//! derived from lines (trim, canonical URL) in batches.
+//!
+//! A line is never read whole into memory past the limit: at most
+//! `max_line + 2` bytes of it are kept, the rest is skipped up to its
+//! newline. Lines end at `\n`; a trailing `\r` is dropped; empty lines are
+//! skipped; the last line may lack its newline.
+
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use clap::ValueEnum;
+use flate2::read::MultiGzDecoder;
+use timebloom::canonical::Canonicalizer;
+
+use crate::{note, CliError, CliResult};
+
+/// Lines per batch handed to the engine.
+pub const CHUNK: usize = 4096;
+
+/// What to do with a line longer than the limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LongLines {
+    /// Stop with an error naming the file and line (exit 2).
+    Error,
+    /// Skip the line; the count is reported on stderr at the end.
+    Skip,
+}
+
+/// What to do with a line that is not a URL under `--canonical`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum NotUrl {
+    /// Use the line as it is as the key.
+    Keep,
+    /// Skip the line (not recorded, not printed); counted on stderr.
+    Skip,
+    /// Stop with an error naming the file, line and reason (exit 2).
+    Error,
+}
+
+/// How keys are made from lines.
+pub struct KeyRules {
+    /// Trim ASCII whitespace around the line before using it as a key.
+    pub trim: bool,
+    /// Canonicalize keys as URLs.
+    pub canonical: Option<Canonicalizer>,
+    /// Lines that are not URLs under `canonical`.
+    pub not_url: NotUrl,
+    /// The longest key accepted, in bytes.
+    pub max_line: usize,
+    /// Lines longer than `max_line`.
+    pub long_lines: LongLines,
+}
+
+impl KeyRules {
+    fn transforms(&self) -> bool {
+        self.trim || self.canonical.is_some()
+    }
+}
+
+/// Counts bytes read from a file, for the progress bar's fraction done.
+struct Counted<R> {
+    inner: R,
+    read: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.set(self.read.get() + n as u64);
+        Ok(n)
+    }
+}
+
+/// A buffered input that can tell whether a read would need the source.
+trait Input: BufRead {
+    fn buffered(&self) -> bool;
+}
+
+impl<R: Read> Input for BufReader<R> {
+    fn buffered(&self) -> bool {
+        !self.buffer().is_empty()
+    }
+}
+
+/// One opened input.
+struct Source {
+    name: String,
+    reader: Box<dyn Input>,
+    line: u64,
+}
+
+/// Every input, opened (and checked) before any work starts.
+pub struct Inputs {
+    sources: VecDeque<Source>,
+    /// Total bytes of the regular files, when every input is one.
+    pub total_bytes: Option<u64>,
+    /// Bytes read so far from the files (compressed bytes for gzip).
+    pub read_bytes: Rc<Cell<u64>>,
+}
+
+/// Opens every input in turn (`-` is stdin; none means stdin): a missing,
+/// unreadable or non-gzip `.gz` file is an error naming it, before anything
+/// else happens.
+pub fn open_inputs(files: Vec<PathBuf>) -> CliResult<Inputs> {
+    let mut files = files;
+    if files.is_empty() {
+        files.push(PathBuf::from("-"));
+    }
+    let read_bytes = Rc::new(Cell::new(0));
+    let mut total = Some(0u64);
+    let mut sources = VecDeque::with_capacity(files.len());
+    for path in files {
+        if path.as_os_str() == "-" {
+            total = None;
+            sources.push_back(Source {
+                name: "stdin".into(),
+                reader: Box::new(BufReader::with_capacity(1 << 16, io::stdin())),
+                line: 0,
+            });
+            continue;
+        }
+        let name = path.display().to_string();
+        let file = File::open(&path).map_err(|e| CliError::io(&name, "open", e))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| CliError::io(&name, "stat", e))?;
+        if meta.is_dir() {
+            return Err(CliError(format!(
+                "{name}: is a directory, not a file of keys"
+            )));
+        }
+        if meta.is_file() {
+            total = total.map(|t| t + meta.len());
+        } else {
+            total = None; // a pipe or a device: no known size
+        }
+        let counted = Counted {
+            inner: file,
+            read: Rc::clone(&read_bytes),
+        };
+        let reader: Box<dyn Input> = if path.extension().is_some_and(|e| e == "gz") {
+            let mut raw = BufReader::with_capacity(1 << 16, counted);
+            let head = raw.fill_buf().map_err(|e| CliError::io(&name, "read", e))?;
+            if !head.is_empty() && !head.starts_with(&[0x1f, 0x8b]) {
+                return Err(CliError(format!(
+                    "{name}: not gzip data (the name ends in .gz)"
+                )));
+            }
+            Box::new(BufReader::with_capacity(1 << 16, MultiGzDecoder::new(raw)))
+        } else {
+            Box::new(BufReader::with_capacity(1 << 16, counted))
+        };
+        sources.push_back(Source {
+            name,
+            reader,
+            line: 0,
+        });
+    }
+    Ok(Inputs {
+        sources,
+        total_bytes: total,
+        read_bytes,
+    })
+}
+
+/// One line read with a bounded length.
+enum Line {
+    /// A line is in the buffer (without its `\n` or `\r\n`).
+    Key,
+    /// A line of this many bytes was longer than the limit and was skipped.
+    TooLong(u64),
+    /// The input has no more lines.
+    End,
+}
+
+/// Reads one line into `buf`, keeping at most `max + 2` bytes of it.
+fn read_line(r: &mut dyn BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<Line> {
+    buf.clear();
+    let cap = max as u64 + 2;
+    let n = (&mut *r).take(cap).read_until(b'\n', buf)?;
+    if n == 0 {
+        return Ok(Line::End);
+    }
+    let mut len = n as u64;
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        len -= 1;
+    } else if len == cap {
+        // The limit cut the line: skip the rest of it without keeping it.
+        buf.clear();
+        loop {
+            let avail = match r.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if avail.is_empty() {
+                break;
+            }
+            match avail.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    len += i as u64;
+                    r.consume(i + 1);
+                    break;
+                }
+                None => {
+                    let n = avail.len();
+                    len += n as u64;
+                    r.consume(n);
+                }
+            }
+        }
+        return Ok(Line::TooLong(len));
+    }
+    if buf.last() == Some(&b'\r') {
+        buf.pop();
+        len -= 1;
+    }
+    if buf.len() > max {
+        buf.clear();
+        return Ok(Line::TooLong(len));
+    }
+    Ok(Line::Key)
+}
+
+/// The lines of one batch and the keys made from them; the buffers are
+/// reused from batch to batch.
+#[derive(Default)]
+pub struct Chunk {
+    lines: Vec<Vec<u8>>,
+    keys: Vec<Vec<u8>>,
+    len: usize,
+    transformed: bool,
+}
+
+impl Chunk {
+    /// The lines as read (what `filter-new` prints).
+    pub fn lines(&self) -> &[Vec<u8>] {
+        &self.lines[..self.len]
+    }
+
+    /// The keys the engine sees.
+    pub fn keys(&self) -> &[Vec<u8>] {
+        if self.transformed {
+            &self.keys[..self.len]
+        } else {
+            &self.lines[..self.len]
+        }
+    }
+
+    /// Keys in this batch.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// Counts of what the reader did, for `--stats` and the final notes.
+#[derive(Default, Clone, Copy)]
+pub struct ReadCounts {
+    /// Keys handed to the engine.
+    pub keys: u64,
+    /// Lines skipped as too long.
+    pub too_long: u64,
+    /// Lines that were not URLs (kept as they are, or skipped).
+    pub not_urls: u64,
+    /// Lines skipped because they were not URLs.
+    pub not_urls_skipped: u64,
+}
+
+/// Keys from command-line arguments, or lines from the inputs in turn.
+pub struct KeyReader {
+    args: Option<std::vec::IntoIter<Vec<u8>>>,
+    inputs: Inputs,
+    rules: KeyRules,
+    /// An error met while filling a batch, returned by the next call so
+    /// that the keys before it are processed first.
+    pending: Option<CliError>,
+    /// What was read.
+    pub counts: ReadCounts,
+    command: &'static str,
+}
+
+impl KeyReader {
+    /// Lines of `inputs`.
+    pub fn new(inputs: Inputs, rules: KeyRules, command: &'static str) -> KeyReader {
+        KeyReader {
+            args: None,
+            inputs,
+            rules,
+            pending: None,
+            counts: ReadCounts::default(),
+            command,
+        }
+    }
+
+    /// The arguments as keys, byte for byte, or stdin lines when there are none.
+    pub fn args_or_stdin(
+        args: Vec<OsString>,
+        rules: KeyRules,
+        command: &'static str,
+    ) -> CliResult<KeyReader> {
+        let mut r = KeyReader::new(open_inputs(Vec::new())?, rules, command);
+        if !args.is_empty() {
+            r.args = Some(
+                args.into_iter()
+                    .map(os_bytes)
+                    .collect::<Vec<_>>()
+                    .into_iter(),
+            );
+        }
+        Ok(r)
+    }
+
+    /// The inputs (for the progress bar).
+    pub fn inputs(&self) -> &Inputs {
+        &self.inputs
+    }
+
+    /// Refills `chunk` with up to [`CHUNK`] keys; `false` once input is
+    /// exhausted. Returns a partial batch rather than block for more input,
+    /// so that a slow pipe streams through. An error (a long line, a read
+    /// failure) comes after the keys read before it have been returned.
+    pub fn fill(&mut self, chunk: &mut Chunk) -> CliResult<bool> {
+        chunk.len = 0;
+        chunk.transformed = self.rules.transforms();
+        if let Some(e) = self.pending.take() {
+            return Err(e);
+        }
+        if self.args.is_some() {
+            while chunk.len < CHUNK {
+                let Some(arg) = self.args.as_mut().and_then(Iterator::next) else {
+                    break;
+                };
+                if chunk.len == chunk.lines.len() {
+                    chunk.lines.push(Vec::new());
+                }
+                chunk.lines[chunk.len] = arg;
+                let n = chunk.len + 1;
+                push_key(&self.rules, &mut self.counts, chunk, &|| {
+                    format!("argument {n}")
+                })?;
+            }
+            return Ok(chunk.len > 0);
+        }
+        while chunk.len < CHUNK {
+            let Some(src) = self.inputs.sources.front_mut() else {
+                break;
+            };
+            if chunk.len > 0 && !src.reader.buffered() {
+                break; // hand over what we have rather than block for more
+            }
+            if chunk.len == chunk.lines.len() {
+                chunk.lines.push(Vec::new());
+            }
+            let buf = &mut chunk.lines[chunk.len];
+            let line = match read_line(&mut *src.reader, buf, self.rules.max_line) {
+                Ok(l) => l,
+                Err(e) => {
+                    let e = CliError::io(&src.name, "read", e);
+                    return self.defer(chunk, e);
+                }
+            };
+            match line {
+                Line::End => {
+                    self.inputs.sources.pop_front();
+                }
+                Line::TooLong(len) => {
+                    src.line += 1;
+                    match self.rules.long_lines {
+                        LongLines::Skip => self.counts.too_long += 1,
+                        LongLines::Error => {
+                            let e = CliError(format!(
+                                "{}:{}: a line of {len} bytes is longer than the limit of {} \
+                                 (--max-line-bytes; --long-lines skip skips such lines)",
+                                src.name, src.line, self.rules.max_line
+                            ));
+                            return self.defer(chunk, e);
+                        }
+                    }
+                }
+                Line::Key => {
+                    src.line += 1;
+                    if buf.is_empty() {
+                        continue;
+                    }
+                    let (name, line) = (&src.name, src.line);
+                    let pushed = push_key(&self.rules, &mut self.counts, chunk, &|| {
+                        format!("{name}:{line}")
+                    });
+                    if let Err(e) = pushed {
+                        return self.defer(chunk, e);
+                    }
+                }
+            }
+        }
+        Ok(chunk.len > 0)
+    }
+
+    /// Keeps `e` for the next call when the batch holds keys.
+    fn defer(&mut self, chunk: &Chunk, e: CliError) -> CliResult<bool> {
+        if chunk.len == 0 {
+            return Err(e);
+        }
+        self.pending = Some(e);
+        Ok(true)
+    }
+
+    /// Notes on stderr about skipped lines, once input is done.
+    pub fn report_skips(&self) {
+        let c = &self.counts;
+        if c.too_long > 0 {
+            note(format_args!(
+                "{}: skipped {} line(s) longer than {} bytes",
+                self.command, c.too_long, self.rules.max_line
+            ));
+        }
+        if c.not_urls > 0 {
+            let what = if c.not_urls_skipped > 0 {
+                "skipped"
+            } else {
+                "kept as they are"
+            };
+            note(format_args!(
+                "{}: {} line(s) were not URLs ({what})",
+                self.command, c.not_urls
+            ));
+        }
+    }
+}
+
+/// Derives the key of line `chunk.len` and counts it in, or skips it.
+fn push_key(
+    rules: &KeyRules,
+    counts: &mut ReadCounts,
+    chunk: &mut Chunk,
+    where_: &dyn Fn() -> String,
+) -> CliResult<()> {
+    if !chunk.transformed {
+        if chunk.lines[chunk.len].is_empty() {
+            return Ok(());
+        }
+        chunk.len += 1;
+        counts.keys += 1;
+        return Ok(());
+    }
+    if chunk.len == chunk.keys.len() {
+        chunk.keys.push(Vec::new());
+    }
+    let line = &chunk.lines[chunk.len];
+    let key = &mut chunk.keys[chunk.len];
+    key.clear();
+    let text = if rules.trim {
+        line.trim_ascii()
+    } else {
+        line.as_slice()
+    };
+    if text.is_empty() {
+        return Ok(());
+    }
+    match &rules.canonical {
+        None => key.extend_from_slice(text),
+        Some(c) => match c.canonicalize_into(text, key) {
+            Ok(()) => {}
+            Err(e) => {
+                counts.not_urls += 1;
+                match rules.not_url {
+                    NotUrl::Keep => key.extend_from_slice(text),
+                    NotUrl::Skip => {
+                        counts.not_urls_skipped += 1;
+                        return Ok(());
+                    }
+                    NotUrl::Error => {
+                        return Err(CliError(format!(
+                            "{}: {e} (--not-url keep or skip goes on)",
+                            where_()
+                        )))
+                    }
+                }
+            }
+        },
+    }
+    chunk.len += 1;
+    counts.keys += 1;
+    Ok(())
+}
+
+#[cfg(unix)]
+fn os_bytes(s: OsString) -> Vec<u8> {
+    std::os::unix::ffi::OsStringExt::into_vec(s)
+}
+
+#[cfg(not(unix))]
+fn os_bytes(s: OsString) -> Vec<u8> {
+    s.to_string_lossy().into_owned().into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_line_bounds_long_lines_and_keeps_the_next() {
+        let data = format!("ok\r\n{}\nnext\n{}", "x".repeat(100), "y".repeat(11));
+        let mut r: Box<dyn BufRead> = Box::new(BufReader::with_capacity(8, data.as_bytes()));
+        let mut buf = Vec::new();
+        assert!(matches!(read_line(&mut *r, &mut buf, 10), Ok(Line::Key)));
+        assert_eq!(buf, b"ok");
+        match read_line(&mut *r, &mut buf, 10) {
+            Ok(Line::TooLong(100)) => {}
+            _ => panic!("expected a 100-byte line"),
+        }
+        assert!(buf.capacity() < 64, "kept {} bytes", buf.capacity());
+        assert!(matches!(read_line(&mut *r, &mut buf, 10), Ok(Line::Key)));
+        assert_eq!(buf, b"next");
+        assert!(matches!(
+            read_line(&mut *r, &mut buf, 10),
+            Ok(Line::TooLong(11))
+        ));
+        assert!(matches!(read_line(&mut *r, &mut buf, 10), Ok(Line::End)));
+        // Exactly the limit, with and without \r.
+        let mut r: Box<dyn BufRead> = Box::new(BufReader::new(&b"0123456789\r\n0123456789"[..]));
+        assert!(matches!(read_line(&mut *r, &mut buf, 10), Ok(Line::Key)));
+        assert_eq!(buf.len(), 10);
+        assert!(matches!(read_line(&mut *r, &mut buf, 10), Ok(Line::Key)));
+        assert_eq!(buf.len(), 10);
+    }
+}

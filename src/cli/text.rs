@@ -1,0 +1,253 @@
+//! Text in and out of the command line: the stats table, and parsing of
+//! instants, offsets, durations, rates and tier lists.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use timebloom::{Kind, Stats};
+
+use crate::units::{fmt_bytes, fmt_secs};
+use crate::TierList;
+
+// ---- stats --------------------------------------------------------------------
+
+pub fn stats_table(dir: &Path, s: &Stats) -> String {
+    use std::fmt::Write as _;
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "engine {}  at {}  generation {}  {} on disk\nfpr {} per lookup, {} keys/day planned",
+        dir.display(),
+        fmt_instant(s.now),
+        s.generation,
+        fmt_bytes(s.bytes),
+        s.fpr,
+        s.expected_items_per_day
+    );
+    for tier in &s.tiers {
+        let kind = match tier.kind {
+            Kind::Bloom => "bloom",
+            Kind::Counting => "counting",
+        };
+        let _ = writeln!(
+            t,
+            "\ntier {}  {kind}  {} windows of {}  covers {}{}",
+            tier.tier,
+            tier.retention,
+            fmt_secs(tier.window_secs),
+            fmt_secs(tier.covers_secs),
+            if tier.answers_contains {
+                "  (answers check)"
+            } else {
+                ""
+            }
+        );
+        let counting = tier.kind == Kind::Counting;
+        let _ = write!(
+            t,
+            "  {:<10} {:<7} {:>10} {:>10} {:>8} {:>12} {:>10}",
+            "window", "state", "subfilters", "size", "fill", "est. items", "est. fpr"
+        );
+        let _ = writeln!(t, "{}", if counting { "  saturated" } else { "" });
+        for g in &tier.segments {
+            let _ = write!(
+                t,
+                "  {:<10} {:<7} {:>10} {:>10} {:>7.3}% {:>12} {:>10.2e}",
+                g.window,
+                g.state,
+                g.subfilters,
+                fmt_bytes(g.bytes),
+                g.fill * 100.0,
+                g.estimated_items,
+                g.estimated_fpr
+            );
+            if counting {
+                let _ = write!(t, " {:>10}", g.saturated);
+            }
+            t.push('\n');
+        }
+        let _ = writeln!(
+            t,
+            "  (a horizon answered by this tier may also report keys up to {} older)",
+            fmt_secs(tier.coarseness_secs)
+        );
+    }
+    t
+}
+
+// ---- parsing: instants, offsets, durations, flags -------------------------------
+
+/// The latest instant the engine accepts: 9999-12-31T23:59:59Z.
+pub const MAX_INSTANT: i64 = 253_402_300_799;
+
+/// `2026-11-29T12:00:00Z` for seconds since the Unix epoch.
+pub fn fmt_instant(t: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(t)
+        .ok()
+        .and_then(|d| {
+            d.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| t.to_string())
+}
+
+/// A fixed-width run of ASCII digits.
+fn digits(b: &[u8]) -> Option<i64> {
+    if b.is_empty() || !b.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(b.iter().fold(0, |n, d| n * 10 + i64::from(d - b'0')))
+}
+
+/// `Z` or `±HH:MM` (also `±HH`) to seconds east of UTC.
+fn offset_secs(b: &[u8]) -> Option<i32> {
+    let (sign, rest) = match b {
+        [b'Z' | b'z'] => return Some(0),
+        [b'+', rest @ ..] => (1, rest),
+        [b'-', rest @ ..] => (-1, rest),
+        _ => return None,
+    };
+    let (h, m) = match rest {
+        [h1, h2] => (digits(&[*h1, *h2])?, 0),
+        [h1, h2, b':', m1, m2] => (digits(&[*h1, *h2])?, digits(&[*m1, *m2])?),
+        _ => return None,
+    };
+    if h > 23 || m > 59 {
+        return None;
+    }
+    i32::try_from(sign * (h * 3600 + m * 60)).ok()
+}
+
+/// An RFC 3339 instant; the fraction of a second is dropped (the engine
+/// counts whole seconds).
+pub fn parse_rfc3339(s: &str) -> Result<SystemTime, String> {
+    let t = time::OffsetDateTime::parse(s.trim(), &time::format_description::well_known::Rfc3339)
+        .map_err(|_| {
+            "not an RFC 3339 instant (like 2026-11-29T12:00:00Z or 2026-11-29T14:00:00+02:00)"
+                .to_string()
+        })?
+        .unix_timestamp();
+    if !(0..=MAX_INSTANT).contains(&t) {
+        return Err("the instant must lie between 1970 and 9999 (UTC)".into());
+    }
+    Ok(UNIX_EPOCH + Duration::from_secs(t.unsigned_abs()))
+}
+
+pub fn parse_offset(s: &str) -> Result<i32, String> {
+    offset_secs(s.trim().as_bytes()).ok_or_else(|| "expected Z or ±HH:MM, like +02:00".into())
+}
+
+pub fn fmt_offset(secs: i32) -> String {
+    let sign = if secs < 0 { '-' } else { '+' };
+    let a = secs.unsigned_abs();
+    format!("{sign}{:02}:{:02}", a / 3600, a / 60 % 60)
+}
+
+/// `3d`, `12h`, `90min`, `30s`, `2w`, or several run together (`1d12h`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let bad = |why: &str| format!("{why} (examples: 3d, 12h, 90min, 30s, 2w, 1d12h)");
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return Err(bad("empty duration"));
+    }
+    let mut total: u64 = 0;
+    while !rest.is_empty() {
+        let n = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let count: u64 = rest[..n].parse().map_err(|_| bad("expected a number"))?;
+        rest = &rest[n..];
+        let u = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
+        let unit = match &rest[..u] {
+            "s" => 1,
+            "min" => 60,
+            "h" => 3600,
+            "d" => 86_400,
+            "w" => 7 * 86_400,
+            "m" => return Err(bad("\"m\" is ambiguous: write min for minutes")),
+            _ => return Err(bad("unknown unit")),
+        };
+        rest = &rest[u..];
+        total = (count.checked_mul(unit))
+            .and_then(|x| total.checked_add(x))
+            .ok_or_else(|| bad("too long"))?;
+    }
+    Ok(Duration::from_secs(total))
+}
+
+pub fn parse_tier_list(s: &str) -> Result<TierList, String> {
+    timebloom::parse_tiers(s)
+        .map(TierList)
+        .map_err(|e| e.to_string())
+}
+
+pub fn parse_fpr(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(p) if p > 0.0 && p < 1.0 => Ok(p),
+        _ => Err("expected a rate strictly between 0 and 1, like 0.001".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_rfc3339_instants() {
+        let secs =
+            |s: &str| parse_rfc3339(s).map(|t| t.duration_since(UNIX_EPOCH).unwrap().as_secs());
+        assert_eq!(secs("1970-01-01T00:00:00Z"), Ok(0));
+        assert_eq!(secs("2026-11-29T12:00:00Z"), Ok(1_795_953_600));
+        assert_eq!(secs("2026-11-29T14:00:00+02:00"), Ok(1_795_953_600));
+        assert_eq!(secs("2026-11-29t11:30:00.999-00:30"), Ok(1_795_953_600));
+        assert_eq!(secs("2024-02-29T00:00:00z"), Ok(1_709_164_800));
+        assert_eq!(secs("9999-12-31T23:59:59Z"), Ok(MAX_INSTANT as u64));
+        for bad in [
+            "",
+            "2026-11-29",
+            "2026-11-29T12:00:00",
+            "2026-11-29T12:00Z",
+            "2025-02-29T00:00:00Z",
+            "2026-13-01T00:00:00Z",
+            "2026-11-29T12:00:00.Z",
+            "2026-11-29T12:00:00+2:00",
+            "2026-11-29T12:00:00+24:00",
+            "1969-12-31T23:59:59Z",
+            "9999-12-31T23:59:59-00:01",
+            "2026-11-29T12:00:00Zjunk",
+            "２026-11-29T12:00:00Z",
+            "+026-11-29T12:00:00Z",
+        ] {
+            assert!(parse_rfc3339(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(fmt_instant(1_795_953_600), "2026-11-29T12:00:00Z");
+        assert_eq!(fmt_instant(MAX_INSTANT), "9999-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn parses_durations_and_offsets() {
+        let d = |s: &str| parse_duration(s).map(|d| d.as_secs());
+        assert_eq!(d("3d"), Ok(3 * 86_400));
+        assert_eq!(d("90min"), Ok(5400));
+        assert_eq!(d("2w"), Ok(14 * 86_400));
+        assert_eq!(d("1d12h30s"), Ok(86_400 + 12 * 3600 + 30));
+        for bad in [
+            "",
+            "3",
+            "d",
+            "3m",
+            "3y",
+            "-3d",
+            "3 d",
+            "99999999999999999999s",
+            "é",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse_offset("+02:00"), Ok(7200));
+        assert_eq!(parse_offset("-05:30"), Ok(-19_800));
+        assert_eq!(parse_offset("Z"), Ok(0));
+        assert!(parse_offset("+24:00").is_err() && parse_offset("2").is_err());
+        assert_eq!(fmt_offset(-19_800), "-05:30");
+        assert_eq!(fmt_secs(6 * 86_400 + 12 * 3600 + 5), "6d 12h");
+        assert_eq!(fmt_secs(0), "0s");
+    }
+}

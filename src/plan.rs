@@ -1,0 +1,198 @@
+//! The sizing of a [`Config`], computed before anything is created.
+//!
+//! [`Plan::new`] answers "how large will this engine be, and how accurate?"
+//! from the same functions the engine sizes its segments with: each tier's
+//! windows, the keys planned per window, the share of the query's
+//! false-positive rate each window gets, and the geometry of the first
+//! sub-filter of a window (bits per key, probes, bytes). A window that
+//! receives more keys than planned grows beyond this by a chain of larger
+//! sub-filters; the plan is the size before any growth.
+//!
+//! ```
+//! use timebloom::{plan::Plan, Config};
+//!
+//! let plan = Plan::new(&Config::default()).unwrap();
+//! assert_eq!(plan.tiers.len(), 3);
+//! assert!(plan.total_bytes > 0);
+//! println!("{plan}");
+//! ```
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::error::Result;
+use crate::filter::{sizing, Kind, BLOCK_BYTES};
+use crate::segment::BODY_OFFSET;
+use crate::window;
+
+#[path = "units.rs"]
+mod units;
+use units::{fmt_bytes, fmt_secs};
+
+/// The sizing of one tier.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TierPlan {
+    /// The tier, as written in a tier list (`7d`, `4w:counting`).
+    pub tier: String,
+    /// Bloom or counting.
+    pub kind: Kind,
+    /// Windows kept (the retention), all of which a lookup may read.
+    pub windows: u32,
+    /// Nominal length of one window in seconds (a month counts 31 days).
+    pub window_secs: u64,
+    /// Distinct keys one window is sized for.
+    pub items_per_window: u64,
+    /// The false-positive rate one window may contribute to a query.
+    pub window_fpr: f64,
+    /// The rate the first sub-filter is sized for (the rest of the window's
+    /// share is kept for growth).
+    pub subfilter_fpr: f64,
+    /// Bits of memory per planned key in the first sub-filter.
+    pub bits_per_key: f64,
+    /// Probes per key.
+    pub probes: u32,
+    /// Bytes of one window's file before any growth (header page included).
+    pub bytes_per_window: u64,
+    /// Bytes of all the tier's windows before any growth.
+    pub bytes: u64,
+    /// How much older than a horizon a key answered by this tier may be
+    /// (one window length: windows are whole).
+    pub coarseness_secs: u64,
+}
+
+/// The sizing of a whole configuration.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Plan {
+    /// One entry per tier, in configuration order.
+    pub tiers: Vec<TierPlan>,
+    /// The false-positive rate bound of one query.
+    pub fpr: f64,
+    /// Planned distinct keys per day.
+    pub items_per_day: u64,
+    /// Bytes on disk of every window of every tier before any growth.
+    pub total_bytes: u64,
+}
+
+impl Plan {
+    /// The plan of `config`, or the reason the configuration is invalid.
+    pub fn new(config: &Config) -> Result<Plan> {
+        config.validate()?;
+        let mut tiers = Vec::with_capacity(config.tiers.len());
+        for t in &config.tiers {
+            let (capacity, rate) = config.subfilter_plan(t, 0);
+            let geometry = sizing::plan(t.kind, capacity, rate);
+            let body = geometry.nblocks.saturating_mul(BLOCK_BYTES);
+            let bytes_per_window = body.saturating_add(BODY_OFFSET);
+            tiers.push(TierPlan {
+                tier: t.to_string(),
+                kind: t.kind,
+                windows: t.retention,
+                window_secs: window::nominal_secs(t.span),
+                items_per_window: capacity,
+                window_fpr: config.segment_fpr(t),
+                subfilter_fpr: rate,
+                bits_per_key: body as f64 * 8.0 / capacity as f64,
+                probes: geometry.k,
+                bytes_per_window,
+                bytes: bytes_per_window.saturating_mul(u64::from(t.retention)),
+                coarseness_secs: window::nominal_secs(t.span),
+            });
+        }
+        let total_bytes = tiers.iter().fold(0u64, |n, t| n.saturating_add(t.bytes));
+        Ok(Plan {
+            tiers,
+            fpr: config.fpr,
+            items_per_day: config.expected_items_per_day,
+            total_bytes,
+        })
+    }
+}
+
+impl fmt::Display for Plan {
+    /// A table: one row per tier, then the total.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{} keys/day planned, fpr {} per lookup",
+            self.items_per_day, self.fpr
+        )?;
+        writeln!(
+            f,
+            "{:<14} {:>7} {:>8} {:>12} {:>10} {:>8} {:>6} {:>11} {:>11} {:>10}",
+            "tier",
+            "windows",
+            "window",
+            "keys/window",
+            "fpr/window",
+            "bits/key",
+            "probes",
+            "per window",
+            "tier total",
+            "coarseness"
+        )?;
+        for t in &self.tiers {
+            writeln!(
+                f,
+                "{:<14} {:>7} {:>8} {:>12} {:>10.2e} {:>8.2} {:>6} {:>11} {:>11} {:>10}",
+                t.tier,
+                t.windows,
+                fmt_secs(t.window_secs),
+                t.items_per_window,
+                t.window_fpr,
+                t.bits_per_key,
+                t.probes,
+                fmt_bytes(t.bytes_per_window),
+                fmt_bytes(t.bytes),
+                fmt_secs(t.coarseness_secs)
+            )?;
+        }
+        writeln!(
+            f,
+            "total {} on disk before growth; a lookup within a horizon may also \
+             report keys up to one window (coarseness) older",
+            fmt_bytes(self.total_bytes)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Tier;
+
+    #[test]
+    fn plan_matches_the_engine_sizing() {
+        let config = Config {
+            tiers: vec![Tier::daily(7), Tier::weekly(4).counting()],
+            expected_items_per_day: 10_000,
+            fpr: 0.01,
+            ..Config::default()
+        };
+        let plan = Plan::new(&config).unwrap();
+        let d = &plan.tiers[0];
+        assert_eq!(
+            (d.windows, d.window_secs, d.items_per_window),
+            (7, 86_400, 10_000)
+        );
+        assert!((d.window_fpr - 0.01 / 7.0).abs() < 1e-12);
+        assert!(d.subfilter_fpr < d.window_fpr);
+        // 0.07% per filter of 512-bit blocks needs about 15-17 bits per key.
+        assert!((13.0..20.0).contains(&d.bits_per_key), "{}", d.bits_per_key);
+        assert_eq!(d.bytes, 7 * d.bytes_per_window);
+        let w = &plan.tiers[1];
+        assert_eq!((w.kind, w.items_per_window), (Kind::Counting, 70_000));
+        assert_eq!(plan.total_bytes, d.bytes + w.bytes);
+        let table = plan.to_string();
+        assert!(
+            table.contains("7d") && table.contains("4w:counting"),
+            "{table}"
+        );
+        let bad = Config {
+            fpr: 2.0,
+            ..Config::default()
+        };
+        assert!(Plan::new(&bad).is_err());
+    }
+}

@@ -1,0 +1,460 @@
+//! Guards URL canonicalization: every rule of `timebloom::canonical`, two or
+//! more cases each, inputs that are not URLs, and hostile inputs.
+
+use std::time::{Duration, Instant};
+
+use timebloom::canonical::{canonicalize, canonicalize_strict, CanonicalError, Canonicalizer};
+
+/// (rule, input, expected canonical form) for the default rules.
+const DEFAULT: &[(&str, &str, &str)] = &[
+    // 1. whitespace
+    ("trim", "  http://example.com/a \n", "http://example.com/a"),
+    (
+        "trim",
+        "\u{a0}\thttps://example.com/\r\n",
+        "https://example.com/",
+    ),
+    (
+        "inner tabs/newlines",
+        "http://exa\tmple.com/a\nb",
+        "http://example.com/ab",
+    ),
+    (
+        "inner tabs/newlines",
+        "http://example.com/?a=1\r\n&b=2",
+        "http://example.com/?a=1&b=2",
+    ),
+    // 3. scheme and host
+    ("lowercase", "HTTP://Example.COM/A", "http://example.com/A"),
+    ("lowercase", "hTtPs://EXAMPLE.com", "https://example.com/"),
+    (
+        "idna",
+        "http://bücher.example/x",
+        "http://xn--bcher-kva.example/x",
+    ),
+    (
+        "idna",
+        "http://ÉXAMPLE.みんな/",
+        "http://xn--xample-9ua.xn--q9jyb4c/",
+    ),
+    ("ipv4", "http://0x7f.1/", "http://127.0.0.1/"),
+    ("ipv4", "http://3232235777/a", "http://192.168.1.1/a"),
+    (
+        "trailing dot",
+        "http://example.com./a",
+        "http://example.com/a",
+    ),
+    (
+        "trailing dot",
+        "https://Example.COM../",
+        "https://example.com/",
+    ),
+    // 4. port and userinfo
+    (
+        "default port",
+        "http://example.com:80/a",
+        "http://example.com/a",
+    ),
+    (
+        "default port",
+        "https://example.com:443/a",
+        "https://example.com/a",
+    ),
+    (
+        "other port kept",
+        "http://example.com:443/a",
+        "http://example.com:443/a",
+    ),
+    (
+        "other port kept",
+        "https://example.com:8443",
+        "https://example.com:8443/",
+    ),
+    (
+        "userinfo",
+        "http://user:pw@example.com/a",
+        "http://example.com/a",
+    ),
+    (
+        "userinfo",
+        "https://user@example.com:443/",
+        "https://example.com/",
+    ),
+    // 5. path
+    ("empty path", "http://example.com", "http://example.com/"),
+    (
+        "empty path",
+        "http://example.com?x=1",
+        "http://example.com/?x=1",
+    ),
+    (
+        "dot segments",
+        "http://example.com/a/./b/../c",
+        "http://example.com/a/c",
+    ),
+    (
+        "dot segments",
+        "http://example.com/../../a/%2e%2E/b/.",
+        "http://example.com/b/",
+    ),
+    (
+        "jsessionid path parameter",
+        "http://example.com/a;jsessionid=0123ABC?x=1",
+        "http://example.com/a?x=1",
+    ),
+    (
+        "jsessionid path parameter",
+        "http://example.com/a;JSESSIONID=9f;v=2/b",
+        "http://example.com/a;v=2/b",
+    ),
+    // 6. percent-encoding
+    (
+        "uppercase hex",
+        "http://example.com/%c3%a9",
+        "http://example.com/%C3%A9",
+    ),
+    (
+        "uppercase hex",
+        "http://example.com/?q=%3d%3D",
+        "http://example.com/?q=%3D%3D",
+    ),
+    (
+        "decode unreserved",
+        "http://example.com/%41%62%2D%7e",
+        "http://example.com/Ab-~",
+    ),
+    (
+        "decode unreserved",
+        "http://example.com/?%61=%31",
+        "http://example.com/?a=1",
+    ),
+    (
+        "reserved stay encoded",
+        "http://example.com/a%2Fb",
+        "http://example.com/a%2Fb",
+    ),
+    (
+        "reserved stay encoded",
+        "http://example.com/?a=b%26c",
+        "http://example.com/?a=b%26c",
+    ),
+    (
+        "encode the rest",
+        "http://example.com/é d",
+        "http://example.com/%C3%A9%20d",
+    ),
+    (
+        "encode the rest",
+        "http://example.com/a^b|c{d}",
+        "http://example.com/a%5Eb%7Cc%7Bd%7D",
+    ),
+    (
+        "stray percent",
+        "http://example.com/100%",
+        "http://example.com/100%25",
+    ),
+    (
+        "stray percent",
+        "http://example.com/%zz?q=%4",
+        "http://example.com/%25zz?q=%254",
+    ),
+    // 7. query
+    (
+        "sorted",
+        "http://example.com/?b=2&a=1",
+        "http://example.com/?a=1&b=2",
+    ),
+    (
+        "sorted",
+        "http://example.com/?a=2&b=0&a=1",
+        "http://example.com/?a=1&a=2&b=0",
+    ),
+    (
+        "empty parameters dropped",
+        "http://example.com/?&a=1&&",
+        "http://example.com/?a=1",
+    ),
+    (
+        "empty parameters dropped",
+        "http://example.com/?&",
+        "http://example.com/",
+    ),
+    (
+        "blank values kept",
+        "http://example.com/?b=&a",
+        "http://example.com/?a&b=",
+    ),
+    (
+        "blank values kept",
+        "http://example.com/?x=",
+        "http://example.com/?x=",
+    ),
+    ("bare ?", "http://example.com/a?", "http://example.com/a"),
+    ("bare ?", "http://example.com?#f", "http://example.com/"),
+    // 8. session ids
+    (
+        "session ids",
+        "http://example.com/?PHPSESSID=abc&x=1",
+        "http://example.com/?x=1",
+    ),
+    (
+        "session ids",
+        "http://example.com/?jsessionid=1&ASPSESSIONIDQQ=XY",
+        "http://example.com/",
+    ),
+    (
+        "sid of 32 hex",
+        "http://example.com/?sid=0123456789abcdef0123456789ABCDEF&p=2",
+        "http://example.com/?p=2",
+    ),
+    (
+        "sid of 32 hex",
+        "http://example.com/?sid=42",
+        "http://example.com/?sid=42",
+    ),
+    // 9. fragment
+    (
+        "fragment",
+        "http://example.com/a#top",
+        "http://example.com/a",
+    ),
+    (
+        "fragment",
+        "http://example.com/?a=1#x?b=2",
+        "http://example.com/?a=1",
+    ),
+    // opt-in rules are off by default
+    (
+        "default keeps tracking",
+        "https://www.example.com/a/?utm_source=x",
+        "https://www.example.com/a/?utm_source=x",
+    ),
+    (
+        "default keeps www",
+        "http://www.example.com/",
+        "http://www.example.com/",
+    ),
+];
+
+/// (rule, input, expected) for the strict rules.
+const STRICT: &[(&str, &str, &str)] = &[
+    (
+        "tracking",
+        "http://example.com/?utm_source=a&UTM_Medium=b&id=1",
+        "http://example.com/?id=1",
+    ),
+    (
+        "tracking",
+        "http://example.com/?gclid=1&fbclid=2&mc_eid=3",
+        "http://example.com/",
+    ),
+    ("www", "https://www.example.com/a", "https://example.com/a"),
+    ("www", "http://WWW.Example.COM", "http://example.com/"),
+    ("www kept", "http://www.com/", "http://www.com/"),
+    (
+        "www kept",
+        "http://wwwx.example.com/",
+        "http://wwwx.example.com/",
+    ),
+    (
+        "trailing slash",
+        "http://example.com/a/",
+        "http://example.com/a",
+    ),
+    (
+        "trailing slash",
+        "http://example.com/a//?q=1",
+        "http://example.com/a?q=1",
+    ),
+    (
+        "root slash kept",
+        "http://example.com/",
+        "http://example.com/",
+    ),
+    (
+        "root slash kept",
+        "http://example.com",
+        "http://example.com/",
+    ),
+];
+
+#[test]
+fn every_default_rule() {
+    let mut failures = Vec::new();
+    for (rule, input, want) in DEFAULT {
+        match canonicalize(input) {
+            Ok(got) if got == *want => {}
+            got => failures.push(format!("{rule}: {input:?} -> {got:?}, want {want:?}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_strict_rule() {
+    let mut failures = Vec::new();
+    for (rule, input, want) in STRICT {
+        match canonicalize_strict(input) {
+            Ok(got) if got == *want => {}
+            got => failures.push(format!("{rule}: {input:?} -> {got:?}, want {want:?}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn each_rule_has_two_cases() {
+    for table in [DEFAULT, STRICT] {
+        for (rule, ..) in table {
+            let n = table.iter().filter(|(r, ..)| r == rule).count();
+            let grouped = rule.starts_with("default keeps") || n >= 2;
+            assert!(grouped, "rule {rule:?} has {n} case(s)");
+        }
+    }
+}
+
+#[test]
+fn canonical_forms_are_fixed_points() {
+    // Canonicalizing twice changes nothing: the CLI may see its own output again.
+    for (_, input, _) in DEFAULT.iter().chain(STRICT) {
+        let once = canonicalize_strict(input).unwrap();
+        assert_eq!(canonicalize_strict(&once).unwrap(), once, "{input:?}");
+        let once = canonicalize(input).unwrap();
+        assert_eq!(canonicalize(&once).unwrap(), once, "{input:?}");
+    }
+}
+
+#[test]
+fn spellings_that_stay_apart() {
+    // Rules must never merge URLs a server may answer differently.
+    for (a, b) in [
+        ("http://example.com/a%2Fb", "http://example.com/a/b"),
+        ("http://example.com/a", "http://example.com/A"),
+        (
+            "http://example.com/?a=b%26c=d",
+            "http://example.com/?a=b&c=d",
+        ),
+        ("http://example.com/?q=a+b", "http://example.com/?q=a%2Bb"),
+        ("http://example.com/a", "https://example.com/a"),
+        ("http://example.com/a/", "http://example.com/a"),
+        ("http://example.com/?sid=1234", "http://example.com/"),
+    ] {
+        assert_ne!(
+            canonicalize(a).unwrap(),
+            canonicalize(b).unwrap(),
+            "{a} vs {b}"
+        );
+    }
+}
+
+#[test]
+fn user_tracking_params_and_single_rules() {
+    let c = Canonicalizer::new().tracking_param("Ref");
+    assert_eq!(
+        c.canonicalize("http://example.com/?ref=x&utm_id=1&a=1")
+            .unwrap(),
+        "http://example.com/?a=1"
+    );
+    let c = Canonicalizer::new().drop_www(true);
+    assert_eq!(
+        c.canonicalize("http://www.example.com/a/?utm_id=1")
+            .unwrap(),
+        "http://example.com/a/?utm_id=1"
+    );
+    let c = Canonicalizer::new().drop_trailing_slash(true);
+    assert_eq!(
+        c.canonicalize("http://www.example.com/a/").unwrap(),
+        "http://www.example.com/a"
+    );
+}
+
+#[test]
+fn not_urls_are_clear_errors() {
+    for (input, want) in [
+        ("", "empty"),
+        ("   \t ", "empty"),
+        ("example.com/a", "relative URL without a base"),
+        ("/just/a/path", "relative URL without a base"),
+        ("mailto:someone@example.com", "scheme \"mailto\""),
+        ("ftp://example.com/file", "scheme \"ftp\""),
+        ("http://", "empty host"),
+        ("http://.../a", "no host"),
+        ("http://exa mple.com/", "invalid international domain name"),
+        ("http://example.com:99999/", "invalid port number"),
+        ("http://[::1/", "invalid IPv6 address"),
+    ] {
+        let err = canonicalize(input).expect_err(input);
+        let msg = err.to_string();
+        assert!(msg.contains(want), "{input:?}: {msg}");
+        assert!(msg.contains("URL"), "{input:?}: {msg}");
+    }
+    let c = Canonicalizer::new();
+    assert_eq!(
+        c.canonicalize_bytes(b"http://example.com/\xff"),
+        Err(CanonicalError::NotUtf8)
+    );
+    assert_eq!(
+        c.canonicalize_bytes(b"http://example.com/a").unwrap(),
+        "http://example.com/a"
+    );
+}
+
+#[test]
+fn hostile_inputs_are_bounded() {
+    // Very long, deeply nested `..`, invalid escapes, many parameters: each
+    // finishes in time linear-ish in its length and never panics.
+    let long_path = format!("http://example.com/{}", "a/".repeat(500_000));
+    let dots = format!("http://example.com/{}x", "../".repeat(300_000));
+    let nested = format!("http://example.com/{}", "a/b/../".repeat(200_000));
+    let escapes = format!("http://example.com/{}", "%%4%zz%".repeat(150_000));
+    let params = format!(
+        "http://example.com/?{}",
+        (0..100_000)
+            .map(|i| format!("k{}={i}&", 100_000 - i))
+            .collect::<String>()
+    );
+    let long_host = format!("http://{}.com/", "a".repeat(1_000_000));
+    let start = Instant::now();
+    assert_eq!(canonicalize(&long_path).unwrap().len(), long_path.len());
+    assert_eq!(canonicalize(&dots).unwrap(), "http://example.com/x");
+    assert_eq!(
+        canonicalize(&nested).unwrap(),
+        format!("http://example.com/{}", "a/".repeat(200_000))
+    );
+    let e = canonicalize(&escapes).unwrap();
+    assert!(
+        e.starts_with("http://example.com/%25%254%25zz%25"),
+        "{}",
+        &e[..60]
+    );
+    let p = canonicalize(&params).unwrap();
+    assert!(
+        p.starts_with("http://example.com/?k1=99999&k10=99990&"),
+        "{}",
+        &p[..60]
+    );
+    // WHATWG parsing does not enforce DNS length limits: still one key.
+    assert_eq!(canonicalize(&long_host).unwrap(), long_host);
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn mixed_script_hosts_are_punycode_and_distinct() {
+    // A Cyrillic "а" in a Latin name is another host; the key is ASCII.
+    let latin = canonicalize("http://example.com/").unwrap();
+    let mixed = canonicalize("http://ex\u{0430}mple.com/").unwrap();
+    assert_ne!(latin, mixed);
+    assert!(mixed.is_ascii() && mixed.contains("xn--"), "{mixed}");
+    // Full-width letters fold to ASCII (IDNA mapping): the same host.
+    assert_eq!(canonicalize("http://ｅｘａｍｐｌｅ.com/").unwrap(), latin);
+    // Right-to-left and invisible characters are errors or punycode, never raw.
+    for host in ["http://\u{202e}moc.elpmaxe/", "http://exa\u{200b}mple.com/"] {
+        if let Ok(s) = canonicalize(host) {
+            assert!(s.is_ascii(), "{s}");
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! The command line's durability flags and `verify`'s exit codes: 0 clean,
+//! 1 damaged (every damaged file named), 2 any other error.
+
+mod cli_support;
+
+use std::fs;
+
+use cli_support::*;
+
+#[test]
+fn sync_policies_are_chosen_at_create_and_per_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let out = cmd("create", &db, &["--sync", "always"], b"");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stderr(&out).contains("sync always"), "{}", stderr(&out));
+    // Under always, the lines come out after their batch was fsynced; the
+    // log is there and holds them until the close's checkpoint.
+    let out = cmd("filter-new", &db, &[], b"a\nb\na\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout(&out), "a\nb\n");
+    assert!(db.join("wal").is_dir());
+    // Per command: none for this run only (the stored policy stays).
+    let out = cmd("add", &db, &["--sync", "none", "-"], b"c\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = cmd(
+        "filter-new",
+        &db,
+        &["--sync", "interval=250ms"],
+        b"a\nc\nd\n",
+    );
+    assert_eq!(stdout(&out), "d\n");
+    for bad in ["sometimes", "interval=0s", "interval=5h", "interval=3x"] {
+        let out = cmd("add", &db, &["--sync", bad, "-"], b"e\n");
+        assert_eq!(code(&out), 2, "{bad}");
+        assert!(stderr(&out).contains("sync"), "{bad}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn verify_exits_0_clean_1_damaged_naming_each_file_2_on_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let out = cmd("add", &db, &["--tiers", "3d", "-"], b"a\nb\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // The next day seals the first day's window.
+    let out = run(
+        &[
+            "add",
+            db.to_str().unwrap(),
+            "--now",
+            "2026-11-03T12:00:00Z",
+            "-",
+        ],
+        b"c\n",
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = cmd("verify", &db, &[], b"");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout(&out), "ok\n");
+
+    // Damage the sealed body and a log file: both are named, exit 1.
+    let sealed = db.join("seg/d-20261102-0.seg");
+    let mut b = fs::read(&sealed).unwrap();
+    b[4096 + 10] ^= 0x40;
+    fs::write(&sealed, &b).unwrap();
+    let log = fs::read_dir(db.join("wal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "log"))
+        .unwrap();
+    let mut l = fs::read(&log).unwrap();
+    l[0] ^= 1;
+    fs::write(&log, &l).unwrap();
+    let out = run(
+        &[
+            "verify",
+            db.to_str().unwrap(),
+            "--now",
+            "2026-11-03T12:00:00Z",
+        ],
+        b"",
+    );
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("d-20261102-0.seg") && err.contains("checksum"),
+        "{err}"
+    );
+    assert!(
+        err.contains(log.file_name().unwrap().to_str().unwrap()),
+        "{err}"
+    );
+
+    // Not an engine: exit 2.
+    let out = cmd("verify", &tmp.path().join("nothing"), &[], b"");
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+}

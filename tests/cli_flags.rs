@@ -1,0 +1,262 @@
+//! Guards the command line's key flags through the real binary: URL
+//! canonicalization, filter-new's anew-like flags, input files (several,
+//! gzip, CRLF, no final newline), plan, completions and help examples.
+
+mod cli_support;
+
+use cli_support::*;
+
+#[test]
+fn canonical_merges_spellings_and_prints_the_original_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let input = b"HTTP://Example.COM:80/a\nhttp://example.com/a\nhttp://example.com/a#x\n\
+                  https://example.com/?b=2&a=1\nhttps://example.com?a=1&b=2\nnot a url\nnot a url\n";
+    let out = cmd("filter-new", &db, &["--canonical"], input);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "HTTP://Example.COM:80/a\nhttps://example.com/?b=2&a=1\nnot a url\n"
+    );
+    assert!(
+        stderr(&out).contains("2 line(s) were not URLs (kept as they are)"),
+        "{}",
+        stderr(&out)
+    );
+    // Without --canonical the spellings are different keys.
+    let out = cmd(
+        "filter-new",
+        &db,
+        &[],
+        b"HTTP://example.com/a\nhttp://example.com/a\n",
+    );
+    assert_eq!(stdout(&out), "HTTP://example.com/a\n");
+    // check and remove canonicalize too.
+    let out = cmd(
+        "check",
+        &db,
+        &["--canonical", "http://EXAMPLE.com:80/a"],
+        b"",
+    );
+    assert_eq!(
+        (code(&out), stdout(&out).as_str()),
+        (0, "http://EXAMPLE.com:80/a\tseen\n")
+    );
+}
+
+#[test]
+fn canonical_strict_and_not_url_policies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let input = b"https://www.example.com/a/?utm_source=x\nhttps://example.com/a\nmailto:x@y\n";
+    let out = cmd(
+        "filter-new",
+        &db,
+        &["--canonical-strict", "--not-url", "skip"],
+        input,
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout(&out), "https://www.example.com/a/?utm_source=x\n");
+    assert!(
+        stderr(&out).contains("1 line(s) were not URLs (skipped)"),
+        "{}",
+        stderr(&out)
+    );
+    // One rule at a time, and a user tracking parameter.
+    let out = cmd(
+        "filter-new",
+        &db,
+        &["--canonical-rules", "www", "--tracking-param", "ref"],
+        b"http://www.example.org/p?ref=1\nhttp://example.org/p\nhttp://example.org/p/\n",
+    );
+    assert_eq!(
+        stdout(&out),
+        "http://www.example.org/p?ref=1\nhttp://example.org/p/\n"
+    );
+    // --not-url error names the line.
+    let f = tmp.path().join("urls.txt");
+    std::fs::write(&f, "http://a.example/\nnope\n").unwrap();
+    let out = cmd(
+        "filter-new",
+        &db,
+        &["--canonical", "--not-url", "error", f.to_str().unwrap()],
+        b"",
+    );
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("urls.txt:2: not a URL"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        stdout(&out),
+        "http://a.example/\n",
+        "the line before the error is printed"
+    );
+}
+
+#[test]
+fn filter_new_quiet_dry_run_duplicates_trim_and_stats() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let out = cmd("filter-new", &db, &["-q"], b"a\nb\n");
+    assert_eq!((code(&out), stdout(&out).as_str()), (0, ""));
+    // Dry run: prints what is new once, records nothing.
+    let out = cmd("filter-new", &db, &["--dry-run"], b"a\nc\nc\nd\n");
+    assert_eq!(stdout(&out), "c\nd\n");
+    let out = cmd("filter-new", &db, &["--dry-run"], b"c\n");
+    assert_eq!(stdout(&out), "c\n", "dry run recorded nothing");
+    // Duplicates: the repeats instead.
+    let out = cmd("filter-new", &db, &["--duplicates"], b"a\nx\nx\nb\n");
+    assert_eq!(stdout(&out), "a\nx\nb\n");
+    // Trim: keys compare without surrounding whitespace, lines print as read.
+    let out = cmd("filter-new", &db, &["-t"], b"  y \ny\n\t a\n");
+    assert_eq!(stdout(&out), "  y \n");
+    // Stats: one line on stderr.
+    let out = cmd("filter-new", &db, &["--stats"], b"p\np\nq\na\n");
+    assert_eq!(stdout(&out), "p\nq\n");
+    let err = stderr(&out);
+    assert!(
+        err.contains("read 4 lines: 2 new, 2 repeated, 0 skipped,") && err.contains("lines/s"),
+        "{err}"
+    );
+    // Dry run on a directory that holds no engine creates nothing.
+    let none = tmp.path().join("none");
+    let out = cmd("filter-new", &none, &["--dry-run"], b"a\n");
+    assert_eq!(code(&out), 2);
+    assert!(!none.exists());
+}
+
+#[test]
+fn several_inputs_gzip_crlf_and_no_final_newline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let plain = tmp.path().join("one.txt");
+    let gz = tmp.path().join("two.txt.gz");
+    std::fs::write(&plain, b"a\r\nb\r\n\r\nc").unwrap();
+    std::fs::write(&gz, gzip(b"c\nd\r\ne")).unwrap();
+    let (p, g) = (plain.to_str().unwrap(), gz.to_str().unwrap());
+    let out = cmd("filter-new", &db, &[p, "-", g], b"s\na");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout(&out), "a\nb\nc\ns\nd\ne\n");
+    let add = cmd("add", &db, &[g], b"");
+    assert_eq!(stdout(&add), "added 0 new of 3 keys\n");
+    // A .gz file that is not gzip is refused before anything is read.
+    let fake = tmp.path().join("fake.gz");
+    std::fs::write(&fake, b"plain text\n").unwrap();
+    let out = cmd("add", &db, &[fake.to_str().unwrap()], b"");
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("fake.gz: not gzip data"),
+        "{}",
+        stderr(&out)
+    );
+    // A truncated gzip stream is an error naming the file.
+    let whole = gzip(&b"line\n".repeat(10_000));
+    let cut = tmp.path().join("cut.gz");
+    std::fs::write(&cut, &whole[..whole.len() / 2]).unwrap();
+    let out = cmd("add", &db, &[cut.to_str().unwrap()], b"");
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("cut.gz: read failed"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn engine_directory_missing_or_not_an_engine() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("missing");
+    for c in ["check", "stats", "verify", "remove"] {
+        let out = cmd(
+            c,
+            &missing,
+            &["k"][..usize::from(c == "check" || c == "remove")],
+            b"",
+        );
+        assert_eq!(code(&out), 2, "{c}");
+        assert!(stderr(&out).contains("missing"), "{c}: {}", stderr(&out));
+        assert!(!missing.exists(), "{c} created the directory");
+    }
+    let other = tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), "mine").unwrap();
+    for c in ["check", "stats", "verify"] {
+        let out = cmd(c, &other, &[], b"k\n");
+        assert_eq!(code(&out), 2, "{c}");
+        assert!(stderr(&out).contains("other"), "{c}: {}", stderr(&out));
+    }
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let out = cmd("filter-new", &file, &[], b"k\n");
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("a-file"), "{}", stderr(&out));
+}
+
+#[test]
+fn plan_prints_the_sizing_that_create_prints() {
+    let args = [
+        "--items-per-day",
+        "100000",
+        "--fpr",
+        "0.01",
+        "--tiers",
+        "7d,4w",
+    ];
+    let mut plan_args = vec!["plan"];
+    plan_args.extend_from_slice(&args);
+    let plan = run(&plan_args, b"");
+    assert_eq!(code(&plan), 0, "{}", stderr(&plan));
+    let table = stdout(&plan);
+    for want in [
+        "7d",
+        "4w",
+        "bits/key",
+        "probes",
+        "per window",
+        "coarseness",
+        "total",
+    ] {
+        assert!(table.contains(want), "{want}: {table}");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let mut create = vec!["create", db.to_str().unwrap()];
+    create.extend_from_slice(&args);
+    let created = run(&create, b"");
+    assert_eq!(code(&created), 0, "{}", stderr(&created));
+    assert_eq!(stdout(&created), table);
+    let json = run(&["plan", "--json", "--fpr", "0.01"], b"");
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["tiers"].as_array().unwrap().len(), 3);
+    let bad = run(&["plan", "--items-per-day", "0"], b"");
+    assert_eq!(code(&bad), 2);
+}
+
+#[test]
+fn completions_and_help_examples() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = run(&["completions", shell], b"");
+        assert_eq!(code(&out), 0, "{shell}");
+        assert!(stdout(&out).contains("filter-new"), "{shell}");
+    }
+    assert_eq!(code(&run(&["completions", "tcsh"], b"")), 2);
+    for c in [
+        "create",
+        "plan",
+        "add",
+        "filter-new",
+        "check",
+        "remove",
+        "stats",
+        "verify",
+        "completions",
+    ] {
+        let out = run(&[c, "--help"], b"");
+        let help = stdout(&out);
+        let last = help.trim_end().lines().last().unwrap_or("");
+        assert!(help.contains("Example"), "{c}: {help}");
+        assert!(last.contains("timebloom"), "{c} help ends with: {last}");
+    }
+}

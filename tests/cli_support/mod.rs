@@ -1,0 +1,67 @@
+//! Running the `timebloom` binary from the `cli_*` tests.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::thread;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_timebloom");
+/// Small filters keep the test directories small (segments are preallocated).
+pub const SMALL: &[&str] = &["--items-per-day", "1000"];
+pub const DAY0: &str = "2026-11-02T12:00:00Z";
+
+/// Runs the binary with `args`, feeding `input` on stdin; fails on a panic.
+pub fn run(args: &[&str], input: &[u8]) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn timebloom");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().expect("wait for timebloom");
+    writer.join().unwrap();
+    assert!(
+        !stderr(&out).contains("panicked"),
+        "panic: {}",
+        stderr(&out)
+    );
+    out
+}
+
+/// `run` with `dir` after the command name, `--now DAY0` and, for the
+/// commands that may create an engine, `SMALL` sizing.
+pub fn cmd(command: &str, dir: &Path, rest: &[&str], input: &[u8]) -> Output {
+    let dir = dir.to_str().unwrap();
+    let mut args = vec![command, dir, "--now", DAY0];
+    args.extend_from_slice(rest);
+    if matches!(command, "create" | "add" | "filter-new") && !rest.contains(&"--items-per-day") {
+        args.extend_from_slice(SMALL);
+    }
+    run(&args, input)
+}
+
+pub fn code(out: &Output) -> i32 {
+    out.status.code().expect("exited by a signal")
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Gzip of `data`.
+pub fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}

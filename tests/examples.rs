@@ -1,0 +1,185 @@
+//! Runs every program in `examples/` with small inputs and checks what it
+//! prints. `cargo test` builds the examples before it runs the tests; a
+//! test run limited to this file (`cargo test --test examples`) builds them
+//! first with `cargo build --examples`.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::Once;
+
+/// The compiled example `name`, built if `cargo test` did not build it.
+fn example(name: &str) -> PathBuf {
+    static BUILD: Once = Once::new();
+    // The test binary is target/<profile>/deps/examples-<hash>.
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target profile directory")
+        .join("examples");
+    let path = dir.join(name);
+    if !path.exists() {
+        BUILD.call_once(|| {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let profile = dir.parent().and_then(|p| p.file_name()).expect("profile");
+            let mut cmd = Command::new(cargo);
+            cmd.args(["build", "--examples"]);
+            if profile == "release" {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().expect("run cargo build --examples");
+            assert!(status.success(), "cargo build --examples failed");
+        });
+    }
+    assert!(path.exists(), "{} was not built", path.display());
+    path
+}
+
+/// Runs example `name` with `args`; asserts it exits as `code` without a panic.
+fn run(name: &str, args: &[&str], code: i32) -> String {
+    let out: Output = Command::new(example(name))
+        .args(args)
+        .output()
+        .expect("run the example");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{name} panicked: {stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{name} {args:?}\nstdout: {stdout}\nstderr: {stderr}"
+    );
+    if code != 0 {
+        return stderr.into_owned();
+    }
+    stdout
+}
+
+/// The number right after `before` in `text`.
+fn number_after(text: &str, before: &str) -> u64 {
+    let at = text
+        .find(before)
+        .unwrap_or_else(|| panic!("{before:?} in {text}"))
+        + before.len();
+    let digits: String = text[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("a number after {before:?} in {text}"))
+}
+
+#[test]
+fn crawler_records_successes_and_recrawls_after_the_horizon() {
+    for mode in [&[][..], &["--counting"][..]] {
+        let args = [&["--urls", "500", "--threads", "3"][..], mode].concat();
+        let out = run("crawler", &args, 0);
+        // Every URL is in the frontier twice: the first crawl fetches each
+        // URL whose fetch succeeds once, and the failures stay unrecorded.
+        let fetched = number_after(&out, "day 0, first crawl: fetched ");
+        assert!(fetched > 350 && fetched < 500, "{out}");
+        // The same frontier again fetches only URLs that never succeeded.
+        let again = number_after(
+            &out,
+            "(only URLs that never succeeded are fetched): fetched ",
+        );
+        let failing = number_after(&out, "day 0: ");
+        assert!(again <= 2 * failing, "{out}");
+        // After the horizon every URL is due, and still known to `contains`.
+        let skipped = number_after(&out, "recrawl after 3 days: fetched ");
+        let seen = out
+            .split("recrawl after 3 days:")
+            .nth(1)
+            .map(|rest| number_after(rest, "skipped as seen "))
+            .unwrap();
+        assert!(skipped > 350 && seen == 0, "{out}");
+        assert!(
+            number_after(&out, "contains() still knows ") >= 490,
+            "{out}"
+        );
+    }
+    let err = run("crawler", &["--urls", "many"], 2);
+    assert!(err.contains("--urls"), "{err}");
+}
+
+#[test]
+fn shortlinks_never_mint_twice_and_guard_the_database() {
+    let out = run("shortlinks", &["--links", "300", "--probes", "3000"], 0);
+    assert!(
+        out.contains(
+            "created 300 links for 300 URLs; 60 of 60 repeated URLs got their existing code"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("resolved 300 of 300 known codes"), "{out}");
+    // Unknown codes almost never reach the database (p = 0.001).
+    let reached = number_after(&out, "3000 unknown codes: 0 resolved, ");
+    assert!(reached <= 15, "{out}");
+    assert!(
+        out.contains("deleted 30 links: 30 now 404, with 0 database reads"),
+        "{out}"
+    );
+    assert!(
+        out.contains("day 29: the filter still holds 270 codes"),
+        "{out}"
+    );
+    assert!(
+        out.contains("day 30: the links' window aged out; 0 of 300 old codes resolve"),
+        "{out}"
+    );
+    let err = run("shortlinks", &["--days", "1"], 2);
+    assert!(err.contains("--days"), "{err}");
+}
+
+#[test]
+fn warmup_loads_a_log_and_reports_stats() {
+    let out = run("warmup", &["--lines", "1200"], 0);
+    assert!(
+        out.contains("loaded 1200 lines: 1140 new keys, 60 seen before, 0 outside"),
+        "{out}"
+    );
+    assert!(out.contains("12m"), "{out}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    std::fs::write(
+        &log,
+        "2026-11-01T08:00:00Z\thttps://a.example/1\nnot a line\n\
+         1700000000\thttps://a.example/old\n2026-11-01T09:00:00Z\thttps://a.example/1\n",
+    )
+    .unwrap();
+    let engine = dir.path().join("e.tb");
+    let args = [
+        "--log",
+        log.to_str().unwrap(),
+        "--dir",
+        engine.to_str().unwrap(),
+        "--now",
+        "2026-11-02T00:00:00Z",
+    ];
+    let out = run("warmup", &args, 0);
+    assert!(out.contains("loaded 4 lines: 1 new keys, 1 seen before, 1 outside every tier's windows, 1 malformed"), "{out}");
+    // A second load opens the same engine: everything is known.
+    let out = run("warmup", &args, 0);
+    assert!(out.contains("0 new keys, 2 seen before"), "{out}");
+    let err = run("warmup", &["--log", "/nonexistent/log"], 2);
+    assert!(err.contains("/nonexistent/log"), "{err}");
+}
+
+#[test]
+fn sizing_prints_the_table_and_a_plan() {
+    let out = run("sizing", &[], 0);
+    assert_eq!(out.lines().count(), 8, "{out}");
+    assert!(out.contains("| 1e9 | 0.1% |"), "{out}");
+    let out = run(
+        "sizing",
+        &["--items-per-day", "1000000", "--fpr", "0.001"],
+        0,
+    );
+    // docs/operations.md: 2.8 MiB a daily window, 91.6 MiB a monthly one.
+    assert!(out.contains("2.8 MiB"), "{out}");
+    assert!(out.contains("91.6 MiB"), "{out}");
+    let err = run("sizing", &["--items-per-day", "10", "--fpr", "3"], 2);
+    assert!(err.contains("fpr"), "{err}");
+}
