@@ -23,6 +23,7 @@ trait Dedup: Send + Sync {
     fn insert_batch(&self, keys: &[Vec<u8>]) -> Vec<bool>;
     fn contains_batch(&self, keys: &[Vec<u8>]) -> Vec<bool>;
     fn contains_within(&self, key: &[u8], horizon: Duration) -> Result<bool, String>;
+    fn contains_within_batch(&self, keys: &[Vec<u8>], horizon: Duration) -> Vec<bool>;
     fn insert_at(&self, key: &[u8], t: SystemTime) -> Result<bool, String>;
     fn stats(&self) -> Stats;
 }
@@ -36,6 +37,12 @@ impl Dedup for Engine {
     }
     fn contains_within(&self, key: &[u8], horizon: Duration) -> Result<bool, String> {
         Engine::contains_within(self, key, horizon).map_err(|e| e.to_string())
+    }
+    fn contains_within_batch(&self, keys: &[Vec<u8>], horizon: Duration) -> Vec<bool> {
+        // The embedded engine has no batch form: one call per key.
+        keys.iter()
+            .map(|k| Engine::contains_within(self, k, horizon).expect("contains_within"))
+            .collect()
     }
     fn insert_at(&self, key: &[u8], t: SystemTime) -> Result<bool, String> {
         Engine::insert_at(self, key, t).map_err(|e| e.to_string())
@@ -54,6 +61,9 @@ impl Dedup for RedisEngine {
     }
     fn contains_within(&self, key: &[u8], horizon: Duration) -> Result<bool, String> {
         RedisEngine::contains_within(self, key, horizon).map_err(|e| e.to_string())
+    }
+    fn contains_within_batch(&self, keys: &[Vec<u8>], horizon: Duration) -> Vec<bool> {
+        RedisEngine::contains_within_batch(self, keys, horizon).expect("contains_within_batch")
     }
     fn insert_at(&self, key: &[u8], t: SystemTime) -> Result<bool, String> {
         RedisEngine::insert_at(self, key, t).map_err(|e| e.to_string())
@@ -216,6 +226,15 @@ fn horizons(b: &mut dyn Backend) {
     );
     assert_eq!(within(&old, 4 * DAY), 500);
     assert_eq!(within(&old, 20 * DAY), 500);
+    // The batch form gives the single answers, key by key.
+    let mixed: Vec<Vec<u8>> = old.iter().chain(&recent).step_by(7).cloned().collect();
+    for h in [DAY, 4 * DAY] {
+        let single: Vec<bool> = mixed
+            .iter()
+            .map(|k| e.contains_within(k, h).expect("contains_within"))
+            .collect();
+        assert_eq!(e.contains_within_batch(&mixed, h), single, "horizon {h:?}");
+    }
     let err = e
         .contains_within(&old[0], 400 * DAY)
         .expect_err("a horizon past every tier");

@@ -660,6 +660,19 @@ impl RedisEngine {
     /// one window of that tier older. A horizon longer than every tier
     /// keeps is an error.
     pub fn contains_within(&self, key: &[u8], horizon: Duration) -> Result<bool> {
+        Ok(self
+            .contains_within_batch(&[key], horizon)?
+            .first()
+            .copied()
+            .unwrap_or(false))
+    }
+
+    /// [`RedisEngine::contains_within`] for many keys, one answer per key.
+    pub fn contains_within_batch<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        horizon: Duration,
+    ) -> Result<Vec<bool>> {
         let now = self.now()?;
         let (ti, first) = self.pick_tier(now, horizon)?;
         let t = &self.stored.config.tiers[ti];
@@ -669,11 +682,7 @@ impl RedisEngine {
             prune_below: t.oldest_live(cur) - 1,
             windows: reads(t.span, first, cur),
         }];
-        Ok(self
-            .run_batch(&[key], &plans, Mode::Check, now)?
-            .first()
-            .copied()
-            .unwrap_or(false))
+        self.run_batch(keys, &plans, Mode::Check, now)
     }
 
     /// The tier and first window that answer a horizon: the finest windows
