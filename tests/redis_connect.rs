@@ -1,6 +1,6 @@
-//! Connecting: an ACL user with a password in the URL works, a wrong
-//! password is an error naming the command and the key, and a client with
-//! another configuration gets a clear error.
+//! Connecting: an ACL user with a password in the URL works; a wrong
+//! password is an error naming the command and the key, and no error shows
+//! the password.
 //!
 //! Run: `cargo test --features redis --release --test redis_connect`.
 #![cfg(feature = "redis")]
@@ -41,12 +41,19 @@ fn acl_user_and_password_in_the_url() {
         [true, true, false]
     );
 
-    let bad = format!("redis://crawler:wrong@127.0.0.1:{}", server.port);
+    let bad = format!("redis://crawler:pa55-wrong-x9@127.0.0.1:{}", server.port);
     let err = RedisEngine::open(&bad, &pre).expect_err("a wrong password");
     let msg = err.to_string();
     assert!(
         matches!(err, RedisError::Redis { .. }) && msg.contains("HGETALL") && msg.contains(&pre),
         "{msg}"
+    );
+    assert!(!format!("{err:?}").contains("pa55-wrong-x9"), "{err:?}");
+    // A URL that does not parse is named without its password.
+    let err = RedisEngine::open("redis://crawler:pa55-wrong-x9@[::1", &pre).expect_err("bad URL");
+    assert!(
+        !format!("{err} {err:?}").contains("pa55-wrong-x9"),
+        "{err:?}"
     );
     // The ACL allows only keys starting with tbtest: another prefix is refused.
     let err = RedisEngine::open(&good, "other").expect_err("a key outside the ACL");

@@ -56,6 +56,25 @@ pub(crate) fn no_script(e: &redis::RedisError) -> bool {
     e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) || e.to_string().contains("NOSCRIPT")
 }
 
+/// The URL(s) with every password replaced by `***`, for error messages.
+pub(crate) fn redact(url: &str) -> String {
+    url.split(',')
+        .map(|u| {
+            let Some(start) = u.find("://").map(|i| i + 3) else {
+                return u.to_string();
+            };
+            let Some(at) = u[start..].rfind('@').map(|i| start + i) else {
+                return u.to_string();
+            };
+            match u[start..at].find(':') {
+                Some(colon) => format!("{}:***{}", &u[..start + colon], &u[at..]),
+                None => u.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 impl Link {
     /// `url` is one `redis://` or `rediss://` URL (user and password in it
     /// for ACLs), or several separated by commas: the seed nodes of a
@@ -66,7 +85,8 @@ impl Link {
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .collect();
-        let bad = |e| RedisError::redis("connect", url, e);
+        let shown = redact(url);
+        let bad = |e| RedisError::redis("connect", &shown, e);
         let target = if urls.len() > 1 || options.cluster {
             let client = ClusterClientBuilder::new(urls)
                 .connection_timeout(options.connect_timeout)
@@ -191,5 +211,25 @@ impl Link {
         r.into_iter()
             .next()
             .ok_or_else(|| RedisError::bad_reply(name, key, "no reply"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_never_reach_error_messages() {
+        assert_eq!(
+            redact("redis://crawler:s3cret@10.0.0.1:6379/0"),
+            "redis://crawler:***@10.0.0.1:6379/0"
+        );
+        assert_eq!(
+            redact("rediss://:pw@h:1,redis://u:p@h:2"),
+            "rediss://:***@h:1,redis://u:***@h:2"
+        );
+        assert_eq!(redact("redis://h:6379"), "redis://h:6379");
+        assert_eq!(redact("redis://user@h"), "redis://user@h");
+        assert_eq!(redact("not a url"), "not a url");
     }
 }
