@@ -52,6 +52,17 @@ pub enum RedisError {
         /// The configuration this client was given (JSON).
         given: String,
     },
+    /// A check-and-insert batch was applied, but fewer replicas than
+    /// [`super::RedisOptions::wait_replicas`] confirmed it in time (`WAIT`).
+    /// The answers are valid; the writes may be lost in a failover.
+    NotReplicated {
+        /// Replicas that confirmed (the fewest over the masters written).
+        acked: u32,
+        /// Replicas asked for.
+        wanted: u32,
+        /// The batch's answers, one per key, as if the call had succeeded.
+        answers: Vec<bool>,
+    },
     /// The configuration asks for something the Redis engine does not do.
     Unsupported {
         /// What, and why.
@@ -114,6 +125,11 @@ impl fmt::Display for RedisError {
                 "the engine in Redis ({key:?}) was created with another configuration: \
                  stored {stored}, given {given}; open it without a configuration or use \
                  another prefix"
+            ),
+            RedisError::NotReplicated { acked, wanted, .. } => write!(
+                f,
+                "redis WAIT: {acked} of {wanted} replicas confirmed the batch in time; \
+                 it is applied on the master but a failover may lose it"
             ),
             RedisError::Unsupported { reason } => write!(f, "not supported on Redis: {reason}"),
         }

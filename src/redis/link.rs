@@ -194,6 +194,24 @@ impl Link {
         }
     }
 
+    /// `WAIT replicas ms` once, without retries: a reconnected client's
+    /// `WAIT` would cover none of the writes it is meant to.
+    pub(crate) fn once(&mut self, name: &str, key: &str, replicas: u32, ms: u64) -> Result<Value> {
+        let mut c = redis::cmd(name);
+        c.arg(replicas).arg(ms);
+        let r = match self.conn() {
+            Ok(Conn::Single(con)) => c.query::<Value>(con),
+            Ok(Conn::Cluster(con)) => c.query::<Value>(con.as_mut()),
+            Err(e) => Err(e),
+        };
+        r.map_err(|e| {
+            if retryable(&e) {
+                self.conn = None;
+            }
+            RedisError::redis(name, key, e)
+        })
+    }
+
     /// [`Link::run`] for one command without a script: `name key args...`.
     pub(crate) fn one(&mut self, name: &str, key: &str, args: &[&[u8]]) -> Result<Value> {
         let r = self.run(

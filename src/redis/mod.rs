@@ -98,6 +98,13 @@ pub struct RedisOptions {
     /// Use the Cluster client even with a single seed URL (several
     /// comma-separated URLs always mean a Cluster). Default false.
     pub cluster: bool,
+    /// After each check-and-insert batch, wait (`WAIT`) until this many
+    /// replicas of every master written have the batch's writes; fewer by
+    /// `wait_timeout` is [`RedisError::NotReplicated`]. Default 0: no wait.
+    /// It narrows what a failover can lose; see `docs/distributed.md`.
+    pub wait_replicas: u32,
+    /// How long `wait_replicas` waits. Default 1 s.
+    pub wait_timeout: Duration,
     clock: TimeSource,
 }
 
@@ -111,6 +118,8 @@ impl Default for RedisOptions {
             backoff: Duration::from_millis(50),
             max_backoff: Duration::from_secs(2),
             cluster: false,
+            wait_replicas: 0,
+            wait_timeout: Duration::from_secs(1),
             clock: TimeSource::System,
         }
     }
@@ -124,6 +133,7 @@ impl std::fmt::Debug for RedisOptions {
             .field("io_timeout", &self.io_timeout)
             .field("retries", &self.retries)
             .field("cluster", &self.cluster)
+            .field("wait_replicas", &self.wait_replicas)
             .finish_non_exhaustive()
     }
 }
@@ -185,6 +195,8 @@ pub struct RedisEngine {
     client: String,
     sha: String,
     grow_sha: String,
+    /// `(replicas, timeout)` of a `WAIT` after each insert batch.
+    wait: Option<(u32, Duration)>,
     state: Mutex<State>,
 }
 
@@ -365,6 +377,8 @@ impl RedisEngine {
             client: format!("{:016x}", random_seed()),
             sha: sha1(SCRIPT),
             grow_sha: sha1(GROW_SCRIPT),
+            wait: (options.wait_replicas > 0)
+                .then_some((options.wait_replicas, options.wait_timeout)),
             state: Mutex::new(State {
                 link,
                 chains: HashMap::new(),
@@ -851,6 +865,23 @@ impl RedisEngine {
         }
         for (ti, w, n) in grown {
             self.record_growth(&mut st, ti, w, n)?;
+        }
+        if let (Mode::Insert, Some((replicas, timeout))) = (mode, self.wait) {
+            // Sent once, never retried: on a new connection `WAIT` would
+            // wait for nothing and report every replica as caught up.
+            let key = self.names.config();
+            let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+            let acked = match st.link.once("WAIT", &key, replicas, ms)? {
+                Value::Int(n) => u32::try_from(n).unwrap_or(0),
+                _ => return Err(RedisError::bad_reply("WAIT", &key, "not an integer")),
+            };
+            if acked < replicas {
+                return Err(RedisError::NotReplicated {
+                    acked,
+                    wanted: replicas,
+                    answers: out,
+                });
+            }
         }
         Ok(out)
     }
