@@ -54,3 +54,35 @@ fn a_lagging_clock_sees_keys_of_the_next_window() {
         .contains_within(&keys[0], Duration::from_secs(60))
         .expect("within"));
 }
+
+/// A client clock far behind the server's (a replay of an old log with an
+/// injected clock): the windows it writes are not dropped by Redis at once.
+#[test]
+fn a_clock_behind_the_server_does_not_expire_what_it_writes() {
+    if !require("a_clock_behind_the_server_does_not_expire_what_it_writes") {
+        return;
+    }
+    let server = Server::start();
+    let past = ManualClock::new(at(1_600_000_000)); // September 2020
+    let config = Config {
+        tiers: vec![Tier::daily(2)],
+        expected_items_per_day: 10_000,
+        ..Config::default()
+    };
+    let e = RedisEngine::create_with(
+        &server.url(),
+        &prefix("past"),
+        config,
+        RedisOptions::default().clock(past),
+    )
+    .expect("create");
+    let keys: Vec<Vec<u8>> = (0..500).map(|i| url(91, i)).collect();
+    assert!(e.insert_batch(&keys).expect("insert").iter().all(|&n| n));
+    assert!(
+        e.contains_batch(&keys)
+            .expect("contains")
+            .iter()
+            .all(|&f| f),
+        "Redis dropped the window at once"
+    );
+}
