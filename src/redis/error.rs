@@ -6,7 +6,6 @@ use std::fmt;
 ///
 /// Every variant that comes from Redis names the command and the key it
 /// was about, so an operator can find the failing slot or node.
-#[derive(Debug)]
 #[non_exhaustive]
 pub enum RedisError {
     /// Redis (or the connection to it) reported an error. Connection losses
@@ -94,6 +93,66 @@ impl RedisError {
 impl From<crate::Error> for RedisError {
     fn from(e: crate::Error) -> Self {
         RedisError::Engine(e)
+    }
+}
+
+impl fmt::Debug for RedisError {
+    /// As derived, except that a batch's answers show as counts.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RedisError::Redis {
+                command,
+                key,
+                source,
+            } => f
+                .debug_struct("Redis")
+                .field("command", command)
+                .field("key", key)
+                .field("source", source)
+                .finish(),
+            RedisError::BadReply {
+                command,
+                key,
+                reason,
+            } => f
+                .debug_struct("BadReply")
+                .field("command", command)
+                .field("key", key)
+                .field("reason", reason)
+                .finish(),
+            RedisError::Engine(e) => f.debug_tuple("Engine").field(e).finish(),
+            RedisError::NotFound { key } => f.debug_struct("NotFound").field("key", key).finish(),
+            RedisError::AlreadyExists { key } => {
+                f.debug_struct("AlreadyExists").field("key", key).finish()
+            }
+            RedisError::ConfigMismatch { key, stored, given } => f
+                .debug_struct("ConfigMismatch")
+                .field("key", key)
+                .field("stored", stored)
+                .field("given", given)
+                .finish(),
+            RedisError::NotReplicated {
+                acked,
+                wanted,
+                answers,
+            } => f
+                .debug_struct("NotReplicated")
+                .field("acked", acked)
+                .field("wanted", wanted)
+                .field(
+                    "answers",
+                    &format_args!(
+                        "[{} keys, {} new]",
+                        answers.len(),
+                        answers.iter().filter(|&&n| n).count()
+                    ),
+                )
+                .finish(),
+            RedisError::Unsupported { reason } => f
+                .debug_struct("Unsupported")
+                .field("reason", reason)
+                .finish(),
+        }
     }
 }
 

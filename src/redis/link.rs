@@ -4,7 +4,10 @@
 use std::time::Duration;
 
 use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConnection};
-use redis::{Client, Cmd, Connection, ErrorKind, RedisResult, ServerErrorKind, Value};
+use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
+use redis::{
+    Client, Cmd, Connection, ErrorKind, RedisConnectionInfo, RedisResult, ServerErrorKind, Value,
+};
 
 use super::error::{RedisError, Result};
 use super::RedisOptions;
@@ -12,6 +15,8 @@ use super::RedisOptions;
 enum Target {
     Single(Client),
     Cluster(ClusterClient),
+    /// Asks the Sentinels for the master at every (re)connection.
+    Sentinel(Box<SentinelClient>),
 }
 
 enum Conn {
@@ -56,6 +61,40 @@ pub(crate) fn no_script(e: &redis::RedisError) -> bool {
     e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) || e.to_string().contains("NOSCRIPT")
 }
 
+/// A Sentinel client from `[user:password@]host:port[,host:port...]/<master>`.
+fn sentinel(rest: &str) -> RedisResult<Target> {
+    let bad = |why: &'static str| redis::RedisError::from((ErrorKind::InvalidClientConfig, why));
+    let (hosts, master) = rest
+        .rsplit_once('/')
+        .filter(|(_, m)| !m.is_empty())
+        .ok_or_else(|| bad("a Sentinel URL ends with /<master name>"))?;
+    let (auth, hosts) = match hosts.rsplit_once('@') {
+        Some((auth, hosts)) => (Some(auth), hosts),
+        None => (None, hosts),
+    };
+    let sentinels: Vec<String> = hosts
+        .split(',')
+        .filter(|h| !h.is_empty())
+        .map(|h| format!("redis://{h}"))
+        .collect();
+    if sentinels.is_empty() {
+        return Err(bad("a Sentinel URL names at least one Sentinel"));
+    }
+    let mut info = RedisConnectionInfo::default();
+    if let Some(auth) = auth {
+        let (user, password) = auth.split_once(':').unwrap_or(("", auth));
+        if !user.is_empty() {
+            info = info.set_username(user);
+        }
+        if !password.is_empty() {
+            info = info.set_password(password);
+        }
+    }
+    let node = SentinelNodeConnectionInfo::default().set_redis_connection_info(info);
+    let client = SentinelClient::build(sentinels, master, Some(node), SentinelServerType::Master)?;
+    Ok(Target::Sentinel(Box::new(client)))
+}
+
 /// The URL(s) with every password replaced by `***`, for error messages.
 pub(crate) fn redact(url: &str) -> String {
     url.split(',')
@@ -78,8 +117,16 @@ pub(crate) fn redact(url: &str) -> String {
 impl Link {
     /// `url` is one `redis://` or `rediss://` URL (user and password in it
     /// for ACLs), or several separated by commas: the seed nodes of a
-    /// Cluster. `options.cluster` forces Cluster mode with one seed.
+    /// Cluster (`options.cluster` forces Cluster mode with one seed), or
+    /// `redis+sentinel://[user:password@]host:port[,host:port...]/<master>`:
+    /// the Sentinels that know the master (the user and password are the
+    /// data nodes').
     pub(crate) fn new(url: &str, options: &RedisOptions) -> Result<Link> {
+        if let Some(rest) = url.strip_prefix("redis+sentinel://") {
+            let shown = redact(url);
+            let target = sentinel(rest).map_err(|e| RedisError::redis("connect", &shown, e))?;
+            return Ok(Link::with(target, options));
+        }
         let urls: Vec<&str> = url
             .split(',')
             .map(str::trim)
@@ -98,7 +145,11 @@ impl Link {
         } else {
             Target::Single(Client::open(url).map_err(bad)?)
         };
-        Ok(Link {
+        Ok(Link::with(target, options))
+    }
+
+    fn with(target: Target, options: &RedisOptions) -> Link {
+        Link {
             target,
             conn: None,
             retries: options.retries,
@@ -106,7 +157,7 @@ impl Link {
             max_backoff: options.max_backoff,
             connect_timeout: options.connect_timeout,
             io_timeout: options.io_timeout,
-        })
+        }
     }
 
     /// Whether this link talks to a Cluster.
@@ -116,14 +167,21 @@ impl Link {
 
     fn conn(&mut self) -> RedisResult<&mut Conn> {
         if self.conn.is_none() {
-            let conn = match &self.target {
+            let (connect, io) = (self.connect_timeout, self.io_timeout);
+            let conn = match &mut self.target {
                 Target::Single(c) => {
-                    let con = c.get_connection_with_timeout(self.connect_timeout)?;
-                    con.set_read_timeout(Some(self.io_timeout))?;
-                    con.set_write_timeout(Some(self.io_timeout))?;
+                    let con = c.get_connection_with_timeout(connect)?;
+                    con.set_read_timeout(Some(io))?;
+                    con.set_write_timeout(Some(io))?;
                     Conn::Single(con)
                 }
                 Target::Cluster(c) => Conn::Cluster(Box::new(c.get_connection()?)),
+                Target::Sentinel(s) => {
+                    let con = s.get_client()?.get_connection_with_timeout(connect)?;
+                    con.set_read_timeout(Some(io))?;
+                    con.set_write_timeout(Some(io))?;
+                    Conn::Single(con)
+                }
             };
             self.conn = Some(conn);
         }

@@ -166,6 +166,65 @@ fn wait_ready(port: u16, dir: &Path) {
     panic!("redis-server on port {port} did not answer PING; its log:\n{log}");
 }
 
+/// One Sentinel (`redis-server <conf> --sentinel`) watching a master as
+/// `mymaster` with quorum 1, marking it down after one second; killed when
+/// dropped.
+pub struct Sentinel {
+    pub port: u16,
+    child: Option<Child>,
+    _tmp: tempfile::TempDir,
+}
+
+impl Sentinel {
+    pub fn start(master_port: u16) -> Sentinel {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let port = free_port();
+        let conf = tmp.path().join("sentinel.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "port {port}\nbind 127.0.0.1\ndir {}\nlogfile redis.log\n\
+                 sentinel monitor mymaster 127.0.0.1 {master_port} 1\n\
+                 sentinel down-after-milliseconds mymaster 1000\n\
+                 sentinel failover-timeout mymaster 5000\n",
+                tmp.path().display()
+            ),
+        )
+        .expect("write sentinel.conf");
+        let child = Command::new("redis-server")
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server --sentinel");
+        wait_ready(port, tmp.path());
+        Sentinel {
+            port,
+            child: Some(child),
+            _tmp: tmp,
+        }
+    }
+
+    /// The port of the master the Sentinel names now.
+    pub fn master_port(&self) -> Option<u16> {
+        let out = cli(
+            self.port,
+            &["SENTINEL", "get-master-addr-by-name", "mymaster"],
+        );
+        out.lines().nth(1)?.trim().parse().ok()
+    }
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 /// Three masters on loopback ports joined by `redis-cli --cluster create`.
 pub struct Cluster {
     pub nodes: Vec<Server>,
