@@ -30,20 +30,7 @@ fn failover_through_sentinel_keeps_confirmed_inserts() {
         return;
     }
     let mut master = Server::start();
-    let replica = Server::with_args(&[
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--replicaof",
-        "127.0.0.1",
-        &master.port.to_string(),
-    ]);
-    wait_until("the replica attaches", 20, || {
-        replica
-            .cli(&["INFO", "replication"])
-            .contains("master_link_status:up")
-    });
+    let replica = master.replica();
     let sentinel = Sentinel::start(master.port);
     wait_until("the Sentinel sees the replica", 30, || {
         sentinel

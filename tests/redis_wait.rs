@@ -8,7 +8,7 @@
 
 mod redis_support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis_support::*;
 use timebloom::redis::{RedisEngine, RedisError, RedisOptions};
@@ -20,29 +20,7 @@ fn wait_for_replicas() {
         return;
     }
     let master = Server::start();
-    let replica = Server::with_args(&[
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--replicaof",
-        "127.0.0.1",
-        &master.port.to_string(),
-    ]);
-    let t = Instant::now();
-    while !master
-        .cli(&["INFO", "replication"])
-        .contains("connected_slaves:1")
-        || !replica
-            .cli(&["INFO", "replication"])
-            .contains("master_link_status:up")
-    {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "the replica did not attach"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let replica = master.replica();
     let clock = ManualClock::new(day(0));
     let config = Config {
         tiers: vec![Tier::daily(2)],

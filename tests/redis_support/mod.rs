@@ -132,6 +132,32 @@ impl Server {
         self.spawn();
     }
 
+    /// A replica of this server, returned once its link to it is up.
+    pub fn replica(&self) -> Server {
+        let port = self.port.to_string();
+        let r = Server::with_args(&[
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+        ]);
+        let t = Instant::now();
+        while !r
+            .cli(&["INFO", "replication"])
+            .contains("master_link_status:up")
+        {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "the replica of port {port} did not attach"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        r
+    }
+
     /// Runs `redis-cli` against this server and returns its output.
     pub fn cli(&self, args: &[&str]) -> String {
         cli(self.port, args)
