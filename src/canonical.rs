@@ -43,6 +43,12 @@
 //!
 //! `docs/canonicalization.md` compares these rules with other crawlers'.
 //!
+//! Most crawled URLs have a simple shape (an ASCII host that is neither an
+//! IP address nor punycode, a path and query of bytes the parser copies as
+//! they are): those are read in one pass without the parser, and returned
+//! untouched when already canonical. Tests compare that path with the
+//! parser's on many generated URLs.
+//!
 //! ```
 //! use timebloom::canonical::{canonicalize, Canonicalizer};
 //!
@@ -179,19 +185,26 @@ impl Canonicalizer {
     /// Appends the canonical form of the UTF-8 bytes `input` to `out` (the
     /// CLI's path: no allocation when `input` is already canonical).
     pub fn canonicalize_into(&self, input: &[u8], out: &mut Vec<u8>) -> Result<(), CanonicalError> {
-        let s = std::str::from_utf8(input).map_err(|_| CanonicalError::NotUtf8)?;
-        if self.already_canonical(s) {
-            out.extend_from_slice(input);
-        } else {
-            out.extend_from_slice(self.canonicalize_slow(s)?.as_bytes());
+        if let Some(simple) = Simple::read(input) {
+            if self.is_canonical(&simple) {
+                out.extend_from_slice(input);
+            } else {
+                out.extend_from_slice(self.rewrite(&simple)?.as_bytes());
+            }
+            return Ok(());
         }
+        let s = std::str::from_utf8(input).map_err(|_| CanonicalError::NotUtf8)?;
+        out.extend_from_slice(self.canonicalize_slow(s)?.as_bytes());
         Ok(())
     }
 
     /// The canonical form of `input`, or why it has none.
     pub fn canonicalize(&self, input: &str) -> Result<String, CanonicalError> {
-        if self.already_canonical(input) {
-            return Ok(input.to_string());
+        if let Some(simple) = Simple::read(input.as_bytes()) {
+            if self.is_canonical(&simple) {
+                return Ok(input.to_string());
+            }
+            return self.rewrite(&simple);
         }
         self.canonicalize_slow(input)
     }
@@ -222,7 +235,30 @@ impl Canonicalizer {
             });
         }
         // 3. Host: trailing dots; 4. userinfo is never copied.
-        let mut host = url.host_str().unwrap_or("").trim_end_matches('.');
+        let host = url.host_str().unwrap_or("");
+        self.emit(
+            scheme,
+            host,
+            url.port(),
+            url.path(),
+            url.query(),
+            text.len(),
+        )
+    }
+
+    /// Rules 3 to 9 from the parts of a parsed URL (`scheme`, `host`, `port`,
+    /// `path` and `query` as the WHATWG parser gives them: host lowercased,
+    /// default port dropped, dot segments resolved).
+    fn emit(
+        &self,
+        scheme: &str,
+        host: &str,
+        port: Option<u16>,
+        path: &str,
+        query: Option<&str>,
+        len: usize,
+    ) -> Result<String, CanonicalError> {
+        let mut host = host.trim_end_matches('.');
         if host.is_empty() {
             return Err(CanonicalError::NoHost);
         }
@@ -233,17 +269,22 @@ impl Canonicalizer {
                 }
             }
         }
-        let mut out = String::with_capacity(text.len() + 8);
+        let mut out = String::with_capacity(len + 8);
         out.push_str(scheme);
         out.push_str("://");
         out.push_str(host);
-        if let Some(port) = url.port() {
+        if let Some(port) = port {
             out.push(':');
             out.push_str(&port.to_string());
         }
         // 5. Path, 6. percent-encoding.
         let path_start = out.len();
-        normalize_path(url.path(), &mut out);
+        if path.bytes().all(|c| FAST_PATH[usize::from(c)]) {
+            // What normalize_path would write: no `%`, no `;`, every byte kept.
+            out.push_str(path);
+        } else {
+            normalize_path(path, &mut out);
+        }
         if out.len() == path_start {
             out.push('/');
         }
@@ -251,11 +292,71 @@ impl Canonicalizer {
             out.pop();
         }
         // 7. Query, 8. session ids, tracking.
-        if let Some(query) = url.query() {
-            self.push_query(query, &mut out);
+        if let Some(query) = query {
+            if self.query_is_canonical(query.as_bytes()) {
+                // What push_query would write, without splitting and sorting.
+                out.push('?');
+                out.push_str(query);
+            } else {
+                self.push_query(query, &mut out);
+            }
         }
         // 9. The fragment is never copied.
         Ok(out)
+    }
+
+    /// The canonical form of a URL of the simple shape [`Simple::read`]
+    /// accepts: its parts are what the WHATWG parser would give (the host
+    /// only needs ASCII lowercasing), so this is [`Self::canonicalize_slow`]
+    /// without the parser.
+    fn rewrite(&self, u: &Simple<'_>) -> Result<String, CanonicalError> {
+        fn ascii(b: &[u8]) -> Result<&str, CanonicalError> {
+            std::str::from_utf8(b).map_err(|_| CanonicalError::NotUtf8)
+        }
+        let scheme = if u.https { "https" } else { "http" };
+        let lowered;
+        let host = if u.host_lower {
+            ascii(u.host)?
+        } else {
+            lowered = u.host.to_ascii_lowercase();
+            ascii(&lowered)?
+        };
+        let path = ascii(u.path)?;
+        let query = u.query.map(ascii).transpose()?;
+        self.emit(scheme, host, u.port, path, query, u.path.len() + 64)
+    }
+
+    /// Whether the URL read by [`Simple::read`] is its own canonical form.
+    fn is_canonical(&self, u: &Simple<'_>) -> bool {
+        let www = self.drop_www && strips_www(u.host);
+        let slash = self.drop_trailing_slash && u.path.len() > 1 && u.path.ends_with(b"/");
+        let rewritten = u.port_written || u.fragment || u.path.is_empty() || www || slash;
+        u.scheme_lower
+            && u.host_lower
+            && !rewritten
+            && u.query.is_none_or(|q| self.query_is_canonical(q))
+    }
+
+    /// Whether rules 6 to 8 (and tracking) leave `query` as it is: only
+    /// bytes kept literal, no empty parameter, parameters sorted, none
+    /// removed.
+    fn query_is_canonical(&self, query: &[u8]) -> bool {
+        if query.is_empty() || !query.iter().all(|&c| FAST_QUERY[usize::from(c)]) {
+            return false;
+        }
+        let mut prev: Option<(&[u8], &[u8])> = None;
+        for param in query.split(|&c| c == b'&') {
+            let eq = param.iter().position(|&c| c == b'=').unwrap_or(param.len());
+            let (name, value) = param.split_at(eq);
+            if param.is_empty() || prev.is_some_and(|p| p > (name, value)) {
+                return false;
+            }
+            if self.removes(name, (!value.is_empty()).then_some(value)) {
+                return false;
+            }
+            prev = Some((name, value));
+        }
+        true
     }
 
     fn push_query(&self, query: &str, out: &mut String) {
@@ -267,7 +368,7 @@ impl Canonicalizer {
             };
             let mut n = String::with_capacity(name.len());
             normalize_pct(name, QUERY_KEEP, &mut n);
-            if self.removes(&n, value) {
+            if self.removes(n.as_bytes(), value.map(str::as_bytes)) {
                 continue;
             }
             let mut v = String::new();
@@ -293,18 +394,18 @@ impl Canonicalizer {
 
     /// Whether a parameter (normalized name, raw `=value`) is a session id or
     /// a tracking parameter to remove.
-    fn removes(&self, name: &str, value: Option<&str>) -> bool {
-        let is = |n: &str| name.eq_ignore_ascii_case(n);
+    fn removes(&self, name: &[u8], value: Option<&[u8]>) -> bool {
+        let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
         let starts = |p: &str| {
             name.get(..p.len())
-                .is_some_and(|h| h.eq_ignore_ascii_case(p))
+                .is_some_and(|h| h.eq_ignore_ascii_case(p.as_bytes()))
         };
         if is("jsessionid") || is("phpsessid") || starts("aspsessionid") {
             return true;
         }
         if is("sid") {
-            let v = value.map_or("", |v| v.get(1..).unwrap_or(""));
-            if v.len() == 32 && v.bytes().all(|b| b.is_ascii_hexdigit()) {
+            let v = value.map_or(&b""[..], |v| v.get(1..).unwrap_or(b""));
+            if v.len() == 32 && v.iter().all(u8::is_ascii_hexdigit) {
                 return true;
             }
         }
@@ -314,75 +415,199 @@ impl Canonicalizer {
                 || self.extra_tracking.iter().any(|t| is(t)))
     }
 
-    /// A fast check that `s` is already its own canonical form under these
-    /// rules (the common case in a crawl): lowercase `http(s)://`, a host of
-    /// lowercase ASCII labels that is neither an IP address nor punycode, no
-    /// port, userinfo, fragment, `%`, `;` in the path, dot segment,
-    /// backslash or whitespace, and a query whose parameters are non-empty,
-    /// sorted and not removed by a rule. Anything else takes the full path;
-    /// a test checks that every string accepted here is a fixed point of it.
+    /// Whether `s` is already its own canonical form under these rules,
+    /// decided without the parser (`false` also when unsure): a test checks
+    /// that every string accepted here is a fixed point of the full rules.
+    #[cfg(test)]
     fn already_canonical(&self, s: &str) -> bool {
-        let b = s.as_bytes();
-        let rest = match (b.strip_prefix(b"https://"), b.strip_prefix(b"http://")) {
-            (Some(r), _) | (None, Some(r)) => r,
-            _ => return false,
+        Simple::read(s.as_bytes()).is_some_and(|u| self.is_canonical(&u))
+    }
+}
+
+/// Whether the www rule changes `host` (lowercase).
+fn strips_www(host: &[u8]) -> bool {
+    host.strip_prefix(b"www.")
+        .is_some_and(|rest| rest.contains(&b'.'))
+}
+
+/// A URL of the simple shape most crawled URLs have, read in one pass over
+/// its bytes: `http://` or `https://` (any case), a host of ASCII letters,
+/// digits, hyphens and dots, an optional port, a path and a query of bytes
+/// that the WHATWG parser copies as they are, an optional fragment.
+///
+/// For such a URL the parser's scheme, host, port, path and query are
+/// these parts with the scheme and host lowercased and a default port
+/// dropped, which is what makes [`Canonicalizer::rewrite`] equal to the
+/// full rules (a test compares the two on many generated URLs):
+///
+/// * host: labels of `[A-Za-z0-9-]`, none empty (so no trailing dot),
+///   none starting or ending with `-`, none starting with `xn--` (no
+///   punycode to check), the last one not starting with a digit (so never
+///   an IPv4 address in any notation); IDNA maps such a host to its ASCII
+///   lowercase and nothing else;
+/// * port: 1 to 5 digits without a leading zero, at most 65535;
+/// * path: empty, or `/` then bytes of [`FAST_PATH`] (no `%`, `;`, `\`,
+///   whitespace, controls or non-ASCII; nothing the parser encodes) with no
+///   `.` or `..` segment;
+/// * query: bytes of [`FAST_QUERY`] (nothing the parser encodes);
+/// * fragment: anything that is UTF-8 (it is dropped; the parser never
+///   fails on a fragment).
+struct Simple<'a> {
+    https: bool,
+    /// The scheme was written in lowercase.
+    scheme_lower: bool,
+    host: &'a [u8],
+    /// The host was written in lowercase.
+    host_lower: bool,
+    /// The port, unless absent or the scheme's default.
+    port: Option<u16>,
+    /// A `:port` was written (default or not).
+    port_written: bool,
+    path: &'a [u8],
+    query: Option<&'a [u8]>,
+    /// A `#` was written.
+    fragment: bool,
+}
+
+/// The index of the first byte of `b` that `stop` marks, or `b.len()`:
+/// eight bytes a step without a branch between them.
+fn find_stop(b: &[u8], stop: &[bool; 256]) -> usize {
+    let mut i = 0;
+    while let Some(chunk) = b.get(i..i + 8) {
+        if chunk
+            .iter()
+            .fold(false, |any, &c| any | stop[usize::from(c)])
+        {
+            break;
+        }
+        i += 8;
+    }
+    let tail = &b[i..];
+    i + tail
+        .iter()
+        .position(|&c| stop[usize::from(c)])
+        .unwrap_or(tail.len())
+}
+
+/// Whether the `.` at `path[i]` starts a `.` or `..` segment.
+fn is_dot_segment(path: &[u8], i: usize) -> bool {
+    let ends = |j: usize| matches!(path.get(j), None | Some(b'/' | b'?' | b'#'));
+    let after_slash = i.checked_sub(1).and_then(|j| path.get(j)) == Some(&b'/');
+    after_slash && (ends(i + 1) || (path.get(i + 1) == Some(&b'.') && ends(i + 2)))
+}
+
+impl<'a> Simple<'a> {
+    /// The parts of `b`, or `None` when `b` does not have the simple shape.
+    fn read(b: &'a [u8]) -> Option<Simple<'a>> {
+        let (https, scheme_len) = if b.get(..7)?.eq_ignore_ascii_case(b"http://") {
+            (false, 7)
+        } else if b.get(..8)?.eq_ignore_ascii_case(b"https://") {
+            (true, 8)
+        } else {
+            return None;
         };
-        let Some(host_end) = rest.iter().position(|&c| c == b'/') else {
-            return false; // the path must be present
-        };
-        let (host, tail) = rest.split_at(host_end);
-        let mut last: &[u8] = b"";
-        for label in host.split(|&c| c == b'.') {
-            let ok = !label.is_empty()
-                && !label.starts_with(b"-")
-                && !label.ends_with(b"-")
-                && !label.starts_with(b"xn--")
-                && label.iter().all(|&c| FAST_HOST[usize::from(c)]);
+        let scheme_lower = b[..scheme_len].iter().all(|c| !c.is_ascii_uppercase());
+        let rest = &b[scheme_len..];
+
+        // Host, label by label (one branch a byte until a `.` or the end).
+        let mut label_start = 0;
+        let mut i = 0;
+        let end = loop {
+            i += find_stop(&rest[i..], &HOST_STOP);
+            let label = &rest[label_start..i];
+            let ok = label.first().is_some_and(|&c| c != b'-')
+                && label.last().is_some_and(|&c| c != b'-')
+                && !label
+                    .get(..4)
+                    .is_some_and(|h| h.eq_ignore_ascii_case(b"xn--"));
             if !ok {
-                return false;
+                return None;
             }
-            last = label;
-        }
-        if last.first().is_none_or(u8::is_ascii_digit) {
-            return false; // an IPv4 address in some notation
-        }
-        if self.drop_www && host.starts_with(b"www.") {
-            return false;
-        }
-        let (path, query) = match tail.iter().position(|&c| c == b'?') {
-            Some(q) => (&tail[..q], Some(&tail[q + 1..])),
-            None => (tail, None),
+            match rest.get(i) {
+                Some(b'.') => {
+                    i += 1;
+                    label_start = i;
+                }
+                None | Some(b'/' | b'?' | b'#' | b':') => break i,
+                Some(_) => return None,
+            }
         };
-        if !path.iter().all(|&c| FAST_PATH[usize::from(c)]) {
-            return false;
+        if rest[label_start].is_ascii_digit() {
+            return None; // the last label: an IPv4 address in some notation
         }
-        if path.split(|&c| c == b'/').any(|g| g == b"." || g == b"..") {
-            return false;
-        }
-        if self.drop_trailing_slash && path.len() > 1 && path.ends_with(b"/") {
-            return false;
-        }
-        let Some(query) = query else { return true };
-        if query.is_empty() || !query.iter().all(|&c| FAST_QUERY[usize::from(c)]) {
-            return false;
-        }
-        let mut prev: Option<(&[u8], &[u8])> = None;
-        for param in query.split(|&c| c == b'&') {
-            let eq = param.iter().position(|&c| c == b'=').unwrap_or(param.len());
-            let (name, value) = param.split_at(eq);
-            if param.is_empty() || prev.is_some_and(|p| p > (name, value)) {
-                return false;
+        let host = &rest[..end];
+        let host_lower = !host.iter().any(u8::is_ascii_uppercase);
+        let mut rest = &rest[end..];
+
+        // Port.
+        let mut port = None;
+        let mut port_written = false;
+        if let Some(after) = rest.strip_prefix(b":") {
+            let digits = after.iter().take_while(|c| c.is_ascii_digit()).count();
+            if digits == 0 || digits > 5 || after[0] == b'0' {
+                return None;
             }
-            // ASCII, checked above.
-            let (Ok(n), Ok(v)) = (std::str::from_utf8(name), std::str::from_utf8(value)) else {
-                return false;
-            };
-            if self.removes(n, (!v.is_empty()).then_some(v)) {
-                return false;
+            let value = after[..digits]
+                .iter()
+                .fold(0u32, |v, &c| v * 10 + u32::from(c - b'0'));
+            let value = u16::try_from(value).ok()?;
+            if !matches!(after.get(digits), None | Some(b'/' | b'?' | b'#')) {
+                return None;
             }
-            prev = Some((name, value));
+            if value != if https { 443 } else { 80 } {
+                port = Some(value);
+            }
+            port_written = true;
+            rest = &after[digits..];
         }
-        true
+
+        // Path: kept bytes, no dot segment (one branch a byte until a `.`
+        // or the end).
+        let mut i = 0;
+        loop {
+            i += find_stop(&rest[i..], &PATH_STOP);
+            match rest.get(i) {
+                Some(b'.') => {
+                    if is_dot_segment(rest, i) {
+                        return None;
+                    }
+                    i += 1;
+                }
+                None | Some(b'?' | b'#') => break,
+                Some(_) => return None,
+            }
+        }
+        let path = &rest[..i];
+        let mut rest = &rest[i..];
+
+        // Query.
+        let mut query = None;
+        if let Some(after) = rest.strip_prefix(b"?") {
+            let end = find_stop(after, &QUERY_STOP);
+            query = Some(&after[..end]);
+            rest = &after[end..];
+        }
+
+        // Fragment: dropped, but the input must be UTF-8.
+        let fragment = match rest.split_first() {
+            None => false,
+            Some((b'#', frag)) => {
+                std::str::from_utf8(frag).ok()?;
+                true
+            }
+            Some(_) => return None,
+        };
+        Some(Simple {
+            https,
+            scheme_lower,
+            host,
+            host_lower,
+            port,
+            port_written,
+            path,
+            query,
+            fragment,
+        })
     }
 }
 
@@ -415,17 +640,33 @@ const fn table(extra: &[u8]) -> [bool; 256] {
 /// Bytes the fast check accepts in a path and in a query.
 static FAST_PATH: [bool; 256] = table(b"/:@!$&'()*+,=");
 static FAST_QUERY: [bool; 256] = table(b"&/?:@!$()*+,;=");
-/// Bytes of a host label the fast check accepts.
-static FAST_HOST: [bool; 256] = {
-    let mut t = [false; 256];
+/// Bytes that end a query in [`Simple::read`]: those not in [`FAST_QUERY`].
+static QUERY_STOP: [bool; 256] = stops(&FAST_QUERY, 0);
+/// Bytes that end a run of path bytes in [`Simple::read`]: `.` (checked
+/// for a dot segment) and every byte not in [`FAST_PATH`].
+static PATH_STOP: [bool; 256] = stops(&FAST_PATH, b'.');
+/// Bytes that end a run of host bytes in [`Simple::read`]: all but ASCII
+/// letters, digits and `-`.
+static HOST_STOP: [bool; 256] = {
+    let mut t = [true; 256];
     let mut c = 0;
     while c < 256 {
-        let b = c as u8;
-        t[c] = b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-';
+        t[c] = !((c as u8).is_ascii_alphanumeric() || c == b'-' as usize);
         c += 1;
     }
     t
 };
+
+/// The bytes not in `keep`, plus `also` (unless 0).
+const fn stops(keep: &[bool; 256], also: u8) -> [bool; 256] {
+    let mut t = [true; 256];
+    let mut c = 1;
+    while c < 256 {
+        t[c] = !keep[c] || c == also as usize;
+        c += 1;
+    }
+    t
+}
 
 fn hex_value(b: u8) -> Option<u8> {
     match b {
@@ -514,69 +755,75 @@ mod tests {
         assert_eq!(n("%"), "%25");
     }
 
+    /// Pieces of URLs, tricky ones included, for the randomized tests.
+    const PIECES: &[&str] = &[
+        "http://",
+        "https://",
+        "HTTP://",
+        "www.",
+        "a",
+        "b",
+        "Z",
+        "0",
+        "9",
+        "xn--",
+        "-",
+        ".",
+        "..",
+        "/",
+        "/.",
+        "/..",
+        "?",
+        "&",
+        "=",
+        "#",
+        "%",
+        "%2e",
+        "%41",
+        ";",
+        ";jsessionid=",
+        ":",
+        ":80",
+        "@",
+        "'",
+        "!",
+        "~",
+        "_",
+        " ",
+        "\\",
+        "utm_x",
+        "sid",
+        "phpsessid",
+        "é",
+        "com",
+        "0x1",
+        "1.2",
+        "gclid",
+        "x=1",
+        "a=",
+        "b=2",
+    ];
+
+    /// A xorshift generator of pseudo-random numbers from `seed`.
+    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+        move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        }
+    }
+
     /// Every string the fast check accepts is a fixed point of the full
     /// rules (checked on random strings built from tricky pieces).
     #[test]
     fn fast_path_accepts_only_fixed_points() {
-        const PIECES: &[&str] = &[
-            "http://",
-            "https://",
-            "HTTP://",
-            "www.",
-            "a",
-            "b",
-            "Z",
-            "0",
-            "9",
-            "xn--",
-            "-",
-            ".",
-            "..",
-            "/",
-            "/.",
-            "/..",
-            "?",
-            "&",
-            "=",
-            "#",
-            "%",
-            "%2e",
-            "%41",
-            ";",
-            ";jsessionid=",
-            ":",
-            ":80",
-            "@",
-            "'",
-            "!",
-            "~",
-            "_",
-            " ",
-            "\\",
-            "utm_x",
-            "sid",
-            "phpsessid",
-            "é",
-            "com",
-            "0x1",
-            "1.2",
-            "gclid",
-            "x=1",
-            "a=",
-            "b=2",
-        ];
         let rules = [
             Canonicalizer::new(),
             Canonicalizer::strict(),
             Canonicalizer::new().tracking_param("b"),
         ];
-        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let mut accepted = 0;
         for _ in 0..400_000 {
             let r = next();
@@ -597,5 +844,149 @@ mod tests {
             accepted > 10_000,
             "only {accepted} accepted: the test checks too little"
         );
+    }
+
+    /// The one-pass reader's rewrite agrees with the full rules (parser
+    /// included) on every string it accepts, and so do `canonicalize` and
+    /// `canonicalize_into`; checked on random strings of tricky pieces.
+    #[test]
+    fn simple_rewrite_agrees_with_the_full_rules() {
+        const HOSTS: &[&str] = &[
+            "a.com",
+            "Example.COM",
+            "WWW.b.org",
+            "www.com",
+            "x.Y",
+            "a-b.c",
+            "XN--a.b",
+            "xN--bcher-kva.example",
+            "a.1b",
+            "a.B1",
+            "1.2.3.4",
+            "0x7F.1",
+            "a..b",
+            "a.",
+            ".a",
+            "-a.b",
+            "a-.b",
+            "a.b-",
+            "",
+            "A",
+            "ab--c.d",
+            "www.WWW.x",
+            "w.0x",
+            "localhost",
+        ];
+        const MORE: &[&str] = &[
+            "/",
+            "?",
+            ":443",
+            ":8080",
+            ":080",
+            ":0",
+            ":65535",
+            ":65536",
+            ":123456",
+            "\\t",
+            "utm_x=1",
+            "sid=0123456789abcdef0123456789ABCDEF",
+            "phpsessid=q",
+            "JSESSIONID=x",
+            "aspsessionidx=1",
+            "A=1",
+            "?a=1&b=2",
+            "?b=2&a=1",
+            "&&",
+            "#frag",
+            "#a b",
+            "#é",
+            "*",
+            "+",
+            "$",
+            ",",
+            "(",
+            ")",
+            "[",
+            "]",
+            "{",
+            "|",
+            "^",
+            "`",
+            "\"",
+            "<",
+            ">",
+            "\u{0}",
+            "\u{7f}",
+            "\r\n",
+            "?&",
+            "==",
+            "/./",
+            "/../",
+        ];
+        let pieces: Vec<&str> = PIECES.iter().chain(MORE).copied().collect();
+        let rules = [
+            Canonicalizer::new(),
+            Canonicalizer::strict(),
+            Canonicalizer::new().drop_www(true),
+            Canonicalizer::new().drop_trailing_slash(true),
+            Canonicalizer::new().tracking_param("b"),
+        ];
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
+        let (mut read, mut rewritten) = (0, 0);
+        for _ in 0..1_000_000 {
+            let r = next();
+            let mut s = String::from(
+                [
+                    "http://", "https://", "HTTP://", "HttpS://", "http:/", "ftp://",
+                ][(r % 6) as usize],
+            );
+            s.push_str(HOSTS[(r >> 3) as usize % HOSTS.len()]);
+            for _ in 0..(r >> 16) % 8 {
+                s.push_str(pieces[(next() % pieces.len() as u64) as usize]);
+            }
+            let Some(simple) = Simple::read(s.as_bytes()) else {
+                continue;
+            };
+            read += 1;
+            for c in &rules {
+                let full = c.canonicalize_slow(&s);
+                let fast = if c.is_canonical(&simple) {
+                    Ok(s.clone())
+                } else {
+                    rewritten += 1;
+                    c.rewrite(&simple)
+                };
+                assert_eq!(fast, full, "{s:?} {c:?}");
+                assert_eq!(c.canonicalize(&s), full, "{s:?} {c:?}");
+                let mut out = b"x".to_vec();
+                let into = c.canonicalize_into(s.as_bytes(), &mut out);
+                assert_eq!(
+                    into.map(|()| out),
+                    full.map(|f| format!("x{f}").into_bytes())
+                );
+            }
+        }
+        assert!(
+            read > 50_000 && rewritten > 50_000,
+            "only {read} read, {rewritten} rewritten: the test checks too little"
+        );
+    }
+
+    /// A fragment that is not UTF-8 is an error, as on the full path.
+    #[test]
+    fn bytes_that_are_not_utf8_are_refused_on_every_path() {
+        let c = Canonicalizer::new();
+        for input in [
+            &b"http://a.com/#\xff"[..],
+            b"HTTP://A.com/x#\xc3",
+            b"http://a.com/\xff",
+        ] {
+            let mut out = Vec::new();
+            assert_eq!(
+                c.canonicalize_into(input, &mut out),
+                Err(CanonicalError::NotUtf8)
+            );
+            assert!(out.is_empty());
+        }
     }
 }

@@ -114,6 +114,7 @@ pub struct Options {
     pub(crate) allow_clock_jump: bool,
     pub(crate) sync: Option<crate::config::SyncPolicy>,
     pub(crate) assume_power_loss: bool,
+    pub(crate) degraded: bool,
 }
 
 impl Default for Options {
@@ -125,6 +126,7 @@ impl Default for Options {
             allow_clock_jump: false,
             sync: None,
             assume_power_loss: false,
+            degraded: false,
         }
     }
 }
@@ -184,6 +186,16 @@ impl Options {
     /// changed: the next open without this option uses it again.
     pub fn sync(mut self, policy: crate::config::SyncPolicy) -> Options {
         self.sync = Some(policy);
+        self
+    }
+
+    /// Opens even when a segment file fails its checks: the file is moved
+    /// to `quarantine/` (as without this option) and the engine goes on
+    /// without that window; `stats` lists the windows lost
+    /// ([`crate::Stats::lost_windows`]). Off by default: such an open
+    /// fails with [`crate::Error::Quarantined`].
+    pub fn degraded(mut self, yes: bool) -> Options {
+        self.degraded = yes;
         self
     }
 

@@ -55,6 +55,8 @@ struct Live {
     generation: u64,
     /// The write-ahead log position of the last checkpoint (see `wal`).
     checkpoint_lsn: u64,
+    /// Windows left out at a degraded open (`TIER WINDOW`).
+    lost: Vec<String>,
     /// The tier whose live windows reach furthest back: `contains` reads it alone.
     full_tier: usize,
     closed: bool,
@@ -156,6 +158,38 @@ fn lock_dir(dir: &Path) -> Result<File> {
         }),
         Err(fs::TryLockError::Error(e)) => Err(Error::io("lock", &path, e)),
     }
+}
+
+const QUARANTINE: &str = "quarantine";
+
+/// Moves a segment file that failed its checks to `quarantine/`, so that
+/// it is never used again yet kept for inspection; returns where it is.
+/// `None` when the error is not about the file's bytes (an I/O error), so
+/// the open fails as it is. A read-only open moves nothing.
+fn quarantine(dir: &Path, name: &str, err: &Error, read_only: bool) -> Result<Option<PathBuf>> {
+    let from = dir.join(SEG_DIR).join(name);
+    let to = dir.join(QUARANTINE).join(name);
+    let missing =
+        matches!(err, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
+    if missing && to.exists() {
+        return Ok(Some(to)); // moved by an earlier open
+    }
+    if !matches!(
+        err,
+        Error::Corrupt { .. } | Error::UnsupportedVersion { .. }
+    ) {
+        return Ok(None);
+    }
+    if read_only {
+        return Ok(Some(from));
+    }
+    let qdir = dir.join(QUARANTINE);
+    fs::create_dir_all(&qdir).map_err(|e| Error::io("create directory", &qdir, e))?;
+    crate::file::check("quarantine segment", &from)?;
+    fs::rename(&from, &to).map_err(|e| Error::io("quarantine segment", &from, e))?;
+    crate::file::fsync_dir(&qdir)?;
+    crate::file::fsync_dir(&dir.join(SEG_DIR))?;
+    Ok(Some(to))
 }
 
 /// Makes `dir` (and missing parents); true when this call made `dir` itself.
@@ -370,7 +404,8 @@ impl Engine {
         let seed_fp = seed_fingerprint(manifest.seed);
         let mut tiers: Vec<Vec<Segment>> =
             manifest.config.tiers.iter().map(|_| Vec::new()).collect();
-        for e in &manifest.segments {
+        let mut lost = Vec::new();
+        'segments: for e in &manifest.segments {
             let tier = manifest.config.tiers[e.tier];
             let mut subs = Vec::with_capacity(e.files.len());
             for (i, f) in e.files.iter().enumerate() {
@@ -380,18 +415,43 @@ impl Engine {
                     index: i as u32,
                 };
                 let path = dir.join(SEG_DIR).join(f);
-                let sub = if read_only {
-                    SubFilter::open_read_only(&path, id, seed_fp, options.verify_on_open)?
+                let opened = if read_only {
+                    SubFilter::open_read_only(&path, id, seed_fp, options.verify_on_open)
                 } else {
-                    SubFilter::open(&path, id, seed_fp, options.verify_on_open)?
+                    SubFilter::open(&path, id, seed_fp, options.verify_on_open)
                 };
-                if sub.header().kind != tier.kind {
-                    return Err(Error::corrupt(
-                        &path,
-                        "segment kind differs from its tier's kind",
-                    ));
+                let opened = opened.and_then(|sub| {
+                    if sub.header().kind != tier.kind {
+                        return Err(Error::corrupt(
+                            &path,
+                            "segment kind differs from its tier's kind",
+                        ));
+                    }
+                    Ok(sub)
+                });
+                match opened {
+                    Ok(sub) => subs.push(sub),
+                    Err(err) => {
+                        let window = format!(
+                            "{tier} {}",
+                            window::label(tier.span, e.window)
+                                .unwrap_or_else(|| e.window.to_string())
+                        );
+                        let Some(moved) = quarantine(dir, f, &err, read_only)? else {
+                            return Err(err);
+                        };
+                        if !options.degraded {
+                            return Err(Error::Quarantined {
+                                path: moved,
+                                window,
+                                reason: err.to_string(),
+                            });
+                        }
+                        // Degraded: go on without the whole window.
+                        lost.push(window);
+                        continue 'segments;
+                    }
                 }
-                subs.push(sub);
             }
             tiers[e.tier].push(Segment {
                 window: e.window,
@@ -419,7 +479,13 @@ impl Engine {
             manifest.generation,
         );
         engine.state.get_mut().checkpoint_lsn = manifest.checkpoint_lsn;
+        engine.state.get_mut().lost = lost;
         if !read_only {
+            if !engine.state.get_mut().lost.is_empty() {
+                // The manifest stops naming the lost windows' files.
+                let mut st = engine.state.write();
+                engine.store_manifest(&mut st)?;
+            }
             engine.remove_unnamed_files(&named)?;
             engine.start_durability(assume_power_loss)?;
         }
@@ -464,6 +530,7 @@ impl Engine {
                 full_tier: 0,
                 closed: false,
                 checkpoint_lsn: 0,
+                lost: Vec::new(),
             }),
             writer: WriteLock::default(),
             next_boundary: AtomicI64::new(i64::MIN),
@@ -496,6 +563,7 @@ impl Engine {
             let entry = entry.map_err(|e| Error::io("list directory", &seg, e))?;
             let name = entry.file_name();
             if !named.iter().any(|n| name.to_str() == Some(n)) && entry.path().is_file() {
+                crate::file::check("remove leftover file", &entry.path())?;
                 fs::remove_file(entry.path())
                     .map_err(|e| Error::io("remove leftover file", entry.path(), e))?;
                 removed = true;
@@ -727,6 +795,7 @@ impl Engine {
                 .collect();
             expired.clear(); // unmap before deleting
             for p in &paths {
+                crate::file::check("delete expired segment", p)?;
                 match fs::remove_file(p) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -817,6 +886,7 @@ impl Engine {
                 tiers: Vec::new(),
                 generation: 0,
                 checkpoint_lsn: 0,
+                lost: Vec::new(),
                 full_tier: 0,
                 closed: true,
             },
@@ -1161,7 +1231,8 @@ impl Engine {
             }
         }
         if let Some(log) = &self.wal {
-            log.append(Op::Insert, now, h)?;
+            let r = log.append(Op::Insert, now, h).map(drop);
+            self.latch(r)?;
         }
         Ok(!present)
     }
@@ -1366,7 +1437,8 @@ impl Engine {
                         seg.insert(&x, h);
                     }
                     if let Some(log) = &self.wal {
-                        log.append(Op::Insert, t, h)?;
+                        let r = log.append(Op::Insert, t, h).map(drop);
+                        self.latch(r)?;
                     }
                     drop(x);
                     drop(st);
@@ -1513,7 +1585,8 @@ impl Engine {
                         seg.remove(&x, h);
                     }
                     if let Some(log) = &self.wal {
-                        log.append(Op::Remove, t, h)?;
+                        let r = log.append(Op::Remove, t, h).map(drop);
+                        self.latch(r)?;
                     }
                     drop(x);
                     drop(st);
@@ -1695,6 +1768,7 @@ impl Engine {
         }
         Ok(Stats {
             now,
+            lost_windows: st.lost.clone(),
             fpr: self.config.fpr,
             expected_items_per_day: self.config.expected_items_per_day,
             generation: st.generation,

@@ -104,6 +104,18 @@ pub enum Error {
         /// What stopped the batch.
         cause: Box<Error>,
     },
+    /// A segment file failed its checks at open and was moved to the
+    /// engine's `quarantine/` directory. The open is refused; with
+    /// [`crate::Options::degraded`] it goes on without that window instead
+    /// (`stats` lists the windows lost).
+    Quarantined {
+        /// Where the file is now.
+        path: PathBuf,
+        /// The window it held (`TIER WINDOW`).
+        window: String,
+        /// What was wrong with it.
+        reason: String,
+    },
     /// `create` refused a directory that already holds files it did not make.
     NotEmpty {
         /// The directory.
@@ -203,6 +215,18 @@ impl fmt::Display for Error {
                 f,
                 "the batch stopped after {} recorded keys: {cause}",
                 answers.len()
+            ),
+            Error::Quarantined {
+                path,
+                window,
+                reason,
+            } => write!(
+                f,
+                "{}: quarantined: the file of window {window} failed its checks ({reason}); \
+                 it was moved aside and the engine does not open. Restore the file from a \
+                 backup, or open degraded (CLI --degraded, library Options::degraded) to go \
+                 on without that window's keys",
+                path.display()
             ),
             Error::NotEmpty { path, found } => write!(
                 f,

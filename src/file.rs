@@ -6,8 +6,39 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 
+/// The I/O seam: every file operation with a durability meaning calls
+/// this first. A fault-injection test's hook may make it fail (one relaxed
+/// load when no hook is installed).
+#[inline]
+pub(crate) fn check(op: &'static str, path: &Path) -> Result<()> {
+    if testing::FAULTS.load(std::sync::atomic::Ordering::Relaxed) {
+        if let Some(e) = testing::fault(op, path) {
+            return Err(Error::io(op, path, e));
+        }
+    }
+    Ok(())
+}
+
+/// [`check`] for a write of `len` bytes: a fault of kind `WriteZero`
+/// stands for a short write, and the caller writes this many bytes before
+/// failing; other faults write nothing. `Ok(None)`: write it all.
+pub(crate) fn check_write(
+    op: &'static str,
+    path: &Path,
+    len: usize,
+) -> Result<Option<(usize, Error)>> {
+    match check(op, path) {
+        Ok(()) => Ok(None),
+        Err(Error::Io { source, op, path }) if source.kind() == std::io::ErrorKind::WriteZero => {
+            Ok(Some((len / 2, Error::Io { op, path, source })))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Makes the directory entries in `dir` (creations, renames, deletions) durable.
 pub(crate) fn fsync_dir(dir: &Path) -> Result<()> {
+    check("fsync directory", dir)?;
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| Error::io("fsync directory", dir, e))?;
@@ -17,6 +48,7 @@ pub(crate) fn fsync_dir(dir: &Path) -> Result<()> {
 
 /// Makes a file's data durable (`fdatasync`).
 pub(crate) fn sync_data(file: &File, path: &Path, op: &'static str) -> Result<()> {
+    check(op, path)?;
     file.sync_data().map_err(|e| Error::io(op, path, e))?;
     synced(path);
     Ok(())
@@ -24,6 +56,7 @@ pub(crate) fn sync_data(file: &File, path: &Path, op: &'static str) -> Result<()
 
 /// Makes a file's data and metadata durable (`fsync`).
 pub(crate) fn sync_all(file: &File, path: &Path, op: &'static str) -> Result<()> {
+    check(op, path)?;
     file.sync_all().map_err(|e| Error::io(op, path, e))?;
     synced(path);
     Ok(())
@@ -31,6 +64,7 @@ pub(crate) fn sync_all(file: &File, path: &Path, op: &'static str) -> Result<()>
 
 /// Writes a writable mapping's dirty pages back and waits (`msync`).
 pub(crate) fn msync(map: &memmap2::MmapMut, path: &Path) -> Result<()> {
+    check("msync segment", path)?;
     map.flush()
         .map_err(|e| Error::io("msync segment", path, e))?;
     synced(path);
@@ -55,9 +89,31 @@ pub mod testing {
 
     /// What a hook receives: the file or directory just made durable.
     pub type SyncHook = Box<dyn Fn(&Path) + Send + Sync>;
+    /// A fault hook: given the operation and its path before it runs, an
+    /// error makes it fail (kind `WriteZero`: a short write).
+    pub type FaultHook = Box<dyn Fn(&'static str, &Path) -> Option<std::io::Error> + Send + Sync>;
 
     pub(super) static HOOKED: AtomicBool = AtomicBool::new(false);
     static HOOK: RwLock<Option<SyncHook>> = RwLock::new(None);
+    pub(super) static FAULTS: AtomicBool = AtomicBool::new(false);
+    static FAULT: RwLock<Option<FaultHook>> = RwLock::new(None);
+
+    /// Installs (or, with `None`, removes) the process-wide fault hook,
+    /// consulted before every file operation with a durability meaning
+    /// (create, allocate, write, rename, delete, mmap, msync, fsync).
+    pub fn set_fault_hook(hook: Option<FaultHook>) {
+        let on = hook.is_some();
+        *FAULT.write().unwrap_or_else(|e| e.into_inner()) = hook;
+        FAULTS.store(on, Ordering::SeqCst);
+    }
+
+    pub(super) fn fault(op: &'static str, path: &Path) -> Option<std::io::Error> {
+        FAULT
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|h| h(op, path))
+    }
 
     /// Installs (or, with `None`, removes) the process-wide sync hook. It
     /// runs right after every successful fsync, fdatasync and msync, on the
@@ -81,16 +137,22 @@ pub mod testing {
 pub(crate) fn rewrite_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = path.with_extension("tmp");
+    check("create", &tmp)?;
     let mut f = OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .open(&tmp)
         .map_err(|e| Error::io("create", &tmp, e))?;
+    if let Some((n, e)) = check_write("write", &tmp, bytes.len())? {
+        let _ = f.write_all(&bytes[..n]);
+        return Err(e);
+    }
     f.write_all(bytes)
         .map_err(|e| Error::io("write", &tmp, e))?;
     sync_all(&f, &tmp, "fsync")?;
     drop(f);
+    check("rename", path)?;
     fs::rename(&tmp, path).map_err(|e| Error::io("rename", path, e))?;
     fsync_dir(dir)
 }
@@ -98,6 +160,7 @@ pub(crate) fn rewrite_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// Gives `file` `len` bytes of allocated blocks, so that writing through a
 /// mapping of it cannot hit a full disk (which would be SIGBUS, not ENOSPC).
 pub(crate) fn allocate(file: &File, path: &Path, len: u64) -> Result<()> {
+    check("allocate", path)?;
     match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len) {
         Ok(()) => Ok(()),
         // File systems without fallocate: extend the file and write its

@@ -50,6 +50,11 @@ struct Cli {
     /// 2026-11-29T12:00:00Z or 2026-11-29T14:00:00+02:00).
     #[arg(long, global = true, value_name = "RFC3339", value_parser = parse_rfc3339)]
     now: Option<SystemTime>,
+    /// Open even when a segment file fails its checks: it is moved to
+    /// quarantine/ (as without this flag) and the engine goes on without
+    /// that window; `stats` lists the windows lost.
+    #[arg(long, global = true)]
+    degraded: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -435,7 +440,8 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
     let opts = match cli.now {
         Some(t) => Options::default().clock(ManualClock::new(t)),
         None => Options::default(),
-    };
+    }
+    .degraded(cli.degraded);
     let mut out = Out::new();
     match cli.command {
         Command::Create { dir, sizing } => {

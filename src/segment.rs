@@ -356,6 +356,7 @@ impl SubFilter {
         let len = BODY_OFFSET
             .checked_add(header.body_len())
             .ok_or_else(|| Error::config("segment too large"))?;
+        crate::file::check("create segment", path)?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -617,8 +618,16 @@ impl SubFilter {
         self.header.occupied = self.occupied.load(Ordering::Relaxed);
         // The other copy keeps the previous version until this one is whole.
         self.header.seq = self.header.seq.wrapping_add(1);
+        let bytes = self.header.encode();
+        let at = Header::slot(self.header.seq);
+        if let Some((n, e)) =
+            crate::file::check_write("write segment header", &self.path, bytes.len())?
+        {
+            let _ = self.file.write_all_at(&bytes[..n], at);
+            return Err(e);
+        }
         self.file
-            .write_all_at(&self.header.encode(), Header::slot(self.header.seq))
+            .write_all_at(&bytes, at)
             .map_err(|e| Error::io("write segment header", &self.path, e))?;
         crate::file::sync_data(&self.file, &self.path, "fsync segment")
     }
@@ -802,6 +811,7 @@ fn open_checked(
 }
 
 fn map_writable(file: &File, path: &Path, len: u64) -> Result<MmapMut> {
+    crate::file::check("mmap segment", path)?;
     let len = usize::try_from(len)
         .map_err(|_| Error::corrupt(path, "segment larger than the address space"))?;
     // SAFETY: the file is `len` bytes long (allocated by `create` or checked
@@ -818,6 +828,7 @@ fn map_writable(file: &File, path: &Path, len: u64) -> Result<MmapMut> {
 }
 
 fn map_read_only(file: &File, path: &Path, len: u64) -> Result<Mmap> {
+    crate::file::check("mmap segment", path)?;
     let len = usize::try_from(len)
         .map_err(|_| Error::corrupt(path, "segment larger than the address space"))?;
     // SAFETY: as for `map_writable`; this mapping is only read.

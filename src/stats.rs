@@ -10,6 +10,9 @@ use crate::filter::Kind;
 pub struct Stats {
     /// The instant of the report (seconds since the Unix epoch).
     pub now: i64,
+    /// Windows this open went on without (`TIER WINDOW`): their files
+    /// failed their checks and are in `quarantine/` ([`crate::Options::degraded`]).
+    pub lost_windows: Vec<String>,
     /// The configured false-positive rate of one query.
     pub fpr: f64,
     /// The configured keys per day.

@@ -453,6 +453,10 @@ fn write_out(w: &mut Writer) -> Result<()> {
     let Writer {
         file, path, buf, ..
     } = w;
+    if let Some((n, e)) = crate::file::check_write("write log", path, buf.len())? {
+        let _ = file.write_all(&buf[..n]);
+        return Err(e);
+    }
     file.write_all(buf)
         .map_err(|e| Error::io("write log", &*path, e))?;
     w.len += w.buf.len() as u64;
@@ -475,6 +479,7 @@ fn reuse_empty(dir: &Path, lsn: u64) -> Option<(File, PathBuf)> {
 /// Creates `wal/<lsn>.log` with its header, fsyncs it and the directory.
 fn new_file(dir: &Path, next_lsn: u64) -> Result<(File, PathBuf)> {
     let path = dir.join(log_name(next_lsn));
+    crate::file::check("create log", &path)?;
     let mut file = OpenOptions::new()
         .create(true)
         .truncate(true)
@@ -493,6 +498,7 @@ pub(crate) fn remove_older(dir: &Path, lsn: u64) -> Result<()> {
     let mut removed = false;
     for (first, path) in list(dir)? {
         if first < lsn {
+            crate::file::check("delete old log", &path)?;
             fs::remove_file(&path).map_err(|e| Error::io("delete old log", &path, e))?;
             removed = true;
         }
@@ -547,6 +553,7 @@ pub(crate) fn shadow_path(dir: &Path, seg_name: &str, lsn: u64) -> PathBuf {
 /// fsyncs the directory once for all shadows of a checkpoint.
 pub(crate) fn write_shadow(path: &Path, body: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
+    crate::file::check("create shadow", &tmp)?;
     let mut f = File::create(&tmp).map_err(|e| Error::io("create shadow", &tmp, e))?;
     let mut head = [0u8; SHADOW_HEADER];
     head[0..8].copy_from_slice(&SHADOW_MAGIC);
@@ -557,6 +564,7 @@ pub(crate) fn write_shadow(path: &Path, body: &[u8]) -> Result<()> {
         .map_err(|e| Error::io("write shadow", &tmp, e))?;
     crate::file::sync_data(&f, &tmp, "fsync shadow")?;
     drop(f);
+    crate::file::check("rename shadow", path)?;
     fs::rename(&tmp, path).map_err(|e| Error::io("rename shadow", path, e))
 }
 

@@ -458,3 +458,201 @@ fn mixed_script_hosts_are_punycode_and_distinct() {
         }
     }
 }
+
+/// URLs of the common shapes (ASCII host, maybe uppercase, a port, a
+/// fragment, an unsorted query) that canonicalization handles without the
+/// URL parser: the same canonical forms as the rules give.
+#[test]
+fn common_shapes_without_the_parser() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "HTTPS://WWW.Example.COM/A/b?z=1&a=2#top",
+            "https://www.example.com/A/b?a=2&z=1",
+        ),
+        ("http://example.com:80", "http://example.com/"),
+        (
+            "http://example.com:8080?b&a",
+            "http://example.com:8080/?a&b",
+        ),
+        ("https://example.com:443#x", "https://example.com/"),
+        ("https://example.com:80/", "https://example.com:80/"),
+        (
+            "http://Example.com/a?sid=0123456789abcdef0123456789ABCDEF&x=1",
+            "http://example.com/a?x=1",
+        ),
+        ("http://example.com/a?&&b=1&&", "http://example.com/a?b=1"),
+        ("http://example.com/a?", "http://example.com/a"),
+        ("http://example.com/a#?x=1&y", "http://example.com/a"),
+        (
+            "http://a-b.example.com/x.html?PHPSESSID=1",
+            "http://a-b.example.com/x.html",
+        ),
+    ];
+    for (input, want) in cases {
+        assert_eq!(canonicalize(input).as_deref(), Ok(*want), "{input}");
+        assert_eq!(canonicalize(want).as_deref(), Ok(*want), "{want}");
+    }
+    assert_eq!(
+        canonicalize_strict("HTTP://WWW.Example.com/a/?utm_source=x&id=7#f").unwrap(),
+        "http://example.com/a?id=7"
+    );
+    // Shapes the parser must see: IPv4 in any notation, punycode, a port
+    // out of range, a dot segment, a backslash.
+    assert_eq!(canonicalize("HTTP://0X7F.1/").unwrap(), "http://127.0.0.1/");
+    assert!(canonicalize("http://XN--a.com/").is_err());
+    assert!(canonicalize("http://a.com:65536/").is_err());
+    assert_eq!(
+        canonicalize("http://A.com/a/../b").unwrap(),
+        "http://a.com/b"
+    );
+    assert_eq!(canonicalize("http://A.com\\a").unwrap(), "http://a.com/a");
+}
+
+/// Canonicalizing `s` and ` s` (a leading space, which rule 1 trims, so the
+/// input goes through the URL parser whatever its shape) gives the same
+/// result, on many generated URLs near the common shapes, for several rule
+/// sets, through `canonicalize` and `canonicalize_into`.
+#[test]
+fn common_shapes_agree_with_the_parser() {
+    const SCHEMES: &[&str] = &[
+        "http://",
+        "https://",
+        "HTTP://",
+        "hTTpS://",
+        "http:/",
+        "http:\\\\",
+    ];
+    const HOSTS: &[&str] = &[
+        "example.com",
+        "WWW.Example.COM",
+        "www.b.org",
+        "www.com",
+        "a-b.c-d.io",
+        "1.2.3.4",
+        "0x7f.1",
+        "a.b.9",
+        "x.9z",
+        "xn--bcher-kva.example",
+        "Xn--a.b",
+        "a..b",
+        "a.b.",
+        "-a.b",
+        "a-.b",
+        "a_b.com",
+        "a~b.com",
+        "ab--cd.com",
+        "localhost",
+        "a@b.com",
+        "a%41.com",
+        "bücher.example",
+    ];
+    const PORTS: &[&str] = &[
+        "", "", "", ":80", ":443", ":8080", ":0", ":08", ":65535", ":65536", ":", ":x",
+    ];
+    const SEGMENTS: &[&str] = &[
+        "a",
+        "B",
+        "index.html",
+        ".",
+        "..",
+        ".a",
+        "a.",
+        "...",
+        "%2e",
+        "%2E%2e",
+        "%7e",
+        "%zz",
+        "a;jsessionid=1",
+        "a;b",
+        "a b",
+        "a'b",
+        "a\"b",
+        "a|b",
+        "é",
+        "~u",
+        "a:b@c",
+        "!$&()*+,=",
+        "",
+        "a\\b",
+        "a\tb",
+        "{}",
+        "^`",
+    ];
+    const PARAMS: &[&str] = &[
+        "a=1",
+        "b=2",
+        "a",
+        "a=",
+        "A=1",
+        "id=7",
+        "utm_source=x",
+        "gclid=1",
+        "sid=1",
+        "sid=0123456789abcdef0123456789abcdef",
+        "jsessionid=x",
+        "PHPSESSID=y",
+        "ASPSESSIONIDab=1",
+        "",
+        "x=a+b",
+        "x=%20",
+        "x='",
+        "x=\"",
+        "q=a?b",
+        "q=a/b",
+        "k;v=1",
+        "e=é",
+        "x=%41",
+        "x=<",
+    ];
+    const FRAGMENTS: &[&str] = &["", "", "#", "#top", "#a b", "#é", "#?x=1", "#\t"];
+    let rules = [
+        Canonicalizer::new(),
+        Canonicalizer::strict(),
+        Canonicalizer::new().drop_www(true),
+        Canonicalizer::new().drop_trailing_slash(true),
+        Canonicalizer::new().tracking_param("B"),
+    ];
+    let mut seed: u64 = 0x6a09_e667_f3bc_c908;
+    let mut next = |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    // Mostly one of the first `k` (the common shapes), sometimes any.
+    let common = |next: &mut dyn FnMut(usize) -> usize, n: usize, k: usize| {
+        if next(3) == 0 {
+            next(n)
+        } else {
+            next(k)
+        }
+    };
+    for _ in 0..100_000 {
+        let mut s = String::new();
+        s.push_str(SCHEMES[common(&mut next, SCHEMES.len(), 4)]);
+        s.push_str(HOSTS[common(&mut next, HOSTS.len(), 5)]);
+        s.push_str(PORTS[next(PORTS.len())]);
+        for _ in 0..next(5) {
+            s.push('/');
+            s.push_str(SEGMENTS[common(&mut next, SEGMENTS.len(), 3)]);
+        }
+        if next(2) == 0 {
+            s.push('?');
+            for i in 0..next(4) {
+                if i > 0 {
+                    s.push('&');
+                }
+                s.push_str(PARAMS[common(&mut next, PARAMS.len(), 6)]);
+            }
+        }
+        s.push_str(FRAGMENTS[next(FRAGMENTS.len())]);
+        let parsed = format!(" {s}");
+        for c in &rules {
+            let want = c.canonicalize(&parsed);
+            assert_eq!(c.canonicalize(&s), want, "{s:?} {c:?}");
+            let mut out = Vec::new();
+            let got = c.canonicalize_into(s.as_bytes(), &mut out).map(|()| out);
+            assert_eq!(got, want.map(String::into_bytes), "{s:?} {c:?}");
+        }
+    }
+}

@@ -57,8 +57,13 @@ fn every_truncation_of_a_segment_is_refused() {
         for len in lens {
             fs::write(&file, &bytes[..len]).unwrap();
             let err = open_result(dir.path(), &clock, false).expect_err("truncated segment opened");
-            assert!(matches!(err, Error::Corrupt { .. }), "len {len}: {err}");
+            // Refused, and the file moved to quarantine/ (written back below).
+            assert!(matches!(err, Error::Quarantined { .. }), "len {len}: {err}");
             assert_names(&err, &file);
+            assert!(
+                !file.exists(),
+                "len {len}: the damaged file was not moved aside"
+            );
         }
         // Appended junk is a wrong length too.
         let mut longer = bytes.clone();
@@ -66,7 +71,7 @@ fn every_truncation_of_a_segment_is_refused() {
         fs::write(&file, &longer).unwrap();
         assert!(matches!(
             open_result(dir.path(), &clock, false),
-            Err(Error::Corrupt { .. })
+            Err(Error::Quarantined { .. })
         ));
         fs::write(&file, &bytes).unwrap();
     }
@@ -115,7 +120,7 @@ fn every_header_bit_flip_is_recovered_or_refused() {
             b[2048 + i] ^= 1 << bit;
             fs::write(&file, &b).unwrap();
             match open_result(dir.path(), &clock, false) {
-                Err(Error::Corrupt { .. }) | Err(Error::UnsupportedVersion { .. }) => {}
+                Err(Error::Quarantined { .. }) => {}
                 Err(e) => panic!("byte {i} bit {bit}: unexpected error {e}"),
                 Ok(_) => panic!("byte {i} bit {bit}: both copies flipped, accepted"),
             }
@@ -246,10 +251,18 @@ fn zeroed_or_foreign_segments_are_refused() {
     fs::write(&file, &z).unwrap();
     assert!(matches!(
         open_result(dir.path(), &clock, false),
-        Err(Error::Corrupt { .. })
+        Err(Error::Quarantined { .. })
     ));
-    // A missing file the manifest names.
-    fs::remove_file(&file).unwrap();
+    // Quarantined: the next open says so again.
+    assert!(!file.exists());
+    let err = open_result(dir.path(), &clock, false).unwrap_err();
+    assert!(matches!(err, Error::Quarantined { .. }), "{err}");
+    // A missing file the manifest names (and no quarantined copy).
+    let q = dir
+        .path()
+        .join("quarantine")
+        .join(file.file_name().unwrap());
+    fs::remove_file(&q).unwrap();
     let err = open_result(dir.path(), &clock, false).unwrap_err();
     assert!(matches!(err, Error::Io { .. }), "{err}");
     assert_names(&err, &file);
@@ -386,4 +399,50 @@ fn tiny_and_huge_keys_and_extreme_plans_work() {
         e.insert(&url(1, i)).unwrap();
     }
     assert!((0..1000).all(|i| e.contains(&url(1, i)).unwrap()));
+}
+
+/// A sealed body that fails its checksum at a verifying open: moved to
+/// `quarantine/`, the open refused naming it; a degraded open goes on
+/// without that window and says so in `stats`; the manifest no longer
+/// names it, so later opens need no option.
+#[test]
+fn a_damaged_sealed_segment_is_quarantined_and_a_degraded_open_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = small_engine(dir.path());
+    let sealed = segment_files(dir.path()).remove(0);
+    let mut b = fs::read(&sealed).unwrap();
+    b[4096 + 100] ^= 0x08;
+    fs::write(&sealed, &b).unwrap();
+    // Without verification the sealed body is not read: it opens.
+    open_result(dir.path(), &clock, false).expect("open without verify");
+    let err = open_result(dir.path(), &clock, true).unwrap_err();
+    let Error::Quarantined { path, window, .. } = &err else {
+        panic!("expected Quarantined, got {err}");
+    };
+    assert!(path.starts_with(dir.path().join("quarantine")), "{err}");
+    assert_eq!(window, "3d 20260105", "{err}");
+    assert!(err.to_string().contains("checksum"), "{err}");
+    assert_eq!(
+        fs::read(path).unwrap(),
+        b,
+        "the damaged file is kept as it was"
+    );
+    // Refused again without the option.
+    assert!(matches!(
+        open_result(dir.path(), &clock, false),
+        Err(Error::Quarantined { .. })
+    ));
+    let e = Engine::open_with(
+        dir.path(),
+        Options::default().clock(clock.clone()).degraded(true),
+    )
+    .expect("degraded open");
+    assert_eq!(
+        e.stats().unwrap().lost_windows,
+        vec!["3d 20260105".to_string()]
+    );
+    assert!(e.contains(b"today").unwrap(), "the other windows are kept");
+    drop(e);
+    let e = open_result(dir.path(), &clock, true).expect("the manifest no longer names it");
+    assert!(e.stats().unwrap().lost_windows.is_empty());
 }

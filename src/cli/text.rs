@@ -24,6 +24,13 @@ pub fn stats_table(dir: &Path, s: &Stats) -> String {
         s.fpr,
         s.expected_items_per_day
     );
+    if !s.lost_windows.is_empty() {
+        let _ = writeln!(
+            t,
+            "LOST (quarantined, opened degraded): {}",
+            s.lost_windows.join(", ")
+        );
+    }
     for tier in &s.tiers {
         let kind = match tier.kind {
             Kind::Bloom => "bloom",
