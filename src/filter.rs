@@ -90,7 +90,7 @@ impl Kind {
 /// Odd 64-bit multipliers (from splitmix64): probe `i` is the top bits of
 /// `lo * PROBE_MUL[i]`. The products are independent multiplies, so the
 /// probes of a key are computed in parallel rather than as a serial chain.
-const PROBE_MUL: [u64; MAX_K as usize] = [
+pub(crate) const PROBE_MUL: [u64; MAX_K as usize] = [
     0x9e3779b97f4a7c15,
     0xbf58476d1ce4e5b9,
     0x94d049bb133111eb,

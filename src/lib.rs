@@ -62,6 +62,9 @@ mod stats;
 mod wal;
 mod window;
 
+#[cfg(feature = "redis")]
+pub mod redis;
+
 pub use clock::{Clock, ManualClock, Options, SystemClock};
 pub use config::{parse_tiers, Config, SyncPolicy, Tier};
 pub use engine::Engine;

@@ -1,0 +1,315 @@
+-- timebloom: check-and-insert (or check) of a group of keys of one shard.
+-- The contract is documented in docs/distributed.md, "The Lua contract".
+--
+-- KEYS[1]    the client's result key (idempotent retries); the other keys
+--            are the tiers' directory hashes and the sub-filter strings,
+--            referenced by index from the plan. All share one hash tag.
+-- ARGV[1]    'i' check-and-insert, 'c' check only
+-- ARGV[2]    request id (a retry sends the same id and gets the stored answer)
+-- ARGV[3]    plan: records separated by ';'
+--              T <dir key index> <prune below window>
+--              W <window> <n> <first key index> <first geometry> <r|w|rw> <expireat>
+--            a W belongs to the T before it; the client names n sub-filters,
+--            keys first..first+n-1 with geometries first..first+n-1 (for a
+--            window it writes, one more than it has seen: room to grow)
+-- ARGV[4]    probe count of each geometry, space separated
+-- ARGV[5]    K: cells sent per key
+-- ARGV[6]    number of keys
+-- ARGV[7]    per key: one u32 block index per geometry (little-endian),
+--            then per cell two bytes: its byte in the block (1..64) and
+--            its bit in that byte (1, 2, 4 .. 128)
+-- ARGV[8]    seconds the result key is kept
+-- ARGV[9]    per geometry: the bits set in one shard at which a tail is full
+-- ARGV[10]   per geometry: the length in bytes of one shard's string
+-- Returns {0, '<dir index> <window> <n>'} when a directory knows more
+-- sub-filters than the plan names (the client learns and retries; nothing
+-- was written), else {1, '<one char per key>|<chain reports>'}: '1' is new
+-- (i) or present (c); a chain report '<dir index> <window> <n>' gives the
+-- chain length in this shard of every window written.
+local mode = ARGV[1]
+local req = ARGV[2]
+if mode == 'i' then
+  local done = redis.call('GET', KEYS[1])
+  if done then
+    local sep = string.find(done, '|', 1, true)
+    if sep and string.sub(done, 1, sep - 1) == req then
+      return {1, string.sub(done, sep + 1)}
+    end
+  end
+end
+
+local ks = {}
+for k in string.gmatch(ARGV[4], '%d+') do ks[#ks + 1] = tonumber(k) end
+local G = #ks
+local K = tonumber(ARGV[5])
+local nkeys = tonumber(ARGV[6])
+local blob = ARGV[7]
+local ttl = tonumber(ARGV[8])
+local full = {}
+for x in string.gmatch(ARGV[9], '%d+') do full[#full + 1] = tonumber(x) end
+local len = {}
+for x in string.gmatch(ARGV[10], '%d+') do len[#len + 1] = tonumber(x) end
+local written = {}
+-- Strings read whole by this call (see below), their changed blocks.
+local whole, changed, changed_g = {}, {}, {}
+-- A sub-filter new in this shard is made at its full length at once (grown
+-- by writes at random offsets, Redis would allocate up to twice its length),
+-- never over an existing string.
+local function create(ki, g, exp)
+  local n = len[g]
+  if n <= 4194304 then
+    redis.call('SET', KEYS[ki], string.rep('\0', n), 'NX')
+  elseif redis.call('EXISTS', KEYS[ki]) == 0 then
+    redis.call('SETRANGE', KEYS[ki], n - 1, '\0')
+  end
+  written[ki] = exp
+  whole[ki] = nil
+end
+
+local tiers = {}
+local tier
+for rec in string.gmatch(ARGV[3], '[^;]+') do
+  local f = {}
+  for w in string.gmatch(rec, '%S+') do f[#f + 1] = w end
+  if f[1] == 'T' then
+    tier = {dir = tonumber(f[2]), prune = tonumber(f[3]), windows = {}}
+    tiers[#tiers + 1] = tier
+  else
+    tier.windows[#tier.windows + 1] = {
+      w = f[2], n = tonumber(f[3]), key = tonumber(f[4]), geom = tonumber(f[5]),
+      read = string.find(f[6], 'r', 1, true) ~= nil,
+      write = string.find(f[6], 'w', 1, true) ~= nil,
+      exp = f[7], fill = {}, dirty = false,
+    }
+  end
+end
+
+-- Directories: how many sub-filters each window has in this shard, and
+-- the bits set in each of them.
+for _, t in ipairs(tiers) do
+  local flat = redis.call('HGETALL', KEYS[t.dir])
+  local chain = {}
+  local fills = {}
+  local old = {}
+  for i = 1, #flat, 2 do
+    local f = flat[i]
+    local w = string.match(f, '^(-?%d+)')
+    if w and tonumber(w) < t.prune then
+      old[#old + 1] = f
+    elseif f == w then
+      chain[w] = tonumber(flat[i + 1])
+    else
+      fills[f] = tonumber(flat[i + 1])
+    end
+  end
+  t.old = old
+  for _, win in ipairs(t.windows) do
+    local have = chain[win.w] or 0
+    if have > win.n then
+      return {0, t.dir .. ' ' .. win.w .. ' ' .. have}
+    end
+    win.have = have
+    for i = 0, have - 1 do win.fill[i] = fills[win.w .. ':' .. i] or 0 end
+  end
+end
+if mode == 'i' then
+  for _, t in ipairs(tiers) do
+    if #t.old > 0 then redis.call('HDEL', KEYS[t.dir], unpack(t.old)) end
+    for _, win in ipairs(t.windows) do
+      if win.write and win.have == 0 then
+        win.have = 1
+        win.fill[0] = 0
+        win.dirty = true
+        create(win.key, win.geom, win.exp)
+      end
+    end
+  end
+end
+
+-- The keys. Per key the record is read in place (no tables); a block read
+-- once is kept for the rest of that key (stamp = the key's number).
+local rec = 4 * G + 2 * K
+local base, probes, j = 0, 0, 0
+local cache, stamp = {}, {}
+local byte, band, bor = string.byte, bit.band, bit.bor
+local function offset(g)
+  local a, b, c, d = byte(blob, base + 4 * g - 4, base + 4 * g - 1)
+  return (a + b * 256 + c * 65536 + d * 16777216) * 64
+end
+-- A string that this call's keys cover densely (at most 4 blocks per key,
+-- and at most 1 MiB) is read whole with one GET and written back whole with
+-- one SET at the end: two commands instead of two per key. Others are read
+-- and written block by block (GETRANGE, SETRANGE).
+local dense = nkeys * 256
+if dense > 1048576 then dense = 1048576 end
+local function whole_of(ki, g)
+  local S = whole[ki]
+  if S == nil then
+    S = false
+    if len[g] <= dense then S = redis.call('GET', KEYS[ki]) or '' end
+    whole[ki] = S
+  end
+  return S
+end
+local function block(ki, g)
+  if stamp[ki] == j then return cache[ki] end
+  local off = offset(g)
+  local b
+  local S = whole_of(ki, g)
+  if S then
+    local c = changed[ki]
+    b = c and c[off] or string.sub(S, off + 1, off + 64)
+  else
+    b = redis.call('GETRANGE', KEYS[ki], off, off + 63)
+  end
+  cache[ki] = b
+  stamp[ki] = j
+  return b
+end
+local function holds(ki, g)
+  local b = block(ki, g)
+  if #b == 0 then return false end
+  local p = probes
+  for _ = 1, ks[g] do
+    local bi, bv = byte(blob, p, p + 1)
+    local x = byte(b, bi)
+    if not x or band(x, bv) == 0 then return false end
+    p = p + 2
+  end
+  return true
+end
+-- Sets the key's cells in the block of string ki; returns how many were new.
+local function set(ki, g)
+  local b = block(ki, g)
+  local bytes = {byte(b, 1, 64)}
+  for x = #bytes + 1, 64 do bytes[x] = 0 end
+  local newly = 0
+  local p = probes
+  for _ = 1, ks[g] do
+    local bi, bv = byte(blob, p, p + 1)
+    local x = bytes[bi]
+    if band(x, bv) == 0 then
+      bytes[bi] = bor(x, bv)
+      newly = newly + 1
+    end
+    p = p + 2
+  end
+  if newly > 0 then
+    local nb = string.char(unpack(bytes))
+    if whole_of(ki, g) then
+      local c = changed[ki]
+      if not c then
+        c = {}
+        changed[ki] = c
+        changed_g[ki] = g
+      end
+      c[offset(g)] = nb
+    else
+      redis.call('SETRANGE', KEYS[ki], offset(g), nb)
+    end
+    cache[ki] = nb
+  end
+  return newly
+end
+
+local out = {}
+local reads, writes = {}, {}
+for _, t in ipairs(tiers) do
+  for _, win in ipairs(t.windows) do
+    if win.read then reads[#reads + 1] = win end
+    if win.write and mode == 'i' then writes[#writes + 1] = win end
+  end
+end
+for jj = 1, nkeys do
+  j = jj
+  base = (jj - 1) * rec + 1
+  probes = base + 4 * G
+  local present = false
+  for r = 1, #reads do
+    local win = reads[r]
+    for i = win.have - 1, 0, -1 do
+      if holds(win.key + i, win.geom + i) then
+        present = true
+        break
+      end
+    end
+    if present then break end
+  end
+  for w = 1, #writes do
+    local win = writes[w]
+    local held = false
+    for i = 0, win.have - 2 do
+      if holds(win.key + i, win.geom + i) then
+        held = true
+        break
+      end
+    end
+    if not held then
+      -- A full tail gives way to the next sub-filter when the client
+      -- named one (growth, decided here, atomically).
+      local tail = win.have - 1
+      if win.fill[tail] >= full[win.geom + tail] and win.have < win.n then
+        win.have = win.have + 1
+        tail = tail + 1
+        win.fill[tail] = 0
+        win.dirty = true
+        create(win.key + tail, win.geom + tail, win.exp)
+      end
+      local ki = win.key + tail
+      local newly = set(ki, win.geom + tail)
+      if newly > 0 then
+        win.fill[tail] = win.fill[tail] + newly
+        win.dirty = true
+        written[ki] = win.exp
+      end
+    end
+  end
+  if (mode == 'i') ~= present then out[jj] = '1' else out[jj] = '0' end
+end
+
+local chains = {}
+if mode == 'i' then
+  for _, t in ipairs(tiers) do
+    for _, win in ipairs(t.windows) do
+      if win.write then
+        if win.dirty then
+          local f = {win.w, win.have}
+          for i = 0, win.have - 1 do
+            f[#f + 1] = win.w .. ':' .. i
+            f[#f + 1] = win.fill[i]
+          end
+          redis.call('HSET', KEYS[t.dir], unpack(f))
+        end
+        chains[#chains + 1] = t.dir .. ' ' .. win.w .. ' ' .. win.have
+      end
+    end
+  end
+  for ki, c in pairs(changed) do
+    local S = whole[ki]
+    local n = len[changed_g[ki]]
+    if #S < n then S = S .. string.rep('\0', n - #S) end
+    local offs = {}
+    for off in pairs(c) do offs[#offs + 1] = off end
+    table.sort(offs)
+    local parts, prev = {}, 0
+    for _, off in ipairs(offs) do
+      parts[#parts + 1] = string.sub(S, prev + 1, off)
+      parts[#parts + 1] = c[off]
+      prev = off + 64
+    end
+    parts[#parts + 1] = string.sub(S, prev + 1)
+    redis.call('SET', KEYS[ki], table.concat(parts), 'KEEPTTL')
+  end
+  -- Never earlier than an hour past the server's time: a client whose
+  -- clock lags (or a test clock in the past) must not make Redis drop a
+  -- window it is still writing.
+  local floor = tonumber(redis.call('TIME')[1]) + 3600
+  for ki, exp in pairs(written) do
+    local at = tonumber(exp)
+    if at < floor then at = floor end
+    redis.call('EXPIREAT', KEYS[ki], at)
+  end
+end
+local res = table.concat(out) .. '|' .. table.concat(chains, ';')
+if mode == 'i' then redis.call('SET', KEYS[1], req .. '|' .. res, 'EX', ttl) end
+return {1, res}

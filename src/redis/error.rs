@@ -1,0 +1,206 @@
+//! The error type of [`super::RedisEngine`].
+
+use std::fmt;
+
+/// Everything that can go wrong with a [`super::RedisEngine`].
+///
+/// Every variant that comes from Redis names the command and the key it
+/// was about, so an operator can find the failing slot or node.
+#[non_exhaustive]
+pub enum RedisError {
+    /// Redis (or the connection to it) reported an error. Connection losses
+    /// are retried with backoff first; this is what remained after the
+    /// last retry.
+    Redis {
+        /// The command, as sent (`EVALSHA check-and-insert`, `HGETALL`, ...).
+        command: String,
+        /// The key the command was about (the first key of a script call).
+        key: String,
+        /// The error from the `redis` crate.
+        source: redis::RedisError,
+    },
+    /// Redis answered something this version of timebloom does not expect.
+    BadReply {
+        /// The command.
+        command: String,
+        /// The key.
+        key: String,
+        /// What was wrong with the reply.
+        reason: String,
+    },
+    /// An engine-level error shared with the embedded engine: an invalid
+    /// configuration, a horizon too long, a window that has expired.
+    Engine(crate::Error),
+    /// No engine exists under the prefix (no config hash).
+    NotFound {
+        /// The config hash key that is missing.
+        key: String,
+    },
+    /// `create` found an engine under the prefix already.
+    AlreadyExists {
+        /// The config hash key that exists.
+        key: String,
+    },
+    /// The engine under the prefix was created with another configuration
+    /// (tiers, sizing, shard count): using it would read another geometry.
+    ConfigMismatch {
+        /// The config hash key.
+        key: String,
+        /// The stored configuration (JSON).
+        stored: String,
+        /// The configuration this client was given (JSON).
+        given: String,
+    },
+    /// A check-and-insert batch was applied, but fewer replicas than
+    /// [`super::RedisOptions::wait_replicas`] confirmed it in time (`WAIT`).
+    /// The answers are valid; the writes may be lost in a failover.
+    NotReplicated {
+        /// Replicas that confirmed (the fewest over the masters written).
+        acked: u32,
+        /// Replicas asked for.
+        wanted: u32,
+        /// The batch's answers, one per key, as if the call had succeeded.
+        answers: Vec<bool>,
+    },
+    /// The configuration asks for something the Redis engine does not do.
+    Unsupported {
+        /// What, and why.
+        reason: String,
+    },
+}
+
+/// `Result` with [`RedisError`].
+pub type Result<T, E = RedisError> = std::result::Result<T, E>;
+
+impl RedisError {
+    pub(crate) fn redis(command: &str, key: &str, source: redis::RedisError) -> Self {
+        RedisError::Redis {
+            command: command.to_string(),
+            key: key.to_string(),
+            source,
+        }
+    }
+
+    pub(crate) fn bad_reply(command: &str, key: &str, reason: impl Into<String>) -> Self {
+        RedisError::BadReply {
+            command: command.to_string(),
+            key: key.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl From<crate::Error> for RedisError {
+    fn from(e: crate::Error) -> Self {
+        RedisError::Engine(e)
+    }
+}
+
+impl fmt::Debug for RedisError {
+    /// As derived, except that a batch's answers show as counts.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RedisError::Redis {
+                command,
+                key,
+                source,
+            } => f
+                .debug_struct("Redis")
+                .field("command", command)
+                .field("key", key)
+                .field("source", source)
+                .finish(),
+            RedisError::BadReply {
+                command,
+                key,
+                reason,
+            } => f
+                .debug_struct("BadReply")
+                .field("command", command)
+                .field("key", key)
+                .field("reason", reason)
+                .finish(),
+            RedisError::Engine(e) => f.debug_tuple("Engine").field(e).finish(),
+            RedisError::NotFound { key } => f.debug_struct("NotFound").field("key", key).finish(),
+            RedisError::AlreadyExists { key } => {
+                f.debug_struct("AlreadyExists").field("key", key).finish()
+            }
+            RedisError::ConfigMismatch { key, stored, given } => f
+                .debug_struct("ConfigMismatch")
+                .field("key", key)
+                .field("stored", stored)
+                .field("given", given)
+                .finish(),
+            RedisError::NotReplicated {
+                acked,
+                wanted,
+                answers,
+            } => f
+                .debug_struct("NotReplicated")
+                .field("acked", acked)
+                .field("wanted", wanted)
+                .field(
+                    "answers",
+                    &format_args!(
+                        "[{} keys, {} new]",
+                        answers.len(),
+                        answers.iter().filter(|&&n| n).count()
+                    ),
+                )
+                .finish(),
+            RedisError::Unsupported { reason } => f
+                .debug_struct("Unsupported")
+                .field("reason", reason)
+                .finish(),
+        }
+    }
+}
+
+impl fmt::Display for RedisError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RedisError::Redis {
+                command,
+                key,
+                source,
+            } => write!(f, "redis {command} on key {key:?} failed: {source}"),
+            RedisError::BadReply {
+                command,
+                key,
+                reason,
+            } => write!(
+                f,
+                "redis {command} on key {key:?}: unexpected reply: {reason}"
+            ),
+            RedisError::Engine(e) => e.fmt(f),
+            RedisError::NotFound { key } => {
+                write!(f, "no timebloom engine in Redis (no config hash {key:?})")
+            }
+            RedisError::AlreadyExists { key } => {
+                write!(f, "a timebloom engine exists in Redis already ({key:?})")
+            }
+            RedisError::ConfigMismatch { key, stored, given } => write!(
+                f,
+                "the engine in Redis ({key:?}) was created with another configuration: \
+                 stored {stored}, given {given}; open it without a configuration or use \
+                 another prefix"
+            ),
+            RedisError::NotReplicated { acked, wanted, .. } => write!(
+                f,
+                "redis WAIT: {acked} of {wanted} replicas confirmed the batch in time; \
+                 it is applied on the master but a failover may lose it"
+            ),
+            RedisError::Unsupported { reason } => write!(f, "not supported on Redis: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for RedisError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RedisError::Redis { source, .. } => Some(source),
+            RedisError::Engine(e) => Some(e),
+            _ => None,
+        }
+    }
+}

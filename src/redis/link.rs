@@ -1,0 +1,311 @@
+//! The connection to Redis: standalone or Cluster, timeouts, and retries
+//! with backoff on connection loss.
+
+use std::time::Duration;
+
+use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConnection};
+use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
+use redis::{
+    Client, Cmd, Connection, ErrorKind, RedisConnectionInfo, RedisResult, ServerErrorKind, Value,
+};
+
+use super::error::{RedisError, Result};
+use super::RedisOptions;
+
+enum Target {
+    Single(Client),
+    Cluster(ClusterClient),
+    /// Asks the Sentinels for the master at every (re)connection.
+    Sentinel(Box<SentinelClient>),
+}
+
+enum Conn {
+    Single(Connection),
+    Cluster(Box<ClusterConnection>),
+}
+
+/// One connection, made lazily and remade after a loss.
+pub(crate) struct Link {
+    target: Target,
+    conn: Option<Conn>,
+    retries: u32,
+    backoff: Duration,
+    max_backoff: Duration,
+    connect_timeout: Duration,
+    io_timeout: Duration,
+}
+
+/// Whether an error may go away by reconnecting and sending again: the
+/// connection dropped or timed out, the server is loading its data after
+/// a restart, a Cluster is moving slots or failing over.
+pub(crate) fn retryable(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_timeout()
+        || e.is_connection_refusal()
+        || e.is_cluster_error()
+        || matches!(
+            e.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::BusyLoading
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::ReadOnly
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown
+            )
+        )
+}
+
+/// Whether the server lacks a script (restarted, failed over, flushed).
+pub(crate) fn no_script(e: &redis::RedisError) -> bool {
+    e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) || e.to_string().contains("NOSCRIPT")
+}
+
+/// A Sentinel client from `[user:password@]host:port[,host:port...]/<master>`.
+fn sentinel(rest: &str) -> RedisResult<Target> {
+    let bad = |why: &'static str| redis::RedisError::from((ErrorKind::InvalidClientConfig, why));
+    let (hosts, master) = rest
+        .rsplit_once('/')
+        .filter(|(_, m)| !m.is_empty())
+        .ok_or_else(|| bad("a Sentinel URL ends with /<master name>"))?;
+    let (auth, hosts) = match hosts.rsplit_once('@') {
+        Some((auth, hosts)) => (Some(auth), hosts),
+        None => (None, hosts),
+    };
+    let sentinels: Vec<String> = hosts
+        .split(',')
+        .filter(|h| !h.is_empty())
+        .map(|h| format!("redis://{h}"))
+        .collect();
+    if sentinels.is_empty() {
+        return Err(bad("a Sentinel URL names at least one Sentinel"));
+    }
+    let mut info = RedisConnectionInfo::default();
+    if let Some(auth) = auth {
+        let (user, password) = auth.split_once(':').unwrap_or(("", auth));
+        if !user.is_empty() {
+            info = info.set_username(user);
+        }
+        if !password.is_empty() {
+            info = info.set_password(password);
+        }
+    }
+    let node = SentinelNodeConnectionInfo::default().set_redis_connection_info(info);
+    let client = SentinelClient::build(sentinels, master, Some(node), SentinelServerType::Master)?;
+    Ok(Target::Sentinel(Box::new(client)))
+}
+
+/// The URL(s) with every password replaced by `***`, for error messages.
+pub(crate) fn redact(url: &str) -> String {
+    url.split(',')
+        .map(|u| {
+            let Some(start) = u.find("://").map(|i| i + 3) else {
+                return u.to_string();
+            };
+            let Some(at) = u[start..].rfind('@').map(|i| start + i) else {
+                return u.to_string();
+            };
+            match u[start..at].find(':') {
+                Some(colon) => format!("{}:***{}", &u[..start + colon], &u[at..]),
+                None => u.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+impl Link {
+    /// `url` is one `redis://` or `rediss://` URL (user and password in it
+    /// for ACLs), or several separated by commas: the seed nodes of a
+    /// Cluster (`options.cluster` forces Cluster mode with one seed), or
+    /// `redis+sentinel://[user:password@]host:port[,host:port...]/<master>`:
+    /// the Sentinels that know the master (the user and password are the
+    /// data nodes').
+    pub(crate) fn new(url: &str, options: &RedisOptions) -> Result<Link> {
+        if let Some(rest) = url.strip_prefix("redis+sentinel://") {
+            let shown = redact(url);
+            let target = sentinel(rest).map_err(|e| RedisError::redis("connect", &shown, e))?;
+            return Ok(Link::with(target, options));
+        }
+        let urls: Vec<&str> = url
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        let shown = redact(url);
+        let bad = |e| RedisError::redis("connect", &shown, e);
+        let target = if urls.len() > 1 || options.cluster {
+            let client = ClusterClientBuilder::new(urls)
+                .connection_timeout(options.connect_timeout)
+                .response_timeout(options.io_timeout)
+                .retries(options.retries)
+                .build()
+                .map_err(bad)?;
+            Target::Cluster(client)
+        } else {
+            Target::Single(Client::open(url).map_err(bad)?)
+        };
+        Ok(Link::with(target, options))
+    }
+
+    fn with(target: Target, options: &RedisOptions) -> Link {
+        Link {
+            target,
+            conn: None,
+            retries: options.retries,
+            backoff: options.backoff,
+            max_backoff: options.max_backoff,
+            connect_timeout: options.connect_timeout,
+            io_timeout: options.io_timeout,
+        }
+    }
+
+    /// Whether this link talks to a Cluster.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.target, Target::Cluster(_))
+    }
+
+    fn conn(&mut self) -> RedisResult<&mut Conn> {
+        if self.conn.is_none() {
+            let (connect, io) = (self.connect_timeout, self.io_timeout);
+            let conn = match &mut self.target {
+                Target::Single(c) => {
+                    let con = c.get_connection_with_timeout(connect)?;
+                    con.set_read_timeout(Some(io))?;
+                    con.set_write_timeout(Some(io))?;
+                    Conn::Single(con)
+                }
+                Target::Cluster(c) => Conn::Cluster(Box::new(c.get_connection()?)),
+                Target::Sentinel(s) => {
+                    let con = s.get_client()?.get_connection_with_timeout(connect)?;
+                    con.set_read_timeout(Some(io))?;
+                    con.set_write_timeout(Some(io))?;
+                    Conn::Single(con)
+                }
+            };
+            self.conn = Some(conn);
+        }
+        match self.conn.as_mut() {
+            Some(c) => Ok(c),
+            None => Err(redis::RedisError::from((ErrorKind::Io, "not connected"))),
+        }
+    }
+
+    fn send(&mut self, cmds: &[Cmd]) -> RedisResult<Vec<Value>> {
+        match self.conn()? {
+            Conn::Single(con) => {
+                let mut p = redis::pipe();
+                for c in cmds {
+                    p.add_command(c.clone());
+                }
+                p.query(con)
+            }
+            Conn::Cluster(con) => {
+                let mut p = redis::cluster::cluster_pipe();
+                for c in cmds {
+                    p.add_command(c.clone());
+                }
+                p.query(con)
+            }
+        }
+    }
+
+    /// Sends `cmds` as one pipeline and returns one reply per command,
+    /// reconnecting and sending again, with exponential backoff, while the
+    /// error is [`retryable`]. The commands must be safe to send twice
+    /// (reads, idempotent writes, or scripts with a request id).
+    ///
+    /// `build(eval)` makes the commands; with `eval` true, scripts go as
+    /// `EVAL` with their source (after a `NOSCRIPT`).
+    pub(crate) fn run(
+        &mut self,
+        what: &str,
+        key_of: impl Fn(usize) -> String,
+        build: impl Fn(bool) -> Vec<Cmd>,
+    ) -> Result<Vec<Value>> {
+        let mut eval = false;
+        let mut attempt = 0u32;
+        let mut wait = self.backoff;
+        loop {
+            let cmds = build(eval);
+            match self.send(&cmds) {
+                Ok(v) => return Ok(v),
+                Err(e) if no_script(&e) && !eval => eval = true,
+                Err(e) if retryable(&e) && attempt < self.retries => {
+                    attempt += 1;
+                    self.conn = None;
+                    std::thread::sleep(wait);
+                    wait = (wait * 2).min(self.max_backoff);
+                }
+                Err(e) => {
+                    if retryable(&e) {
+                        self.conn = None;
+                    }
+                    let idx = e
+                        .clone()
+                        .into_server_errors()
+                        .and_then(|errs| errs.first().map(|x| x.0))
+                        .unwrap_or(0);
+                    return Err(RedisError::redis(what, &key_of(idx), e));
+                }
+            }
+        }
+    }
+
+    /// `WAIT replicas ms` once, without retries: a reconnected client's
+    /// `WAIT` would cover none of the writes it is meant to.
+    pub(crate) fn once(&mut self, name: &str, key: &str, replicas: u32, ms: u64) -> Result<Value> {
+        let mut c = redis::cmd(name);
+        c.arg(replicas).arg(ms);
+        let r = match self.conn() {
+            Ok(Conn::Single(con)) => c.query::<Value>(con),
+            Ok(Conn::Cluster(con)) => c.query::<Value>(con.as_mut()),
+            Err(e) => Err(e),
+        };
+        r.map_err(|e| {
+            if retryable(&e) {
+                self.conn = None;
+            }
+            RedisError::redis(name, key, e)
+        })
+    }
+
+    /// [`Link::run`] for one command without a script: `name key args...`.
+    pub(crate) fn one(&mut self, name: &str, key: &str, args: &[&[u8]]) -> Result<Value> {
+        let r = self.run(
+            name,
+            |_| key.to_string(),
+            |_| {
+                let mut c = redis::cmd(name);
+                c.arg(key);
+                for a in args {
+                    c.arg(*a);
+                }
+                vec![c]
+            },
+        )?;
+        r.into_iter()
+            .next()
+            .ok_or_else(|| RedisError::bad_reply(name, key, "no reply"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_never_reach_error_messages() {
+        assert_eq!(
+            redact("redis://crawler:s3cret@10.0.0.1:6379/0"),
+            "redis://crawler:***@10.0.0.1:6379/0"
+        );
+        assert_eq!(
+            redact("rediss://:pw@h:1,redis://u:p@h:2"),
+            "rediss://:***@h:1,redis://u:***@h:2"
+        );
+        assert_eq!(redact("redis://h:6379"), "redis://h:6379");
+        assert_eq!(redact("redis://user@h"), "redis://user@h");
+        assert_eq!(redact("not a url"), "not a url");
+    }
+}

@@ -1,0 +1,1205 @@
+//! The same windowed filters on Redis, for a fleet of processes that must
+//! share one view of what has been seen (feature `redis`).
+//!
+//! A [`RedisEngine`] has the tiers, windows, horizons, sizing, growth and
+//! check-and-insert semantics of the embedded [`crate::Engine`], on plain
+//! Redis strings used as bitmaps: any Redis 6 or newer, standalone or
+//! Cluster, no modules. Each window of each tier is split into shard
+//! strings (a key's shard comes from its hash); a key's cells fill one
+//! 64-byte block of its shard's string, laid out byte for byte like the
+//! embedded engine's sub-filter body. Check-and-insert runs server-side in
+//! one Lua script per shard and batch, atomically across every tier, so of
+//! several clients inserting the same new key exactly one is told it is new.
+//! Windows expire by themselves (`EXPIREAT`).
+//!
+//! ```no_run
+//! use timebloom::redis::RedisEngine;
+//! use timebloom::{Config, Tier};
+//!
+//! # fn main() -> timebloom::redis::Result<()> {
+//! let config = Config {
+//!     tiers: vec![Tier::daily(7), Tier::monthly(12)],
+//!     expected_items_per_day: 10_000_000,
+//!     fpr: 0.001,
+//!     ..Config::default()
+//! };
+//! // Every crawler runs this; the first one creates the engine.
+//! let engine = RedisEngine::create_or_open("redis://127.0.0.1:6379", "crawl", config)?;
+//! let new = engine.insert_batch(&["https://example.com/a", "https://example.com/b"])?;
+//! assert_eq!(new.len(), 2);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! `docs/distributed.md` describes the key layout, the Lua contract,
+//! expiry, failure behaviour and sizing.
+
+mod error;
+mod layout;
+mod link;
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, SystemTime};
+
+use parking_lot::Mutex;
+use redis::Value;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::{instant, Clock, TimeSource};
+use crate::config::Config;
+use crate::filter::sizing;
+use crate::hash::{hash_key, random_seed, KeyHash};
+use crate::stats::{SegmentStats, Stats, TierStats};
+use crate::window;
+
+pub use error::{RedisError, Result};
+use layout::{Geom, Names, MAX_CHAIN, MAX_SHARD_BLOCKS};
+use link::Link;
+
+/// The check-and-insert script (see `docs/distributed.md`, "The Lua contract").
+const SCRIPT: &str = include_str!("check_insert.lua");
+/// Records in the config hash that a window's chain has grown to `ARGV[2]`
+/// sub-filters in some shard (never lowers it).
+const GROW_SCRIPT: &str = "local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '1') \
+    local n = tonumber(ARGV[2]) \
+    if n > cur then redis.call('HSET', KEYS[1], ARGV[1], n) return n end \
+    return cur";
+/// The version of the key layout and the config hash.
+const FORMAT: u32 = 1;
+/// The config hash field holding the configuration.
+const ENGINE_FIELD: &str = "engine";
+/// Keys per script call: bounds the time one call holds the server.
+const CHUNK: usize = 1000;
+/// How long a result key keeps the last answer for a retry.
+const RESULT_TTL_SECS: u64 = 3600;
+/// Windows are kept this long past their last live instant (client clocks
+/// and the server's clock may differ a little).
+const EXPIRY_GRACE_SECS: i64 = 3600;
+/// Times a batch is sent again after a shard reported a longer chain.
+const STALE_ROUNDS: usize = 16;
+
+/// How to connect, and the shard count of a new engine.
+#[derive(Clone)]
+pub struct RedisOptions {
+    /// Shard strings per window (at create; stored in the config hash).
+    /// More shards spread a Cluster's load and keep each string under
+    /// Redis's 2^32-bit limit. Default 16.
+    pub shards: u32,
+    /// Connecting to a node gives up after this long. Default 5 s.
+    pub connect_timeout: Duration,
+    /// A command without a reply gives up after this long. Default 10 s.
+    pub io_timeout: Duration,
+    /// Reconnect-and-resend attempts after a connection loss. Default 8.
+    pub retries: u32,
+    /// The first wait before a retry; it doubles each time. Default 50 ms.
+    pub backoff: Duration,
+    /// The longest wait between retries. Default 2 s.
+    pub max_backoff: Duration,
+    /// Use the Cluster client even with a single seed URL (several
+    /// comma-separated URLs always mean a Cluster). Default false.
+    pub cluster: bool,
+    /// After each check-and-insert batch, wait (`WAIT`) until this many
+    /// replicas of every master written have the batch's writes; fewer by
+    /// `wait_timeout` is [`RedisError::NotReplicated`]. Default 0: no wait.
+    /// It narrows what a failover can lose; see `docs/distributed.md`.
+    pub wait_replicas: u32,
+    /// How long `wait_replicas` waits. Default 1 s.
+    pub wait_timeout: Duration,
+    clock: TimeSource,
+}
+
+impl Default for RedisOptions {
+    fn default() -> RedisOptions {
+        RedisOptions {
+            shards: 16,
+            connect_timeout: Duration::from_secs(5),
+            io_timeout: Duration::from_secs(10),
+            retries: 8,
+            backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_secs(2),
+            cluster: false,
+            wait_replicas: 0,
+            wait_timeout: Duration::from_secs(1),
+            clock: TimeSource::System,
+        }
+    }
+}
+
+impl std::fmt::Debug for RedisOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisOptions")
+            .field("shards", &self.shards)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("io_timeout", &self.io_timeout)
+            .field("retries", &self.retries)
+            .field("cluster", &self.cluster)
+            .field("wait_replicas", &self.wait_replicas)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisOptions {
+    /// Reads the time from `clock` instead of the system clock (tests,
+    /// backfills). Window boundaries follow this clock; Redis's own clock
+    /// only decides when expired windows are dropped.
+    pub fn clock(mut self, clock: impl Clock + 'static) -> RedisOptions {
+        self.clock = TimeSource::Injected(std::sync::Arc::new(clock));
+        self
+    }
+}
+
+/// What the config hash holds under [`ENGINE_FIELD`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct Stored {
+    format: u32,
+    config: Config,
+    seed: u64,
+    shards: u32,
+}
+
+/// The windows one script call reads and writes in one tier.
+struct TierPlan {
+    tier: usize,
+    prune_below: i64,
+    /// `(window, read, write)`, oldest first.
+    windows: Vec<(i64, bool, bool)>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Insert,
+    Check,
+}
+
+struct State {
+    link: Link,
+    /// Sub-filters per `(tier, window)` as last seen; 1 when absent.
+    chains: HashMap<(usize, i64), u32>,
+    /// Request ids: one per batch.
+    requests: u64,
+    /// The chain lengths are read again from the config hash at this instant.
+    refresh_at: i64,
+}
+
+/// A time-windowed filter engine whose state lives in Redis.
+///
+/// `RedisEngine` is `Send + Sync`; calls from several threads share one
+/// connection and are serialized. For parallelism, open one engine per
+/// thread or process: they share everything through Redis.
+pub struct RedisEngine {
+    names: Names,
+    stored: Stored,
+    clock: TimeSource,
+    codes: Vec<String>,
+    geoms: Mutex<Vec<Vec<Geom>>>,
+    client: String,
+    sha: String,
+    grow_sha: String,
+    /// `(replicas, timeout)` of a `WAIT` after each insert batch.
+    wait: Option<(u32, Duration)>,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for RedisEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisEngine")
+            .field("prefix", &self.names.prefix)
+            .field("shards", &self.stored.shards)
+            .field("config", &self.stored.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn sha1(src: &str) -> String {
+    redis::Script::new(src).get_hash().to_string()
+}
+
+fn bulk(v: &Value) -> Option<&[u8]> {
+    match v {
+        Value::BulkString(b) => Some(b),
+        Value::SimpleString(s) => Some(s.as_bytes()),
+        _ => None,
+    }
+}
+
+/// A flat `HGETALL` reply (or a RESP3 map) as field-value pairs.
+fn pairs(v: &Value) -> Vec<(String, String)> {
+    let s = |v: &Value| bulk(v).map(|b| String::from_utf8_lossy(b).into_owned());
+    match v {
+        Value::Array(items) => items
+            .chunks(2)
+            .filter_map(|p| Some((s(p.first()?)?, s(p.get(1)?)?)))
+            .collect(),
+        Value::Map(items) => items
+            .iter()
+            .filter_map(|(a, b)| Some((s(a)?, s(b)?)))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+impl RedisEngine {
+    /// Creates a new engine under `prefix` with the default options.
+    /// Fails with [`RedisError::AlreadyExists`] when one exists.
+    pub fn create(url: &str, prefix: &str, config: Config) -> Result<RedisEngine> {
+        RedisEngine::create_with(url, prefix, config, RedisOptions::default())
+    }
+
+    /// Creates a new engine under `prefix`.
+    pub fn create_with(
+        url: &str,
+        prefix: &str,
+        config: Config,
+        options: RedisOptions,
+    ) -> Result<RedisEngine> {
+        match RedisEngine::start(url, prefix, Some(config), options)? {
+            (e, true) => Ok(e),
+            (e, false) => Err(RedisError::AlreadyExists {
+                key: e.names.config(),
+            }),
+        }
+    }
+
+    /// Opens the engine under `prefix`, or creates it with `config` when
+    /// there is none: what each process of a fleet calls. An engine created
+    /// with another configuration or shard count is an error
+    /// ([`RedisError::ConfigMismatch`]), never silently another geometry.
+    pub fn create_or_open(url: &str, prefix: &str, config: Config) -> Result<RedisEngine> {
+        RedisEngine::create_or_open_with(url, prefix, config, RedisOptions::default())
+    }
+
+    /// [`RedisEngine::create_or_open`] with options.
+    pub fn create_or_open_with(
+        url: &str,
+        prefix: &str,
+        config: Config,
+        options: RedisOptions,
+    ) -> Result<RedisEngine> {
+        let shards = options.shards;
+        let (e, _) = RedisEngine::start(url, prefix, Some(config.clone()), options)?;
+        if e.stored.config != config || e.stored.shards != shards {
+            let json = |c: &Config, s: u32| {
+                format!(
+                    "{} with {s} shards",
+                    serde_json::to_string(c).unwrap_or_default()
+                )
+            };
+            return Err(RedisError::ConfigMismatch {
+                key: e.names.config(),
+                stored: json(&e.stored.config, e.stored.shards),
+                given: json(&config, shards),
+            });
+        }
+        Ok(e)
+    }
+
+    /// Opens the engine under `prefix` with the default options; its
+    /// configuration comes from the config hash.
+    pub fn open(url: &str, prefix: &str) -> Result<RedisEngine> {
+        RedisEngine::open_with(url, prefix, RedisOptions::default())
+    }
+
+    /// Opens the engine under `prefix` (`options.shards` is ignored: the
+    /// shard count is the engine's).
+    pub fn open_with(url: &str, prefix: &str, options: RedisOptions) -> Result<RedisEngine> {
+        Ok(RedisEngine::start(url, prefix, None, options)?.0)
+    }
+
+    /// Connects, creates the config hash when `config` is given and none
+    /// exists, and loads it. Returns whether this call created it.
+    fn start(
+        url: &str,
+        prefix: &str,
+        config: Option<Config>,
+        options: RedisOptions,
+    ) -> Result<(RedisEngine, bool)> {
+        layout::check_prefix(prefix).map_err(crate::Error::config)?;
+        let names = Names {
+            prefix: prefix.to_string(),
+        };
+        let key = names.config();
+        let mut link = Link::new(url, &options)?;
+        let mut created = false;
+        if let Some(config) = config {
+            config.validate()?;
+            layout::check_kinds(&config).map_err(|reason| RedisError::Unsupported { reason })?;
+            if !(1..=16_384).contains(&options.shards) {
+                return Err(crate::Error::config("shards must be between 1 and 16384").into());
+            }
+            for t in &config.tiers {
+                let g = Geom::of(&config, t, 0, options.shards);
+                if g.nbs > MAX_SHARD_BLOCKS {
+                    return Err(RedisError::Unsupported {
+                        reason: format!(
+                            "tier {t}: one window needs {} bytes per shard string, more than \
+                             Redis's 512 MiB; use more shards",
+                            g.nbs * 64
+                        ),
+                    });
+                }
+            }
+            let stored = Stored {
+                format: FORMAT,
+                config,
+                seed: random_seed(),
+                shards: options.shards,
+            };
+            let json = serde_json::to_string(&stored)
+                .map_err(|e| RedisError::bad_reply("HSETNX", &key, e.to_string()))?;
+            let r = link.one("HSETNX", &key, &[ENGINE_FIELD.as_bytes(), json.as_bytes()])?;
+            created = matches!(r, Value::Int(1));
+        }
+        let fields = pairs(&link.one("HGETALL", &key, &[])?);
+        let json = fields
+            .iter()
+            .find(|(f, _)| f == ENGINE_FIELD)
+            .map(|(_, v)| v.clone())
+            .ok_or_else(|| RedisError::NotFound { key: key.clone() })?;
+        let stored: Stored = serde_json::from_str(&json).map_err(|e| {
+            RedisError::bad_reply("HGETALL", &key, format!("the engine field: {e}"))
+        })?;
+        if stored.format != FORMAT {
+            return Err(RedisError::Unsupported {
+                reason: format!(
+                    "{key}: layout format {} (this build reads format {FORMAT})",
+                    stored.format
+                ),
+            });
+        }
+        stored.config.validate()?;
+        let codes = stored.config.tiers.iter().map(|t| t.code()).collect();
+        let geoms = stored.config.tiers.iter().map(|_| Vec::new()).collect();
+        let engine = RedisEngine {
+            names,
+            clock: options.clock.clone(),
+            codes,
+            geoms: Mutex::new(geoms),
+            client: format!("{:016x}", random_seed()),
+            sha: sha1(SCRIPT),
+            grow_sha: sha1(GROW_SCRIPT),
+            wait: (options.wait_replicas > 0)
+                .then_some((options.wait_replicas, options.wait_timeout)),
+            state: Mutex::new(State {
+                link,
+                chains: HashMap::new(),
+                requests: 0,
+                refresh_at: i64::MIN,
+            }),
+            stored,
+        };
+        engine.absorb_chains(&mut engine.state.lock(), &fields);
+        Ok((engine, created))
+    }
+
+    /// The configuration (from the config hash).
+    pub fn config(&self) -> &Config {
+        &self.stored.config
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.names.prefix
+    }
+
+    /// Shard strings per window.
+    pub fn shards(&self) -> u32 {
+        self.stored.shards
+    }
+
+    fn now(&self) -> Result<i64> {
+        Ok(self.clock.now_secs()?)
+    }
+
+    fn off(&self) -> i32 {
+        self.stored.config.utc_offset_secs
+    }
+
+    fn window_index(&self, span: window::Span, t: i64) -> Result<i64> {
+        window::index(span, t, self.off()).ok_or_else(|| {
+            crate::Error::WindowUnavailable {
+                reason: format!("no {span:?} window holds instant {t}"),
+            }
+            .into()
+        })
+    }
+
+    fn geom(&self, tier: usize, index: u32) -> Geom {
+        let mut g = self.geoms.lock();
+        let list = &mut g[tier];
+        while list.len() <= index as usize {
+            let i = list.len() as u32;
+            list.push(Geom::of(
+                &self.stored.config,
+                &self.stored.config.tiers[tier],
+                i,
+                self.stored.shards,
+            ));
+        }
+        list[index as usize]
+    }
+
+    fn chain_field(&self, tier: usize, window: i64) -> String {
+        format!("chain:{}:{window}", self.codes[tier])
+    }
+
+    /// Takes the chain lengths from the config hash's fields.
+    fn absorb_chains(&self, st: &mut State, fields: &[(String, String)]) {
+        for (f, v) in fields {
+            let Some(rest) = f.strip_prefix("chain:") else {
+                continue;
+            };
+            let Some((code, w)) = rest.rsplit_once(':') else {
+                continue;
+            };
+            let (Some(ti), Ok(w), Ok(n)) = (
+                self.codes.iter().position(|c| c == code),
+                w.parse::<i64>(),
+                v.parse::<u32>(),
+            ) else {
+                continue;
+            };
+            let e = st.chains.entry((ti, w)).or_insert(1);
+            *e = (*e).max(n.min(MAX_CHAIN));
+        }
+    }
+
+    /// Reads the chain lengths again, and drops the fields of windows that
+    /// expired (one window of grace for clients whose clocks lag).
+    fn refresh_chains(&self, st: &mut State, now: i64) -> Result<()> {
+        let key = self.names.config();
+        let fields = pairs(&st.link.one("HGETALL", &key, &[])?);
+        self.absorb_chains(st, &fields);
+        let mut old = Vec::new();
+        for (ti, t) in self.stored.config.tiers.iter().enumerate() {
+            let cur = self.window_index(t.span, now)?;
+            let keep = t.oldest_live(cur) - 1;
+            st.chains.retain(|&(i, w), _| i != ti || w >= keep);
+            let prefix = format!("chain:{}:", self.codes[ti]);
+            for (f, _) in &fields {
+                if let Some(w) = f.strip_prefix(&prefix).and_then(|w| w.parse::<i64>().ok()) {
+                    if w < keep {
+                        old.push(f.clone());
+                    }
+                }
+            }
+        }
+        if !old.is_empty() {
+            let old: Vec<&[u8]> = old.iter().map(|f| f.as_bytes()).collect();
+            st.link.one("HDEL", &key, &old)?;
+        }
+        st.refresh_at = self.next_boundary(now)?;
+        Ok(())
+    }
+
+    /// The earliest end of a current window of any tier.
+    fn next_boundary(&self, now: i64) -> Result<i64> {
+        let mut next = i64::MAX;
+        for t in &self.stored.config.tiers {
+            let cur = self.window_index(t.span, now)?;
+            if let Some(end) = window::end(t.span, cur, self.off()) {
+                next = next.min(end);
+            }
+        }
+        Ok(next)
+    }
+
+    /// The tier whose live windows reach furthest back: `contains` reads it.
+    fn full_tier(&self, now: i64) -> Result<usize> {
+        let mut best = (i64::MAX, 0);
+        for (ti, t) in self.stored.config.tiers.iter().enumerate() {
+            let cur = self.window_index(t.span, now)?;
+            let start = window::start(t.span, t.oldest_live(cur), self.off()).unwrap_or(i64::MIN);
+            if start < best.0 {
+                best = (start, ti);
+            }
+        }
+        Ok(best.1)
+    }
+
+    /// The live windows of the tier that answers `contains`, for reading.
+    fn read_plan(&self, now: i64) -> Result<TierPlan> {
+        let ti = self.full_tier(now)?;
+        let t = &self.stored.config.tiers[ti];
+        let cur = self.window_index(t.span, now)?;
+        let from = t.oldest_live(cur);
+        Ok(TierPlan {
+            tier: ti,
+            prune_below: from - 1,
+            windows: reads(t.span, from, cur),
+        })
+    }
+
+    /// Adds a write of window `w` of tier `ti` to the plans.
+    fn add_write(&self, plans: &mut Vec<TierPlan>, ti: usize, w: i64, now: i64) -> Result<()> {
+        let p = match plans.iter_mut().position(|p| p.tier == ti) {
+            Some(i) => &mut plans[i],
+            None => {
+                let t = &self.stored.config.tiers[ti];
+                let cur = self.window_index(t.span, now)?;
+                plans.push(TierPlan {
+                    tier: ti,
+                    prune_below: t.oldest_live(cur) - 1,
+                    windows: Vec::new(),
+                });
+                let last = plans.len() - 1;
+                &mut plans[last]
+            }
+        };
+        match p.windows.iter_mut().find(|x| x.0 == w) {
+            Some(x) => x.2 = true,
+            None => {
+                p.windows.push((w, false, true));
+                p.windows.sort_by_key(|x| x.0);
+            }
+        }
+        Ok(())
+    }
+
+    /// When Redis may drop window `w` of tier `ti`: the end of the last
+    /// window in which it is live, plus a grace.
+    fn expire_at(&self, ti: usize, w: i64) -> i64 {
+        let t = &self.stored.config.tiers[ti];
+        let last = w.saturating_add(i64::from(t.retention.max(1)) - 1);
+        window::end(t.span, last, self.off())
+            .unwrap_or(i64::MAX - EXPIRY_GRACE_SECS)
+            .saturating_add(EXPIRY_GRACE_SECS)
+    }
+
+    // ---- the public operations --------------------------------------------
+
+    /// Records `key` in the open window of every tier. Returns `true` when
+    /// the key was not present in any live window before (check-and-insert).
+    /// Of several clients inserting the same new key at once, exactly one
+    /// gets `true`.
+    pub fn insert(&self, key: &[u8]) -> Result<bool> {
+        Ok(self.insert_batch(&[key])?.first().copied().unwrap_or(false))
+    }
+
+    /// [`RedisEngine::insert`] for many keys, one answer per key in input
+    /// order: one script call per shard (and per 1000 keys), all shards in
+    /// one pipeline. A key repeated in the batch is new at most once.
+    pub fn insert_batch<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<bool>> {
+        let now = self.now()?;
+        let mut plans = vec![self.read_plan(now)?];
+        for (ti, t) in self.stored.config.tiers.iter().enumerate() {
+            let cur = self.window_index(t.span, now)?;
+            self.add_write(&mut plans, ti, cur, now)?;
+        }
+        let mut out = Vec::with_capacity(keys.len());
+        let mut rest = keys;
+        while !rest.is_empty() {
+            let (round, tail) = rest.split_at(self.round_size(&plans).min(rest.len()));
+            out.extend(self.run_batch(round, &plans, Mode::Insert, now)?);
+            rest = tail;
+        }
+        Ok(out)
+    }
+
+    /// Keys sent before the chains are checked for growth: an eighth of the
+    /// smallest tail's capacity (at least 64), so no tail takes much more
+    /// than its plan before it grows (growth is decided between rounds).
+    fn round_size(&self, plans: &[TierPlan]) -> usize {
+        let st = self.state.lock();
+        let mut smallest = u64::MAX;
+        for p in plans {
+            let tier = &self.stored.config.tiers[p.tier];
+            for &(w, _, write) in &p.windows {
+                if write {
+                    let n = self.chain(&st, p.tier, w);
+                    smallest = smallest.min(self.stored.config.subfilter_plan(tier, n - 1).0);
+                }
+            }
+        }
+        usize::try_from(smallest / 8).unwrap_or(usize::MAX).max(64)
+    }
+
+    /// Records `key` as seen at `time` (a backfill): into the window holding
+    /// `time` of every tier that still keeps it. Returns `true` when the key
+    /// was not present in any live window before. An instant older than
+    /// every tier keeps, or in a future window, is an error.
+    pub fn insert_at(&self, key: &[u8], time: SystemTime) -> Result<bool> {
+        let now = self.now()?;
+        let t = instant(time)?;
+        let mut plans = vec![self.read_plan(now)?];
+        let mut any = false;
+        for (ti, tier) in self.stored.config.tiers.iter().enumerate() {
+            let cur = self.window_index(tier.span, now)?;
+            let w = self.window_index(tier.span, t)?;
+            if w > cur {
+                return Err(crate::Error::WindowUnavailable {
+                    reason: format!("instant {t} lies in a future window of tier {tier}"),
+                }
+                .into());
+            }
+            if w >= tier.oldest_live(cur) {
+                self.add_write(&mut plans, ti, w, now)?;
+                any = true;
+            }
+        }
+        if !any {
+            return Err(crate::Error::WindowUnavailable {
+                reason: format!("instant {t} is older than every tier keeps"),
+            }
+            .into());
+        }
+        Ok(self
+            .run_batch(&[key], &plans, Mode::Insert, now)?
+            .first()
+            .copied()
+            .unwrap_or(false))
+    }
+
+    /// Whether `key` is present in any live window. Never a false negative
+    /// for a key inserted within the retention; a false positive at most at
+    /// the configured rate.
+    pub fn contains(&self, key: &[u8]) -> Result<bool> {
+        Ok(self
+            .contains_batch(&[key])?
+            .first()
+            .copied()
+            .unwrap_or(false))
+    }
+
+    /// [`RedisEngine::contains`] for many keys, one answer per key.
+    pub fn contains_batch<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<bool>> {
+        let now = self.now()?;
+        let plans = vec![self.read_plan(now)?];
+        self.run_batch(keys, &plans, Mode::Check, now)
+    }
+
+    /// Whether `key` was inserted within `horizon` of now: the tier with the
+    /// finest windows that covers the horizon, and in it only the windows
+    /// the horizon touches (as [`crate::Engine::contains_within`]): true for
+    /// every key inserted within `horizon`, possibly also for a key up to
+    /// one window of that tier older. A horizon longer than every tier
+    /// keeps is an error.
+    pub fn contains_within(&self, key: &[u8], horizon: Duration) -> Result<bool> {
+        Ok(self
+            .contains_within_batch(&[key], horizon)?
+            .first()
+            .copied()
+            .unwrap_or(false))
+    }
+
+    /// [`RedisEngine::contains_within`] for many keys, one answer per key.
+    pub fn contains_within_batch<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        horizon: Duration,
+    ) -> Result<Vec<bool>> {
+        let now = self.now()?;
+        let (ti, first) = self.pick_tier(now, horizon)?;
+        let t = &self.stored.config.tiers[ti];
+        let cur = self.window_index(t.span, now)?;
+        let plans = vec![TierPlan {
+            tier: ti,
+            prune_below: t.oldest_live(cur) - 1,
+            windows: reads(t.span, first, cur),
+        }];
+        self.run_batch(keys, &plans, Mode::Check, now)
+    }
+
+    /// The tier and first window that answer a horizon: the finest windows
+    /// first, then the fewest of them (the embedded engine's rule).
+    fn pick_tier(&self, now: i64, horizon: Duration) -> Result<(usize, i64)> {
+        let secs = i64::try_from(horizon.as_secs()).unwrap_or(i64::MAX);
+        let since = now.saturating_sub(secs);
+        let mut best: Option<(u64, i64, usize, i64)> = None;
+        let mut max_cover = 0u64;
+        for (ti, t) in self.stored.config.tiers.iter().enumerate() {
+            let cur = self.window_index(t.span, now)?;
+            let oldest = t.oldest_live(cur);
+            if let Some(start) = window::start(t.span, oldest, self.off()) {
+                max_cover = max_cover.max(now.saturating_sub(start).max(0) as u64);
+            }
+            let Some(first) = window::index(t.span, since.max(0), self.off()) else {
+                continue;
+            };
+            if first < oldest {
+                continue;
+            }
+            let cand = (window::nominal_secs(t.span), cur - first + 1, ti, first);
+            if best.is_none_or(|b| (cand.0, cand.1) < (b.0, b.1)) {
+                best = Some(cand);
+            }
+        }
+        best.map(|b| (b.2, b.3)).ok_or_else(|| {
+            crate::Error::HorizonTooLong {
+                horizon_secs: horizon.as_secs(),
+                max_secs: max_cover,
+            }
+            .into()
+        })
+    }
+
+    // ---- the batch machinery ------------------------------------------------
+
+    fn run_batch<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        plans: &[TierPlan],
+        mode: Mode,
+        now: i64,
+    ) -> Result<Vec<bool>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let shards = self.stored.shards;
+        let hashes: Vec<KeyHash> = keys
+            .iter()
+            .map(|k| hash_key(self.stored.seed, k.as_ref()))
+            .collect();
+        let mut by_shard: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (i, h) in hashes.iter().enumerate() {
+            by_shard
+                .entry(layout::shard(*h, shards))
+                .or_default()
+                .push(i);
+        }
+        // (shard, chunk number, key indices): one script call each.
+        let mut groups: Vec<(u32, usize, Vec<usize>)> = Vec::new();
+        for (s, idx) in by_shard {
+            for (c, chunk) in idx.chunks(CHUNK).enumerate() {
+                groups.push((s, c, chunk.to_vec()));
+            }
+        }
+        let mut st = self.state.lock();
+        if now >= st.refresh_at {
+            self.refresh_chains(&mut st, now)?;
+        }
+        st.requests += 1;
+        let req = st.requests.to_string();
+        let mut out = vec![false; keys.len()];
+        let mut pending: Vec<usize> = (0..groups.len()).collect();
+        let mut grown: Vec<(usize, i64, u32)> = Vec::new();
+        for _round in 0..STALE_ROUNDS {
+            let calls: Vec<Call> = pending
+                .iter()
+                .map(|&g| {
+                    let (s, c, idx) = &groups[g];
+                    self.call(&st, *s, *c, idx, &hashes, plans, mode, &req)
+                })
+                .collect::<Result<_>>()?;
+            let sha = &self.sha;
+            let replies = st.link.run(
+                match mode {
+                    Mode::Insert => "EVALSHA check-and-insert",
+                    Mode::Check => "EVALSHA check",
+                },
+                |i| calls.get(i).map(|c| c.keys[0].clone()).unwrap_or_default(),
+                |eval| {
+                    calls
+                        .iter()
+                        .map(|call| {
+                            let mut c = if eval {
+                                let mut c = redis::cmd("EVAL");
+                                c.arg(SCRIPT);
+                                c
+                            } else {
+                                let mut c = redis::cmd("EVALSHA");
+                                c.arg(sha);
+                                c
+                            };
+                            c.arg(call.keys.len()).arg(&call.keys).arg(&call.argv);
+                            c
+                        })
+                        .collect()
+                },
+            )?;
+            let mut stale = Vec::new();
+            for ((&g, call), reply) in pending.iter().zip(&calls).zip(&replies) {
+                let cmd = "EVALSHA check-and-insert";
+                let bad = |why: &str| RedisError::bad_reply(cmd, &call.keys[0], why);
+                let Value::Array(items) = reply else {
+                    return Err(bad("not an array"));
+                };
+                let status = match items.first() {
+                    Some(Value::Int(n)) => *n,
+                    _ => return Err(bad("no status")),
+                };
+                let payload = items
+                    .get(1)
+                    .and_then(bulk)
+                    .map(|b| String::from_utf8_lossy(b).into_owned())
+                    .ok_or_else(|| bad("no payload"))?;
+                if status == 0 {
+                    // A shard knows a longer chain: learn it, send again.
+                    let (ti, w, n) = parse_report(&payload, &call.dir_tier)
+                        .ok_or_else(|| bad("a malformed stale report"))?;
+                    let e = st.chains.entry((ti, w)).or_insert(1);
+                    *e = (*e).max(n.min(MAX_CHAIN));
+                    stale.push(g);
+                    continue;
+                }
+                let (answers, chains) = payload.split_once('|').ok_or_else(|| bad("no '|'"))?;
+                let idx = &groups[g].2;
+                if answers.len() != idx.len() {
+                    return Err(bad("one answer per key expected"));
+                }
+                for (i, a) in idx.iter().zip(answers.bytes()) {
+                    out[*i] = a == b'1';
+                }
+                for rep in chains.split(';').filter(|r| !r.is_empty()) {
+                    let (ti, w, n) = parse_report(rep, &call.dir_tier)
+                        .ok_or_else(|| bad("a malformed chain report"))?;
+                    let known = st.chains.entry((ti, w)).or_insert(1);
+                    if n > *known {
+                        *known = n;
+                        grown.push((ti, w, n));
+                    }
+                }
+            }
+            if stale.is_empty() {
+                pending.clear();
+                break;
+            }
+            self.refresh_chains(&mut st, now)?;
+            pending = stale;
+        }
+        if !pending.is_empty() {
+            return Err(RedisError::bad_reply(
+                "EVALSHA check-and-insert",
+                &self.names.config(),
+                "the chain lengths kept changing",
+            ));
+        }
+        for (ti, w, n) in grown {
+            self.record_growth(&mut st, ti, w, n)?;
+        }
+        if let (Mode::Insert, Some((replicas, timeout))) = (mode, self.wait) {
+            // Sent once, never retried: on a new connection `WAIT` would
+            // wait for nothing and report every replica as caught up.
+            let key = self.names.config();
+            let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+            let acked = match st.link.once("WAIT", &key, replicas, ms)? {
+                Value::Int(n) => u32::try_from(n).unwrap_or(0),
+                _ => return Err(RedisError::bad_reply("WAIT", &key, "not an integer")),
+            };
+            if acked < replicas {
+                return Err(RedisError::NotReplicated {
+                    acked,
+                    wanted: replicas,
+                    answers: out,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The keys and arguments of one script call: the keys `idx` of one
+    /// shard (see `check_insert.lua` for the argument layout).
+    #[allow(clippy::too_many_arguments)]
+    fn call(
+        &self,
+        st: &State,
+        shard: u32,
+        chunk: usize,
+        idx: &[usize],
+        hashes: &[KeyHash],
+        plans: &[TierPlan],
+        mode: Mode,
+        req: &str,
+    ) -> Result<Call> {
+        let shards = self.stored.shards;
+        let mut keys = vec![self.names.result(shard, &self.client, chunk)];
+        let mut dir_tier = HashMap::new();
+        let mut geoms: Vec<Geom> = Vec::new();
+        let mut plan = String::new();
+        for p in plans {
+            let tier = &self.stored.config.tiers[p.tier];
+            let code = &self.codes[p.tier];
+            let dir = keys.len() + 1; // Lua counts from 1
+            keys.push(self.names.dir(shard, code));
+            dir_tier.insert(dir, p.tier);
+            plan.push_str(&format!("T {dir} {};", p.prune_below));
+            let longest = p
+                .windows
+                .iter()
+                .map(|&(w, _, write)| self.named(st, p.tier, w, write))
+                .max()
+                .unwrap_or(1);
+            let geom0 = geoms.len() + 1;
+            for i in 0..longest {
+                geoms.push(self.geom(p.tier, i));
+            }
+            for &(w, read, write) in &p.windows {
+                let n = self.named(st, p.tier, w, write);
+                let label =
+                    window::label(tier.span, w).ok_or_else(|| crate::Error::WindowUnavailable {
+                        reason: format!(
+                            "window {w} of tier {tier} has no name (year out of range)"
+                        ),
+                    })?;
+                let first = keys.len() + 1;
+                for i in 0..n {
+                    keys.push(self.names.filter(shard, code, &label, i));
+                }
+                let flags = match (read, write) {
+                    (true, true) => "rw",
+                    (true, false) => "r",
+                    _ => "w",
+                };
+                let exp = if write { self.expire_at(p.tier, w) } else { 0 };
+                plan.push_str(&format!("W {w} {n} {first} {geom0} {flags} {exp};"));
+            }
+        }
+        let kmax = geoms.iter().map(|g| g.k).max().unwrap_or(1);
+        let ks: Vec<String> = geoms.iter().map(|g| g.k.to_string()).collect();
+        let full: Vec<String> = geoms.iter().map(|g| g.full.to_string()).collect();
+        let lens: Vec<String> = geoms.iter().map(|g| (g.nbs * 64).to_string()).collect();
+        let mut blob = Vec::with_capacity(idx.len() * (geoms.len() * 4 + kmax as usize * 2));
+        for &i in idx {
+            let h = hashes[i];
+            for g in &geoms {
+                // nbs <= 2^23 (checked at create and growth): fits in u32.
+                let b = layout::block(h, shards, g.nbs) as u32;
+                blob.extend_from_slice(&b.to_le_bytes());
+            }
+            for c in layout::cells(h.lo, kmax) {
+                // The cell's byte in the block (Lua counts from 1), its bit.
+                blob.push((c >> 3) as u8 + 1);
+                blob.push(1u8 << (c & 7));
+            }
+        }
+        let argv: Vec<Vec<u8>> = vec![
+            match mode {
+                Mode::Insert => b"i".to_vec(),
+                Mode::Check => b"c".to_vec(),
+            },
+            req.as_bytes().to_vec(),
+            plan.into_bytes(),
+            ks.join(" ").into_bytes(),
+            kmax.to_string().into_bytes(),
+            idx.len().to_string().into_bytes(),
+            blob,
+            RESULT_TTL_SECS.to_string().into_bytes(),
+            full.join(" ").into_bytes(),
+            lens.join(" ").into_bytes(),
+        ];
+        Ok(Call {
+            keys,
+            argv,
+            dir_tier,
+        })
+    }
+
+    fn chain(&self, st: &State, tier: usize, window: i64) -> u32 {
+        st.chains.get(&(tier, window)).copied().unwrap_or(1)
+    }
+
+    /// The sub-filters a call names for a window: those seen, and for a
+    /// window it writes one more, so a shard whose tail is full can grow
+    /// inside the script (unless the chain is at its longest, or the next
+    /// sub-filter would pass Redis's string limit: then the tail keeps
+    /// taking keys and its rate rises, which `stats` shows).
+    fn named(&self, st: &State, tier: usize, window: i64, write: bool) -> u32 {
+        let n = self.chain(st, tier, window);
+        if write && n < MAX_CHAIN && self.geom(tier, n).nbs <= MAX_SHARD_BLOCKS {
+            n + 1
+        } else {
+            n
+        }
+    }
+
+    /// Records in the config hash that window `w` of tier `ti` has grown
+    /// to `n` sub-filters in some shard (the shards grow on their own, in
+    /// the script; the hash is what other clients and `stats` read).
+    fn record_growth(&self, st: &mut State, ti: usize, w: i64, n: u32) -> Result<()> {
+        let key = self.names.config();
+        let field = self.chain_field(ti, w);
+        let grow_sha = &self.grow_sha;
+        st.link.run(
+            "EVALSHA record-growth",
+            |_| key.clone(),
+            |eval| {
+                let mut c = if eval {
+                    let mut c = redis::cmd("EVAL");
+                    c.arg(GROW_SCRIPT);
+                    c
+                } else {
+                    let mut c = redis::cmd("EVALSHA");
+                    c.arg(grow_sha);
+                    c
+                };
+                c.arg(1).arg(&key).arg(&field).arg(n);
+                vec![c]
+            },
+        )?;
+        Ok(())
+    }
+
+    /// Per tier and per window: sub-filters (the longest chain of any
+    /// shard), fill, estimated keys and false-positive rate, from the
+    /// shards' directories (one `HGETALL` per tier and shard, pipelined).
+    /// A window's rate is the average over its shards (a key's lookup reads
+    /// one shard) of each shard's chain sum. `bytes` counts each string at
+    /// its planned length; Redis allocates a string up to its highest
+    /// written block.
+    pub fn stats(&self) -> Result<Stats> {
+        let now = self.now()?;
+        let shards = self.stored.shards;
+        let mut st = self.state.lock();
+        self.refresh_chains(&mut st, now)?;
+        let full = self.full_tier(now)?;
+        let mut tiers = Vec::new();
+        let mut bytes = 0;
+        for (ti, t) in self.stored.config.tiers.iter().enumerate() {
+            let code = &self.codes[ti];
+            let dirs: Vec<String> = (0..shards).map(|s| self.names.dir(s, code)).collect();
+            let replies = st.link.run(
+                "HGETALL",
+                |i| dirs.get(i).cloned().unwrap_or_default(),
+                |_| {
+                    dirs.iter()
+                        .map(|d| {
+                            let mut c = redis::cmd("HGETALL");
+                            c.arg(d);
+                            c
+                        })
+                        .collect()
+                },
+            )?;
+            // Per window, per shard: (chain length, bits set per sub-filter).
+            let mut windows: BTreeMap<i64, Vec<(u32, Vec<u64>)>> = BTreeMap::new();
+            for (shard, r) in replies.iter().enumerate() {
+                for (f, v) in pairs(r) {
+                    let (w, sub) = match f.split_once(':') {
+                        None => (f.parse::<i64>().ok(), None),
+                        Some((w, i)) => (w.parse::<i64>().ok(), i.parse::<usize>().ok()),
+                    };
+                    let (Some(w), Ok(x)) = (w, v.parse::<u64>()) else {
+                        continue;
+                    };
+                    let per = windows
+                        .entry(w)
+                        .or_insert_with(|| vec![(0, Vec::new()); shards as usize]);
+                    let slot = &mut per[shard];
+                    match sub {
+                        None => slot.0 = u32::try_from(x).unwrap_or(MAX_CHAIN).min(MAX_CHAIN),
+                        Some(i) if i < MAX_CHAIN as usize => {
+                            if slot.1.len() <= i {
+                                slot.1.resize(i + 1, 0);
+                            }
+                            slot.1[i] = x;
+                        }
+                        Some(_) => {}
+                    }
+                }
+            }
+            let cur = self.window_index(t.span, now)?;
+            let oldest = t.oldest_live(cur);
+            let covers = window::start(t.span, oldest, self.off())
+                .map_or(0, |s| now.saturating_sub(s).max(0) as u64);
+            let mut segments = Vec::new();
+            for (&w, per) in windows.range(oldest..=cur) {
+                let mut s = SegmentStats {
+                    window: window::label(t.span, w).unwrap_or_default(),
+                    window_start: window::start(t.span, w, self.off()).unwrap_or(0),
+                    window_end: window::end(t.span, w, self.off()).unwrap_or(0),
+                    state: if w == cur { "open" } else { "sealed" },
+                    subfilters: 0,
+                    bytes: 0,
+                    cells: 0,
+                    occupied: 0,
+                    fill: 0.0,
+                    estimated_items: 0,
+                    estimated_fpr: 0.0,
+                    saturated: 0,
+                };
+                let mut items = 0.0;
+                for (n, fills) in per {
+                    s.subfilters = s.subfilters.max(*n as usize);
+                    for i in 0..*n {
+                        let g = self.geom(ti, i);
+                        let plan = g.shard_plan();
+                        let occ = fills.get(i as usize).copied().unwrap_or(0);
+                        let est = sizing::estimate_items(t.kind, plan, occ);
+                        items += est;
+                        s.bytes += plan.nblocks * 64;
+                        s.cells += plan.nblocks * u64::from(t.kind.cells_per_block());
+                        s.occupied += occ;
+                        s.estimated_fpr += sizing::fpr(t.kind, plan.k, est / plan.nblocks as f64)
+                            / f64::from(shards);
+                    }
+                }
+                s.estimated_items = items.round() as u64;
+                s.fill = s.occupied as f64 / s.cells.max(1) as f64;
+                bytes += s.bytes;
+                segments.push(s);
+            }
+            tiers.push(TierStats {
+                tier: t.to_string(),
+                kind: t.kind,
+                retention: t.retention,
+                window_secs: window::nominal_secs(t.span),
+                covers_secs: covers,
+                coarseness_secs: window::nominal_secs(t.span),
+                segment_fpr: self.stored.config.segment_fpr(t),
+                answers_contains: ti == full,
+                segments,
+            });
+        }
+        Ok(Stats {
+            now,
+            // Redis keeps no files to quarantine: a window is there or not.
+            lost_windows: Vec::new(),
+            fpr: self.stored.config.fpr,
+            expected_items_per_day: self.stored.config.expected_items_per_day,
+            generation: 0,
+            bytes,
+            tiers,
+        })
+    }
+
+    /// Whether this engine talks to a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.state.lock().link.is_cluster()
+    }
+}
+
+/// The windows `first..=cur` to read, and the next one: a shard has it only
+/// when a client whose clock is ahead has passed the boundary already, and
+/// it costs nothing otherwise (the script skips windows its directory does
+/// not know). So a client whose clock lags a little still sees the keys an
+/// earlier client put into the new window.
+fn reads(span: window::Span, first: i64, cur: i64) -> Vec<(i64, bool, bool)> {
+    let next = cur
+        .checked_add(1)
+        .filter(|&w| window::label(span, w).is_some());
+    (first..=cur)
+        .chain(next)
+        .map(|w| (w, true, false))
+        .collect()
+}
+
+/// A `<dir index> <window> <n>` report of the script: `(tier, window, n)`.
+fn parse_report(rep: &str, dir_tier: &HashMap<usize, usize>) -> Option<(usize, i64, u32)> {
+    let mut f = rep.split(' ');
+    let ti = *dir_tier.get(&f.next()?.parse::<usize>().ok()?)?;
+    let w = f.next()?.parse::<i64>().ok()?;
+    let n = f.next()?.parse::<u32>().ok()?;
+    Some((ti, w, n.clamp(1, MAX_CHAIN)))
+}
+
+/// One script call, ready to send.
+struct Call {
+    keys: Vec<String>,
+    argv: Vec<Vec<u8>>,
+    /// Lua index of each directory key -> tier.
+    dir_tier: HashMap<usize, usize>,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn engine_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<super::RedisEngine>();
+    }
+
+    #[test]
+    fn the_script_hash_is_stable_per_source() {
+        assert_eq!(super::sha1(super::SCRIPT), super::sha1(super::SCRIPT));
+        assert_eq!(super::sha1(super::SCRIPT).len(), 40);
+    }
+}

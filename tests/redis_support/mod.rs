@@ -1,0 +1,360 @@
+//! Shared by the Redis tests: `redis-server` processes started on free
+//! loopback ports in temporary directories and killed at the end, a
+//! three-node Cluster, crawl-like URLs and a clock in the near future.
+//!
+//! When `redis-server` is missing, [`require`] fails the test in CI (the
+//! `CI` environment variable is set) and prints a skip message elsewhere.
+#![allow(dead_code)]
+
+#[path = "../common/mod.rs"]
+mod common;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub const DAY: Duration = Duration::from_secs(86_400);
+
+/// Whether the Redis binaries are installed; in CI their absence is a
+/// failure, elsewhere a printed skip.
+pub fn require(test: &str) -> bool {
+    let found = ["redis-server", "redis-cli"].iter().all(|b| {
+        Command::new(b)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if !found {
+        if std::env::var_os("CI").is_some() {
+            panic!(
+                "{test}: redis-server and redis-cli are required in CI but were not found; \
+                 install them (.ci/redis.sh, or apt-get install -y redis-server redis-tools)"
+            );
+        }
+        // Written to the real stderr, past the test harness's capture, so
+        // the skip shows even for a passing test.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED {test}: redis-server/redis-cli not found \
+             (apt-get install -y redis-server redis-tools); in CI this fails"
+        );
+    }
+    found
+}
+
+fn free_port() -> u16 {
+    // Cluster bus ports are port + 10000: keep both free and below 65536.
+    loop {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let port = l.local_addr().expect("local address").port();
+        if port < 55_000 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// One `redis-server` on 127.0.0.1, killed when dropped.
+pub struct Server {
+    pub port: u16,
+    pub dir: PathBuf,
+    child: Option<Child>,
+    extra: Vec<String>,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl Server {
+    /// A plain server: no persistence.
+    pub fn start() -> Server {
+        Server::with_args(&["--save", "", "--appendonly", "no"])
+    }
+
+    /// A server with AOF, every write fsynced before its reply.
+    pub fn start_aof() -> Server {
+        Server::with_args(&[
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+        ])
+    }
+
+    pub fn with_args(extra: &[&str]) -> Server {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let mut s = Server {
+            port: free_port(),
+            dir: tmp.path().to_path_buf(),
+            child: None,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            _tmp: Some(tmp),
+        };
+        s.spawn();
+        s
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new("redis-server")
+            .arg("--port")
+            .arg(self.port.to_string())
+            .args(["--bind", "127.0.0.1", "--daemonize", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(["--logfile", "redis.log"])
+            .args(&self.extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        self.child = Some(child);
+        wait_ready(self.port, &self.dir);
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// SIGKILL, no shutdown save: what a crash does.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts the server again on the same port and directory (AOF reload).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// A replica of this server, returned once its link to it is up.
+    pub fn replica(&self) -> Server {
+        let port = self.port.to_string();
+        let r = Server::with_args(&[
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+        ]);
+        let t = Instant::now();
+        while !r
+            .cli(&["INFO", "replication"])
+            .contains("master_link_status:up")
+        {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "the replica of port {port} did not attach"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        r
+    }
+
+    /// Runs `redis-cli` against this server and returns its output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        cli(self.port, args)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub fn cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p"])
+        .arg(port.to_string())
+        .args(args)
+        .output()
+        .expect("run redis-cli");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn wait_ready(port: u16, dir: &Path) {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(20) {
+        if cli(port, &["PING"]).trim() == "PONG" {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let log = std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default();
+    panic!("redis-server on port {port} did not answer PING; its log:\n{log}");
+}
+
+/// One Sentinel (`redis-server <conf> --sentinel`) watching a master as
+/// `mymaster` with quorum 1, marking it down after one second; killed when
+/// dropped.
+pub struct Sentinel {
+    pub port: u16,
+    child: Option<Child>,
+    _tmp: tempfile::TempDir,
+}
+
+impl Sentinel {
+    pub fn start(master_port: u16) -> Sentinel {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let port = free_port();
+        let conf = tmp.path().join("sentinel.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "port {port}\nbind 127.0.0.1\ndir {}\nlogfile redis.log\n\
+                 sentinel monitor mymaster 127.0.0.1 {master_port} 1\n\
+                 sentinel down-after-milliseconds mymaster 1000\n\
+                 sentinel failover-timeout mymaster 5000\n",
+                tmp.path().display()
+            ),
+        )
+        .expect("write sentinel.conf");
+        let child = Command::new("redis-server")
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server --sentinel");
+        wait_ready(port, tmp.path());
+        Sentinel {
+            port,
+            child: Some(child),
+            _tmp: tmp,
+        }
+    }
+
+    /// The port of the master the Sentinel names now.
+    pub fn master_port(&self) -> Option<u16> {
+        let out = cli(
+            self.port,
+            &["SENTINEL", "get-master-addr-by-name", "mymaster"],
+        );
+        out.lines().nth(1)?.trim().parse().ok()
+    }
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Three masters on loopback ports joined by `redis-cli --cluster create`.
+pub struct Cluster {
+    pub nodes: Vec<Server>,
+}
+
+impl Cluster {
+    pub fn start() -> Cluster {
+        let nodes: Vec<Server> = (0..3)
+            .map(|_| {
+                Server::with_args(&[
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "5000",
+                ])
+            })
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let t = Instant::now();
+        for n in &nodes {
+            loop {
+                let info = n.cli(&["CLUSTER", "INFO"]);
+                if info.contains("cluster_state:ok") {
+                    break;
+                }
+                assert!(
+                    t.elapsed() < Duration::from_secs(30),
+                    "cluster did not reach state ok: {info}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Cluster { nodes }
+    }
+
+    /// The seed URLs, comma-separated (what `RedisEngine` takes for a Cluster).
+    pub fn url(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| n.url())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Keys stored on each node.
+    pub fn keys_per_node(&self) -> Vec<u64> {
+        self.nodes
+            .iter()
+            .map(|n| n.cli(&["DBSIZE"]).trim().parse().unwrap_or(0))
+            .collect()
+    }
+}
+
+/// A Monday 00:00 UTC two to three weeks after the real time: windows
+/// written by the tests expire (`EXPIREAT`, on the server's real clock)
+/// well after the tests end, whatever the tests' clock says.
+pub fn t0() -> u64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_secs();
+    let day = now / 86_400 + 14;
+    // 1970-01-01 was a Thursday: day d is a Monday when (d + 3) % 7 == 0.
+    let monday = day + (7 - (day + 3) % 7) % 7;
+    monday * 86_400
+}
+
+pub fn at(secs: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(secs)
+}
+
+/// Noon of day `n` after [`t0`].
+pub fn day(n: u64) -> SystemTime {
+    at(t0() + n * 86_400 + 12 * 3600)
+}
+
+/// A unique key prefix per test (tests in one binary share no server, but
+/// a prefix per engine keeps them apart anyway).
+pub fn prefix(name: &str) -> String {
+    format!("tbtest-{name}-{}", std::process::id())
+}
+
+/// The crawl-like URLs of the embedded engine's tests.
+#[allow(unused_imports)]
+pub use common::url;

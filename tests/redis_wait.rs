@@ -1,0 +1,61 @@
+//! `RedisOptions::wait_replicas`: with a replica attached, a batch returns
+//! once the replica has it (and the replica holds the engine's keys); asking
+//! for more replicas than exist is `NotReplicated`, which still carries the
+//! batch's answers.
+//!
+//! Run: `cargo test --features redis --release --test redis_wait`.
+#![cfg(feature = "redis")]
+
+mod redis_support;
+
+use std::time::Duration;
+
+use redis_support::*;
+use timebloom::redis::{RedisEngine, RedisError, RedisOptions};
+use timebloom::{Config, ManualClock, Tier};
+
+#[test]
+fn wait_for_replicas() {
+    if !require("wait_for_replicas") {
+        return;
+    }
+    let master = Server::start();
+    let replica = master.replica();
+    let clock = ManualClock::new(day(0));
+    let config = Config {
+        tiers: vec![Tier::daily(2)],
+        expected_items_per_day: 10_000,
+        ..Config::default()
+    };
+    let pre = prefix("wait");
+    let mut opts = RedisOptions::default().clock(clock.clone());
+    opts.wait_replicas = 1;
+    let e = RedisEngine::create_with(&master.url(), &pre, config, opts).expect("create");
+    let keys: Vec<Vec<u8>> = (0..500).map(|i| url(97, i)).collect();
+    assert!(e.insert_batch(&keys).expect("insert").iter().all(|&n| n));
+    // Acknowledged by the replica: it holds as many keys as the master.
+    assert_eq!(master.cli(&["DBSIZE"]), replica.cli(&["DBSIZE"]));
+
+    let mut opts = RedisOptions::default().clock(clock);
+    opts.wait_replicas = 2;
+    opts.wait_timeout = Duration::from_millis(100);
+    let e2 = RedisEngine::open_with(&master.url(), &pre, opts).expect("open");
+    let more: Vec<Vec<u8>> = (0..10).map(|i| url(98, i)).collect();
+    match e2.insert_batch(&more) {
+        Err(RedisError::NotReplicated {
+            acked,
+            wanted,
+            answers,
+        }) => {
+            assert_eq!((acked, wanted), (1, 2));
+            assert_eq!(answers, vec![true; 10]);
+        }
+        other => panic!("expected NotReplicated, got {other:?}"),
+    }
+    // The batch was applied all the same.
+    assert!(e
+        .contains_batch(&more)
+        .expect("contains")
+        .iter()
+        .all(|&f| f));
+}
