@@ -1194,10 +1194,10 @@ impl Engine {
         if present && settled(st, h) {
             return Ok(Some(false));
         }
+        let x = self.writer.lock();
         if tails_due(st) {
             return Ok(None);
         }
-        let x = self.writer.lock();
         self.write_locked(st, &x, h, present, now).map(Some)
     }
 
@@ -1296,24 +1296,32 @@ impl Engine {
                         todo[i] = !(present && settled(&st, *h));
                     }
                     if todo.contains(&true) {
-                        if tails_due(&st) {
-                            // Grow first, then take this group again.
-                            out.truncate(first);
-                            grow = true;
-                            break;
-                        }
                         let x = self.writer.lock();
                         for (i, h) in look.hashes().iter().enumerate() {
-                            if todo[i] {
-                                let was_present = !out[first + i];
-                                match self.write_locked(&st, &x, *h, was_present, now) {
-                                    Ok(new) => out[first + i] = new,
-                                    Err(e) => {
-                                        out.truncate(first + i);
-                                        return Err(incomplete(out, e));
-                                    }
+                            if !todo[i] {
+                                continue;
+                            }
+                            // Fill counts change only under the writer
+                            // lock: a full tail is seen before the write
+                            // that would overfill it, even with many
+                            // writers. Grow first, then go on from key i.
+                            if tails_due(&st) {
+                                out.truncate(first + i);
+                                rest = &rest[i..];
+                                grow = true;
+                                break;
+                            }
+                            let was_present = !out[first + i];
+                            match self.write_locked(&st, &x, *h, was_present, now) {
+                                Ok(new) => out[first + i] = new,
+                                Err(e) => {
+                                    out.truncate(first + i);
+                                    return Err(incomplete(out, e));
                                 }
                             }
+                        }
+                        if grow {
+                            break;
                         }
                     }
                     rest = tail;
