@@ -172,6 +172,11 @@ enum Command {
         dir: PathBuf,
         /// Keys to remove; stdin lines when none.
         keys: Vec<OsString>,
+        /// Take back inserts made at this instant (RFC 3339) instead of now:
+        /// the windows holding it are decremented, and only where every one
+        /// of them holds the key.
+        #[arg(long, value_name = "RFC3339", value_parser = parse_rfc3339)]
+        at: Option<SystemTime>,
         #[command(flatten)]
         key_flags: KeyFlags,
         #[command(flatten)]
@@ -571,6 +576,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
         Command::Remove {
             dir,
             keys,
+            at,
             key_flags,
             lines,
             write,
@@ -597,7 +603,11 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let result = (|| -> CliResult<()> {
                 while reader.fill(&mut chunk)? {
                     for key in chunk.keys() {
-                        removed += u64::from(engine.remove(key)?);
+                        let done = match at {
+                            Some(t) => engine.remove_at(key, t)?,
+                            None => engine.remove(key)?,
+                        };
+                        removed += u64::from(done);
                         total += 1;
                     }
                 }

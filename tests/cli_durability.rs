@@ -96,3 +96,30 @@ fn verify_exits_0_clean_1_damaged_naming_each_file_2_on_error() {
     let out = cmd("verify", &tmp.path().join("nothing"), &[], b"");
     assert_eq!(code(&out), 2, "{}", stderr(&out));
 }
+
+/// `remove --at T` takes back an insert made at T (review item 7.3): a
+/// remove now would not touch yesterday's window.
+#[test]
+fn remove_at_takes_back_an_earlier_insert() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let d = db.to_str().unwrap();
+    let out = cmd("add", &db, &["--tiers", "3d:counting", "-"], b"k\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let next = "2026-11-03T12:00:00Z";
+    // Today's window never saw "k": nothing to take back now.
+    let out = run(&["remove", d, "--now", next, "k"], b"");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("removed 0"), "{}", stdout(&out));
+    assert_eq!(
+        stdout(&run(&["check", d, "--now", next, "k"], b"")),
+        "k\tseen\n"
+    );
+    let out = run(&["remove", d, "--now", next, "--at", DAY0, "k"], b"");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("removed 1"), "{}", stdout(&out));
+    assert_eq!(
+        stdout(&run(&["check", d, "--now", next, "k"], b"")),
+        "k\tnew\n"
+    );
+}
