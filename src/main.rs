@@ -480,8 +480,9 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let opts = sizing.session(write.apply(opts));
             // Inputs first: nothing is created for a missing file.
             let inputs = open_inputs(files)?;
-            let mut reader = KeyReader::new(inputs, keys.rules(&lines), "add");
+            let reader = KeyReader::new(inputs, keys.rules(&lines), "add");
             let engine = open_or_create(&dir, &sizing, opts)?;
+            let mut reader = reader.with_batch(batch_lines(&sizing, &engine));
             let progress = Progress::new(
                 "add",
                 reader.inputs().total_bytes,
@@ -528,6 +529,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             } else {
                 open_or_create(&dir, &sizing, opts)?
             };
+            let reader = reader.with_batch(batch_lines(&sizing, &engine));
             let mode = FilterMode {
                 quiet,
                 dry_run,
@@ -767,6 +769,17 @@ fn filter_new(
         ));
     }
     result
+}
+
+/// Lines per engine call: under `--sync always` each call is one fsync, so
+/// larger batches (one fsync per 16384 lines) keep throughput; a batch is
+/// handed over early whenever the input has no more lines ready, so a slow
+/// pipe still streams.
+fn batch_lines(sizing: &Sizing, engine: &Engine) -> usize {
+    match sizing.sync.unwrap_or(engine.config().sync) {
+        SyncPolicy::Always => 4 * input::CHUNK,
+        _ => input::CHUNK,
+    }
 }
 
 fn rate(n: u64, d: Duration) -> u64 {

@@ -285,9 +285,18 @@ pub struct KeyReader {
     /// What was read.
     pub counts: ReadCounts,
     command: &'static str,
+    /// Keys per batch at most.
+    batch: usize,
 }
 
 impl KeyReader {
+    /// Batches of up to `lines` keys instead of [`CHUNK`] (a batch is what
+    /// one engine call records; under `--sync always`, one fsync).
+    pub fn with_batch(mut self, lines: usize) -> KeyReader {
+        self.batch = lines.max(1);
+        self
+    }
+
     /// Lines of `inputs`.
     pub fn new(inputs: Inputs, rules: KeyRules, command: &'static str) -> KeyReader {
         KeyReader {
@@ -297,6 +306,7 @@ impl KeyReader {
             pending: None,
             counts: ReadCounts::default(),
             command,
+            batch: CHUNK,
         }
     }
 
@@ -323,7 +333,7 @@ impl KeyReader {
         &self.inputs
     }
 
-    /// Refills `chunk` with up to [`CHUNK`] keys; `false` once input is
+    /// Refills `chunk` with up to [`CHUNK`] keys (see `with_batch`); `false` once input is
     /// exhausted. Returns a partial batch rather than block for more input,
     /// so that a slow pipe streams through. An error (a long line, a read
     /// failure) comes after the keys read before it have been returned.
@@ -349,7 +359,7 @@ impl KeyReader {
             }
             return Ok(chunk.len > 0);
         }
-        while chunk.len < CHUNK {
+        while chunk.len < self.batch {
             let Some(src) = self.inputs.sources.front_mut() else {
                 break;
             };
