@@ -642,3 +642,27 @@ fn open_with_a_checkpoint_at_the_last_lsn_does_not_panic() {
         assert!(r.is_ok(), "{mode:?}: the open panicked");
     }
 }
+
+/// The configuration's floats survive the manifest's JSON exactly. They do
+/// not: serde_json's default float parser (without its `float_roundtrip`
+/// feature) reads `0.014511111111110555`, which is what it writes for that
+/// `f64` (bits `0x3f8db8005d34ecae`), as `0.014511111111110557`, one ULP
+/// higher; so an engine created with that `fpr` reopens with another. Found by the
+/// `manifest` fuzz target (its round-trip check tolerates one ULP until
+/// this is fixed).
+#[test]
+#[ignore = "bug: the manifest's JSON floats do not round-trip (serde_json without float_roundtrip)"]
+fn a_manifest_keeps_its_fpr_exactly() {
+    let fpr: f64 = f64::from_bits(0x3f8d_b800_5d34_ecae);
+    let dir = scratch();
+    let clock = ManualClock::new(day(0));
+    let e = create(dir.path(), config(&[Tier::daily(3)], 200, fpr), &clock);
+    e.close().unwrap();
+    let e = open(dir.path(), Mode::Crash).unwrap();
+    assert_eq!(
+        e.config().fpr.to_bits(),
+        fpr.to_bits(),
+        "stored {fpr:?}, read back {:?}",
+        e.config().fpr
+    );
+}
