@@ -54,6 +54,7 @@ mod engine;
 mod error;
 mod file;
 mod filter;
+pub mod fuzzing;
 mod hash;
 mod manifest;
 pub mod plan;
