@@ -294,7 +294,7 @@ impl Engine {
                 Vec::new(),
                 0,
             );
-            engine.start_durability(false)?;
+            engine.start_durability(false, false)?;
             engine.maintain_at(now, true)?;
             // The new directory's entry in its parent, and the engine's own
             // entries, reach the disk before the create returns.
@@ -468,6 +468,7 @@ impl Engine {
             .collect();
         let now = options.clock.now_secs()?;
         let assume_power_loss = options.assume_power_loss;
+        let degraded = options.degraded;
         let mut engine = Engine::assemble(
             dir,
             lock,
@@ -487,7 +488,7 @@ impl Engine {
                 engine.store_manifest(&mut st)?;
             }
             engine.remove_unnamed_files(&named)?;
-            engine.start_durability(assume_power_loss)?;
+            engine.start_durability(assume_power_loss, degraded)?;
         }
         engine.maintain_at(now, engine.allow_clock_jump)?;
         Ok(engine)
@@ -878,7 +879,7 @@ impl Engine {
     /// At a writer's open (and at create): recovers from the log a previous
     /// session left, then starts this session's log under the `always` and
     /// `interval` policies (see docs/format.md, "Write-ahead log").
-    fn start_durability(&mut self, assume_power_loss: bool) -> Result<()> {
+    fn start_durability(&mut self, assume_power_loss: bool, degraded: bool) -> Result<()> {
         let wal_dir = self.dir.join(WAL_DIR);
         let had_log = !wal::list(&wal_dir)?.is_empty();
         let mut st = std::mem::replace(
@@ -892,7 +893,7 @@ impl Engine {
                 closed: true,
             },
         );
-        let r = self.start_durability_with(&mut st, &wal_dir, had_log, assume_power_loss);
+        let r = self.start_durability_with(&mut st, &wal_dir, had_log, assume_power_loss, degraded);
         *self.state.get_mut() = st;
         r
     }
@@ -903,6 +904,7 @@ impl Engine {
         wal_dir: &Path,
         had_log: bool,
         assume_power_loss: bool,
+        degraded: bool,
     ) -> Result<()> {
         let c = st.checkpoint_lsn;
         let records = if had_log {
@@ -911,19 +913,27 @@ impl Engine {
             Vec::new()
         };
         let mut need_checkpoint = !records.is_empty();
-        if !records.is_empty() {
-            // While the operating system has not restarted, the page cache
-            // holds every write of the crashed process: the bodies are whole
-            // and replaying would count counting windows twice. After a
-            // restart (a power loss, perhaps), the bodies are whatever
-            // reached the disk: restore counting windows from their shadow
-            // copies and replay the log.
-            let recorded = fs::read_to_string(wal_dir.join(BOOT)).ok();
-            let same_boot = match (recorded, wal::boot_id()) {
-                (Some(a), Some(b)) => a.trim() == b,
-                _ => false,
-            };
-            if assume_power_loss || !same_boot {
+        // While the operating system has not restarted, the page cache
+        // holds every write of the crashed process: the bodies are whole
+        // and replaying would count counting windows twice. After a restart
+        // (a power loss, perhaps), the bodies are whatever reached the
+        // disk: restore counting windows from their shadow copies and
+        // replay the log.
+        let recorded = fs::read_to_string(wal_dir.join(BOOT)).ok();
+        let same_boot = match (recorded, wal::boot_id()) {
+            (Some(a), Some(b)) => a.trim() == b,
+            _ => false,
+        };
+        if had_log && (assume_power_loss || !same_boot) {
+            // Damage in the middle of the log (not a torn tail) would end
+            // the replay early and silently drop the acknowledged writes
+            // after it: refused, unless opened degraded.
+            if let Err(e) = wal::verify_logs(wal_dir) {
+                if !degraded {
+                    return Err(e);
+                }
+            }
+            if !records.is_empty() {
                 self.replay(st, wal_dir, c, &records)?;
             }
         }
@@ -950,7 +960,15 @@ impl Engine {
                 fs::write(&p, id).map_err(|e| Error::io("write", &p, e))?;
             }
         }
-        let next = records.last().map_or(c, |r| r.lsn + 1);
+        let next = match records.last() {
+            None => c,
+            Some(r) => r.lsn.checked_add(1).ok_or_else(|| {
+                Error::corrupt(
+                    wal_dir,
+                    "the log reached its last position (LSN 2^64 - 1); the manifest or log is damaged",
+                )
+            })?,
+        };
         let log = Arc::new(Wal::create(wal_dir, next)?);
         self.wal = Some(Arc::clone(&log));
         // Every open counting sub-filter needs a shadow copy at the
