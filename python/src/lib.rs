@@ -6,9 +6,10 @@
 //!
 //! Threads: the engine sits behind a read-write lock. Every call takes it
 //! shared; `close` takes it exclusive. Single-key calls keep the GIL (they
-//! take well under a microsecond); batch calls, `verify`, `flush` and `close`
-//! release it, and take the lock only after releasing it, so no thread ever
-//! waits for the GIL while it holds the lock.
+//! take well under a microsecond), except writes under the `always` sync
+//! policy, which wait for an fsync; batch calls, `verify`, `flush` and
+//! `close` release it, and take the lock only after releasing it, so no
+//! thread ever waits for the GIL while it holds the lock.
 
 use std::path::{Path, PathBuf};
 use std::sync::{RwLock, RwLockReadGuard};
@@ -19,7 +20,7 @@ use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString, PyTuple};
 
-use timebloom::{Config, Error};
+use timebloom::{Config, Error, SyncPolicy};
 
 create_exception!(
     timebloom,
@@ -56,6 +57,12 @@ create_exception!(
     CorruptError,
     TimebloomError,
     "A file's bytes are wrong: bad magic, checksum, length or field. The message names the file."
+);
+create_exception!(
+    timebloom,
+    QuarantinedError,
+    CorruptError,
+    "A segment file failed its checks at open and was moved to the engine's `quarantine/`; `path` is where it is now, `window` the window it held. Restore it from a backup, or open with `degraded=True` to go on without that window."
 );
 create_exception!(
     timebloom,
@@ -141,6 +148,17 @@ fn to_py(err: Error, path: &Path) -> PyErr {
         Error::ReadOnly { .. } => ReadOnlyError::new_err(msg),
         Error::ClockJump { .. } => ClockJumpError::new_err(msg),
         Error::NotEmpty { .. } => NotEmptyError::new_err(msg),
+        Error::Quarantined {
+            path: file, window, ..
+        } => {
+            let e = with_path(QuarantinedError::new_err(msg), &file);
+            Python::attach(|py| {
+                // As for `path`: setting an attribute on a fresh exception
+                // does not fail, and the message names the window too.
+                let _ = e.value(py).setattr("window", window);
+            });
+            return e;
+        }
         Error::Incomplete { answers, cause } => {
             let e = with_path(IncompleteError::new_err(msg), path);
             let cause = to_py(*cause, path);
@@ -297,14 +315,23 @@ fn options(
     clock: Option<&Bound<'_, PyManualClock>>,
     verify: bool,
     allow_clock_jump: bool,
+    degraded: bool,
 ) -> timebloom::Options {
     let o = timebloom::Options::default()
         .verify_on_open(verify)
-        .allow_clock_jump(allow_clock_jump);
+        .allow_clock_jump(allow_clock_jump)
+        .degraded(degraded);
     match clock {
         Some(c) => o.clock(c.get().inner.clone()),
         None => o,
     }
+}
+
+/// A sync policy as the library reads it (`always`, `interval=1s`,
+/// `interval=250ms`, `none`); a bad one is an `InvalidConfigError` naming
+/// `path`.
+fn sync_policy(s: &str, path: &Path) -> PyResult<SyncPolicy> {
+    s.parse().map_err(|e| to_py(e, path))
 }
 
 /// An open timebloom engine: a directory of time-windowed Bloom filters.
@@ -319,12 +346,20 @@ struct PyEngine {
     path: PathBuf,
     /// The injected clock, if any (`maintain()` reads it).
     clock: Option<timebloom::ManualClock>,
+    /// The sync policy of this open: the one given to `open`, else the
+    /// stored one.
+    policy: SyncPolicy,
 }
 
 impl PyEngine {
-    fn wrap(engine: timebloom::Engine, clock: Option<&Bound<'_, PyManualClock>>) -> PyEngine {
+    fn wrap(
+        engine: timebloom::Engine,
+        clock: Option<&Bound<'_, PyManualClock>>,
+        sync: Option<SyncPolicy>,
+    ) -> PyEngine {
         PyEngine {
             path: engine.path().to_path_buf(),
+            policy: sync.unwrap_or(engine.config().sync),
             inner: RwLock::new(Some(engine)),
             clock: clock.map(|c| c.get().inner.clone()),
         }
@@ -359,6 +394,21 @@ impl PyEngine {
         }
     }
 
+    /// Runs a single-key write `f`: with the GIL held, except under the
+    /// `always` policy, where the call waits for an fsync (other Python
+    /// threads run meanwhile, and their writes share that fsync).
+    fn write_one<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&timebloom::Engine) -> timebloom::Result<T> + Send,
+    ) -> PyResult<T> {
+        if self.policy == SyncPolicy::Always {
+            self.detached(py, f)
+        } else {
+            self.with(f)
+        }
+    }
+
     /// Runs a batch call `f` over the keys of an iterable, GIL released.
     fn batch(
         &self,
@@ -389,8 +439,15 @@ impl PyEngine {
     /// memory). `fpr`: false-positive rate bound of one query.
     /// `utc_offset_secs`: where window boundaries fall. `clock`: a
     /// `ManualClock` to read the time from instead of the system clock.
+    /// `sync`: when an acknowledged insert survives a power loss, stored in
+    /// the engine: `"always"` (before the call returns: one fsync per call,
+    /// shared by a batch), `"interval=1s"` (all but at most the last
+    /// interval; `250ms`, `2s`, `1m` also work) or `"none"` (what the
+    /// operating system wrote back). A process crash loses nothing under
+    /// any policy.
     #[staticmethod]
-    #[pyo3(signature = (path, tiers="7d,4w,12m", items_per_day=1_000_000, fpr=0.001, *, utc_offset_secs=0, clock=None))]
+    #[pyo3(signature = (path, tiers="7d,4w,12m", items_per_day=1_000_000, fpr=0.001, *, utc_offset_secs=0, clock=None, sync="interval=1s"))]
+    #[allow(clippy::too_many_arguments)]
     fn create(
         py: Python<'_>,
         path: PathBuf,
@@ -399,6 +456,7 @@ impl PyEngine {
         fpr: f64,
         utc_offset_secs: i32,
         clock: Option<&Bound<'_, PyManualClock>>,
+        sync: &str,
     ) -> PyResult<PyEngine> {
         let tiers = timebloom::parse_tiers(tiers).map_err(|e| to_py(e, &path))?;
         let config = Config {
@@ -406,11 +464,12 @@ impl PyEngine {
             expected_items_per_day: items_per_day,
             fpr,
             utc_offset_secs,
+            sync: sync_policy(sync, &path)?,
             ..Config::default()
         };
-        let opts = options(clock, false, false);
+        let opts = options(clock, false, false, false);
         py.detach(|| timebloom::Engine::create_with(&path, config, opts))
-            .map(|e| PyEngine::wrap(e, clock))
+            .map(|e| PyEngine::wrap(e, clock, None))
             .map_err(|e| to_py(e, &path))
     }
 
@@ -422,8 +481,15 @@ impl PyEngine {
     /// `clock`: a `ManualClock` to read the time from.
     /// `allow_clock_jump=True` accepts a clock that jumped past every
     /// window holding keys (they all expire) instead of `ClockJumpError`.
+    /// `sync`: a sync policy (as in `create`) for this open only, in place
+    /// of the stored one, which stays as it is; not with `read_only=True`,
+    /// which writes nothing. A segment file that fails its checks is moved
+    /// to `quarantine/` and the open raises `QuarantinedError`;
+    /// `degraded=True` goes on without that window instead (`stats()`
+    /// lists it under `lost_windows`).
     #[staticmethod]
-    #[pyo3(signature = (path, *, verify=false, read_only=false, clock=None, allow_clock_jump=false))]
+    #[pyo3(signature = (path, *, verify=false, read_only=false, clock=None, allow_clock_jump=false, sync=None, degraded=false))]
+    #[allow(clippy::too_many_arguments)]
     fn open(
         py: Python<'_>,
         path: PathBuf,
@@ -431,8 +497,19 @@ impl PyEngine {
         read_only: bool,
         clock: Option<&Bound<'_, PyManualClock>>,
         allow_clock_jump: bool,
+        sync: Option<&str>,
+        degraded: bool,
     ) -> PyResult<PyEngine> {
-        let opts = options(clock, verify, allow_clock_jump);
+        let sync = sync.map(|s| sync_policy(s, &path)).transpose()?;
+        if read_only && sync.is_some() {
+            return Err(PyValueError::new_err(
+                "sync= applies to writes; a read_only=True open writes nothing",
+            ));
+        }
+        let mut opts = options(clock, verify, allow_clock_jump, degraded);
+        if let Some(p) = sync {
+            opts = opts.sync(p);
+        }
         py.detach(|| {
             if read_only {
                 timebloom::Engine::open_read_only_with(&path, opts)
@@ -440,15 +517,16 @@ impl PyEngine {
                 timebloom::Engine::open_with(&path, opts)
             }
         })
-        .map(|e| PyEngine::wrap(e, clock))
+        .map(|e| PyEngine::wrap(e, clock, sync))
         .map_err(|e| to_py(e, &path))
     }
 
     /// Records `key` (str or bytes) in every tier's open window. Returns
     /// True when the key was new: absent from every live window before.
-    fn insert(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+    fn insert(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let k = key_bytes(key)?;
-        self.with(|e| e.insert(k.as_bytes()))
+        let k = k.as_bytes();
+        self.write_one(py, |e| e.insert(k))
     }
 
     /// `insert` for every key of an iterable, with the GIL released; one
@@ -485,26 +563,39 @@ impl PyEngine {
     /// Records `key` as seen at `when` (an aware datetime or seconds since
     /// the epoch): a backfill into every tier that still keeps that window.
     /// Returns True when the key was new.
-    fn insert_at(&self, key: &Bound<'_, PyAny>, when: &Bound<'_, PyAny>) -> PyResult<bool> {
+    fn insert_at(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        when: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
         let k = key_bytes(key)?;
+        let k = k.as_bytes();
         let t = instant_of(when)?;
-        self.with(|e| e.insert_at(k.as_bytes(), t))
+        self.write_one(py, |e| e.insert_at(k, t))
     }
 
     /// Takes `key` back (counting tiers only: `RemoveUnsupportedError`
     /// otherwise). Returns whether any window held it. Remove only keys you
     /// inserted: removing another may remove a key that shares its counters.
-    fn remove(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+    fn remove(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let k = key_bytes(key)?;
-        self.with(|e| e.remove(k.as_bytes()))
+        let k = k.as_bytes();
+        self.write_one(py, |e| e.remove(k))
     }
 
     /// Takes back one insert of `key` made at `when` (an aware datetime or
     /// seconds since the epoch): counting tiers only. Returns whether it did.
-    fn remove_at(&self, key: &Bound<'_, PyAny>, when: &Bound<'_, PyAny>) -> PyResult<bool> {
+    fn remove_at(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        when: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
         let k = key_bytes(key)?;
+        let k = k.as_bytes();
         let t = instant_of(when)?;
-        self.with(|e| e.remove_at(k.as_bytes(), t))
+        self.write_one(py, |e| e.remove_at(k, t))
     }
 
     /// Rotates and expires windows as of `now` (default: the engine's
@@ -580,6 +671,13 @@ impl PyEngine {
         self.with(|e| Ok(e.supports_remove()))
     }
 
+    /// The sync policy of this open (`"always"`, `"interval=1s"`, `"none"`):
+    /// the one given to `open`, else the one stored at `create`.
+    #[getter]
+    fn sync(&self) -> String {
+        self.policy.to_string()
+    }
+
     /// The tiers, as given to `create` (`"7d,4w,12m"`).
     #[getter]
     fn tiers(&self) -> PyResult<String> {
@@ -628,6 +726,7 @@ fn _timebloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("AlreadyExistsError", py.get_type::<AlreadyExistsError>())?;
     m.add("NotFoundError", py.get_type::<NotFoundError>())?;
     m.add("CorruptError", py.get_type::<CorruptError>())?;
+    m.add("QuarantinedError", py.get_type::<QuarantinedError>())?;
     m.add(
         "UnsupportedVersionError",
         py.get_type::<UnsupportedVersionError>(),

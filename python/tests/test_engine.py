@@ -1,5 +1,6 @@
 """The Python API of timebloom.Engine over the real engine."""
 
+import json
 import os
 import subprocess
 import sys
@@ -143,24 +144,35 @@ def test_corrupt_segment_is_a_corrupt_error_naming_the_file(tb_dir):
         clock.advance(timedelta(days=1))
         e.insert("b")  # rotates: yesterday's segment is sealed
     seg = Path(tb_dir) / "seg"
+    quarantined = Path(tb_dir) / "quarantine"
     files = sorted(seg.iterdir())
     assert files
     victim = files[0]
-    data = bytearray(victim.read_bytes())
+    good = victim.read_bytes()
+    data = bytearray(good)
     data[-1] ^= 0xFF  # the last byte of the body: a sealed body's checksum fails
     victim.write_bytes(bytes(data))
-    with pytest.raises(timebloom.CorruptError) as info:
-        Engine.open(tb_dir, verify=True, clock=clock)
-    assert victim.name in str(info.value)
     e = Engine.open(tb_dir, clock=clock)  # opening reads only headers
     with pytest.raises(timebloom.CorruptError) as info:
         e.verify()
     assert victim.name in str(info.value)
     e.close()
-    data[-1] ^= 0xFF  # the body is whole again
+    # Checked at open, the file is moved aside and the open refused.
+    with pytest.raises(timebloom.QuarantinedError) as info:
+        Engine.open(tb_dir, verify=True, clock=clock)
+    assert isinstance(info.value, timebloom.CorruptError)
+    assert info.value.path == str(quarantined / victim.name)
+    assert info.value.window == "2d 20260310"
+    assert victim.name in str(info.value) and not victim.exists()
+    with pytest.raises(timebloom.QuarantinedError):
+        Engine.open(tb_dir, clock=clock)  # until the file is back
+    (quarantined / victim.name).unlink()
+    victim.write_bytes(good)  # restored from a backup
+    data = bytearray(good)
     data[0] ^= 0xFF  # the magic of the first header copy (offset 0)
     victim.write_bytes(bytes(data))
-    with Engine.open(tb_dir, clock=clock) as e:  # the second copy serves
+    # A read-only open changes nothing (a writer's open may rewrite the copy).
+    with Engine.open(tb_dir, clock=clock, read_only=True) as e:  # the second copy serves
         assert e.contains("a")
         with pytest.raises(timebloom.CorruptError) as info:
             e.verify()  # and verify names the damaged copy's file
@@ -170,6 +182,13 @@ def test_corrupt_segment_is_a_corrupt_error_naming_the_file(tb_dir):
     with pytest.raises(timebloom.CorruptError) as info:
         Engine.open(tb_dir, clock=clock)
     assert victim.name in str(info.value)
+    # degraded=True goes on without the window, and says so.
+    with Engine.open(tb_dir, clock=clock, degraded=True) as e:
+        assert e.stats()["lost_windows"] == ["2d 20260310"]
+        assert "b" in e and "a" not in e
+    with Engine.open(tb_dir, clock=clock) as e:  # the manifest dropped it
+        assert e.stats()["lost_windows"] == []
+        assert "b" in e
 
 
 def test_contains_within_and_expiry_with_a_manual_clock(tb_dir):
@@ -377,6 +396,121 @@ def test_the_lock_is_released_when_the_process_dies(tb_dir):
         p.wait()
     with Engine.open(tb_dir) as e:
         assert e.contains("k999")
+
+
+def stored_sync(path) -> object:
+    """The sync policy in the MANIFEST's JSON body (docs/format.md), read
+    without the binding: bytes 12..16 are its length, the body starts at 20."""
+    raw = (Path(path) / "MANIFEST").read_bytes()
+    n = int.from_bytes(raw[12:16], "little")
+    return json.loads(raw[20 : 20 + n])["config"]["sync"]
+
+
+@pytest.mark.parametrize(
+    "policy, in_manifest",
+    [
+        ("always", "always"),
+        ("interval=1s", {"interval": {"secs": 1, "nanos": 0}}),
+        ("interval=250ms", {"interval": {"secs": 0, "nanos": 250_000_000}}),
+        ("none", "none"),
+    ],
+)
+def test_sync_is_stored_at_create_and_replaced_for_one_open(tb_dir, policy, in_manifest):
+    with Engine.create(tb_dir, tiers="7d", items_per_day=1000, sync=policy) as e:
+        assert e.sync == policy
+        assert e.insert("k")
+    assert stored_sync(tb_dir) == in_manifest
+    # The write-ahead log exists under the logged policies only.
+    assert os.path.isdir(os.path.join(tb_dir, "wal")) == (policy != "none")
+    with Engine.open(tb_dir) as e:
+        assert e.sync == policy
+        assert "k" in e
+    other = "none" if policy != "none" else "always"
+    with Engine.open(tb_dir, sync=other) as e:
+        assert e.sync == other
+        assert e.insert("k2")
+    # This open only: the stored policy is unchanged.
+    assert stored_sync(tb_dir) == in_manifest
+    with Engine.open(tb_dir) as e:
+        assert e.sync == policy
+        assert "k2" in e
+    with Engine.open(tb_dir, read_only=True) as e:
+        assert e.sync == policy
+
+
+def test_the_default_sync_is_a_one_second_interval(tb_dir):
+    with Engine.create(tb_dir, items_per_day=10) as e:
+        assert e.sync == "interval=1s"
+
+
+def test_a_bad_sync_policy_is_an_invalid_config_error(tb_dir):
+    for bad in ("sometimes", "Always", "interval=", "interval=0s", "interval=2h", "interval=5", ""):
+        with pytest.raises(timebloom.InvalidConfigError) as info:
+            Engine.create(tb_dir, items_per_day=10, sync=bad)
+        assert tb_dir in str(info.value) and "sync policy" in str(info.value)
+    with pytest.raises(TypeError):
+        Engine.create(tb_dir, items_per_day=10, sync=1)
+    assert not os.path.exists(tb_dir), "a refused create leaves nothing behind"
+    Engine.create(tb_dir, items_per_day=10).close()
+    with pytest.raises(timebloom.InvalidConfigError):
+        Engine.open(tb_dir, sync="fsync")
+    with pytest.raises(ValueError):
+        Engine.open(tb_dir, read_only=True, sync="always")
+    # Nothing was left locked.
+    Engine.open(tb_dir, sync="none").close()
+
+
+POWER_LOSS = """
+import os, sys, time, timebloom
+e = timebloom.Engine.open({path!r}, clock=timebloom.ManualClock({now}){sync})
+print("ready", flush=True)
+sys.stdin.readline()
+for i in range(100):
+    e.insert(f"k{{i}}")
+e.insert_many([f"b{{i}}" for i in range(100)])
+time.sleep({wait})
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize(
+    "stored, this_open, wait, kept",
+    [
+        ("always", None, 0, True),
+        ("none", None, 0, False),
+        ("interval=100ms", None, 2, True),  # the interval passed before the crash
+        ("none", "always", 0, True),
+        ("always", "none", 0, False),
+    ],
+)
+def test_what_each_policy_keeps_when_no_written_page_reaches_the_disk(tb_dir, stored, this_open, wait, kept):
+    """A power loss as bad as it gets: a writer inserts and dies, and not one
+    segment page it dirtied reaches the disk (the files are put back as they
+    were before its inserts, wal/BOOT removed so that the next open recovers
+    as after a power loss). What survives is what the policy logged."""
+    clock_at = int(T0.timestamp())
+    Engine.create(tb_dir, tiers="7d", items_per_day=1000, sync=stored, clock=ManualClock(T0)).close()
+    sync = "" if this_open is None else f", sync={this_open!r}"
+    code = POWER_LOSS.format(path=tb_dir, now=clock_at, sync=sync, wait=wait)
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        seg = Path(tb_dir, "seg")
+        before = {f: f.read_bytes() for f in seg.iterdir()}
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        assert p.wait(timeout=60) == 0
+    finally:
+        p.kill()
+        p.wait()
+    assert set(seg.iterdir()) == set(before), "no window rotated or grew"
+    for f, body in before.items():
+        f.write_bytes(body)
+    Path(tb_dir, "wal", "BOOT").unlink(missing_ok=True)
+    with Engine.open(tb_dir, clock=ManualClock(T0)) as e:
+        assert e.sync == stored
+        keys = [f"k{i}" for i in range(100)] + [f"b{i}" for i in range(100)]
+        assert e.contains_many(keys) == [kept] * 200
 
 
 def test_manual_clock_rejects_bad_instants():

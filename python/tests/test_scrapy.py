@@ -130,6 +130,32 @@ def test_settings_reach_the_engine(tmp_path):
         df.close("finished")
 
 
+def test_timebloom_sync_is_stored_in_a_new_engine_and_replaced_for_one_crawl(tmp_path):
+    d = str(tmp_path / "tb")
+    df = make_filter({"TIMEBLOOM_DIR": d, "TIMEBLOOM_SYNC": "always"})
+    try:
+        assert df.engine.sync == "always"
+        assert not df.request_seen(Request("http://a.example/x"))
+    finally:
+        df.close("finished")
+    df = make_filter({"TIMEBLOOM_DIR": d, "TIMEBLOOM_SYNC": "none"})
+    try:
+        assert df.engine.sync == "none"
+        assert df.request_seen(Request("http://a.example/x"))
+    finally:
+        df.close("finished")
+    df = make_filter({"TIMEBLOOM_DIR": d})
+    try:
+        assert df.engine.sync == "always"
+    finally:
+        df.close("finished")
+    with pytest.raises(timebloom.InvalidConfigError):
+        make_filter({"TIMEBLOOM_DIR": d, "TIMEBLOOM_SYNC": "sometimes"})
+    with pytest.raises(timebloom.InvalidConfigError):
+        make_filter({"TIMEBLOOM_DIR": str(tmp_path / "new"), "TIMEBLOOM_SYNC": "sometimes"})
+    assert not (tmp_path / "new").exists()
+
+
 def test_a_horizon_longer_than_the_tiers_fails_at_start(tmp_path):
     with pytest.raises(timebloom.HorizonTooLongError):
         make_filter({"TIMEBLOOM_DIR": str(tmp_path / "tb"), "TIMEBLOOM_TIERS": "7d", "TIMEBLOOM_RECRAWL_AFTER": "30d"})

@@ -35,6 +35,12 @@ class NotFoundError(TimebloomError):
 class CorruptError(TimebloomError):
     """A file's bytes are wrong; the message names the file."""
 
+class QuarantinedError(CorruptError):
+    """A segment file failed its checks at open and was moved to ``quarantine/``."""
+
+    window: str
+    """The window the file held (``TIER WINDOW``); ``path`` is where the file is now."""
+
 class UnsupportedVersionError(TimebloomError):
     """A file was written by a format version this build does not read."""
 
@@ -94,8 +100,10 @@ class Engine:
         *,
         utc_offset_secs: int = 0,
         clock: Optional[ManualClock] = None,
+        sync: str = "interval=1s",
     ) -> "Engine":
-        """Creates a new engine in ``path`` (created if missing)."""
+        """Creates a new engine in ``path`` (created if missing); ``sync``
+        (``"always"``, ``"interval=1s"``, ``"none"``) is stored in it."""
     @staticmethod
     def open(
         path: Union[str, "os.PathLike[str]"],
@@ -104,8 +112,12 @@ class Engine:
         read_only: bool = False,
         clock: Optional[ManualClock] = None,
         allow_clock_jump: bool = False,
+        sync: Optional[str] = None,
+        degraded: bool = False,
     ) -> "Engine":
-        """Opens the engine in ``path``; its configuration comes from the directory."""
+        """Opens the engine in ``path``; its configuration comes from the
+        directory. ``sync`` replaces the stored sync policy for this open only;
+        ``degraded`` goes on without a window whose file failed its checks."""
     def insert(self, key: _Key) -> bool:
         """Records ``key``; True when it was absent from every live window before."""
     def insert_many(self, keys: Iterable[_Key]) -> list[bool]:
@@ -145,6 +157,9 @@ class Engine:
     def supports_remove(self) -> bool:
         """Whether ``remove`` works here."""
     @property
+    def sync(self) -> str:
+        """The sync policy of this open (``"always"``, ``"interval=1s"``, ``"none"``)."""
+    @property
     def tiers(self) -> str:
         """The tiers, as given to ``create``."""
     def __contains__(self, key: _Key, /) -> bool:
@@ -173,6 +188,7 @@ __all__ = [
     "ManualClock",
     "NotEmptyError",
     "NotFoundError",
+    "QuarantinedError",
     "ReadOnlyError",
     "RemoveUnsupportedError",
     "TimebloomError",

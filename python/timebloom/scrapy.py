@@ -27,6 +27,12 @@ Settings:
 ``TIMEBLOOM_TIERS``
     The engine's tiers when it is created (default ``"7d,4w,12m"``). An
     existing directory keeps the configuration it was created with.
+``TIMEBLOOM_SYNC``
+    When a recorded request survives a power loss: ``"always"``,
+    ``"interval=1s"`` or ``"none"`` (see ``Engine.create``). Stored in a new
+    engine; on an existing one it applies to this crawl only. Default:
+    unset, the engine's own policy (``"interval=1s"`` for a new one). A
+    process crash loses nothing under any policy.
 ``TIMEBLOOM_NOW``
     For tests and replays only: the engine reads this fixed instant (seconds
     since the Unix epoch, an aware ``datetime``, or an ISO 8601 string with
@@ -117,9 +123,12 @@ class TimebloomDupeFilter(BaseDupeFilter):
         debug: bool = False,
         fingerprinter: Any = None,
         now: Optional[Union[str, int, float, datetime]] = None,
+        sync: Optional[str] = None,
     ) -> None:
         """Opens (or creates) the engine in ``path``; a temporary directory,
-        deleted at close, when ``path`` is None. ``now`` is the test hook of
+        deleted at close, when ``path`` is None. ``sync`` is a sync policy
+        (stored in a new engine, for this crawl only in an existing one;
+        None: the engine's own). ``now`` is the test hook of
         ``TIMEBLOOM_NOW``."""
         if fingerprinter is None:
             from scrapy.utils.request import RequestFingerprinter
@@ -140,11 +149,14 @@ class TimebloomDupeFilter(BaseDupeFilter):
         clock = None if now is None else ManualClock(_instant(now))
         try:
             try:
-                self.engine = Engine.open(self.path, clock=clock)
+                self.engine = Engine.open(self.path, clock=clock, sync=sync)
             except NotFoundError:
-                self.engine = Engine.create(
-                    self.path, tiers, items_per_day, fpr, clock=clock
-                )
+                if sync is None:
+                    self.engine = Engine.create(self.path, tiers, items_per_day, fpr, clock=clock)
+                else:
+                    self.engine = Engine.create(
+                        self.path, tiers, items_per_day, fpr, clock=clock, sync=sync
+                    )
             if self.recrawl_after is not None:
                 # Fails now, not at the first request, when no tier keeps
                 # the horizon (HorizonTooLongError).
@@ -169,6 +181,7 @@ class TimebloomDupeFilter(BaseDupeFilter):
             debug=s.getbool("DUPEFILTER_DEBUG"),
             fingerprinter=crawler.request_fingerprinter,
             now=s.get("TIMEBLOOM_NOW") or None,
+            sync=s.get("TIMEBLOOM_SYNC") or None,
         )
 
     def request_seen(self, request: Request) -> bool:
