@@ -4,6 +4,7 @@
 //! ```sh
 //! cargo run --release --example crawler -- --urls 20000 --threads 8
 //! cargo run --release --example crawler -- --counting   # record at claim, take back on failure
+//! cargo run --release --example crawler -- --sync interval=1s
 //! ```
 //!
 //! The story, on a manual clock starting 2026-11-02:
@@ -11,7 +12,10 @@
 //!    differently: keys are canonical URLs) is crawled by
 //!    `--threads` fetchers; a URL is recorded once its fetch succeeded
 //!    (Bloom tiers), or recorded when claimed and taken back when the fetch
-//!    fails (`--counting`); a failed URL is retried once;
+//!    fails (`--counting`); a failed URL is retried once; every record is
+//!    durable before the fetcher moves on (`--sync always`, the default
+//!    here: one fsync per record, shared by the fetchers recording at the
+//!    same moment, small beside a fetch);
 //! 2. day 0, again: the same frontier finds every fetched URL seen;
 //! 3. day 4: URLs not fetched within `--recrawl-days` are due again
 //!    (`contains_within`), though `contains` still knows them;
@@ -31,16 +35,17 @@ use std::time::{Duration, SystemTime};
 
 use common::{fail, or_die, Args, DAY};
 use timebloom::canonical::canonicalize;
-use timebloom::{Config, Engine, ManualClock, Options, Tier};
+use timebloom::{Config, Engine, ManualClock, Options, SyncPolicy, Tier};
 
 const USAGE: &str = "usage: crawler [--dir DIR] [--urls N] [--threads T] [--fail-every K] \
-[--recrawl-days D] [--fpr P] [--counting]
+[--recrawl-days D] [--fpr P] [--sync POLICY] [--counting]
   --dir DIR         engine directory to create (new or empty; default: a temporary one)
   --urls N          distinct URLs in the frontier (default 2000)
   --threads T       fetcher threads (default 4)
   --fail-every K    about one fetch in K fails (default 7; 0: none)
   --recrawl-days D  recrawl a URL not fetched within D days (default 3)
   --fpr P           false-positive rate (default 0.001)
+  --sync POLICY     when a record survives a power loss: always (default), interval=1s, none
   --counting        counting tiers: record at claim, take back on failure";
 
 /// What happened to one URL of the frontier.
@@ -206,6 +211,7 @@ fn main() {
             "fail-every",
             "recrawl-days",
             "fpr",
+            "sync",
         ],
         &["counting"],
     );
@@ -215,6 +221,10 @@ fn main() {
     let recrawl_days: u64 = args.get("recrawl-days", 3);
     let fpr: f64 = args.get("fpr", 0.001);
     let counting = args.flag("counting");
+    // A record after a fetch (or a claim and its undo) is worth an fsync:
+    // lost to a power cut, it would mean fetching the page again (or, for
+    // counting tiers, a claim that is never taken back).
+    let sync: SyncPolicy = args.get("sync", SyncPolicy::Always);
     if urls == 0 || !(1..=1024).contains(&threads) {
         fail(format_args!(
             "--urls must be at least 1, --threads 1 to 1024\n{USAGE}"
@@ -234,6 +244,7 @@ fn main() {
         },
         expected_items_per_day: urls,
         fpr,
+        sync,
         ..Config::default()
     };
     let clock = ManualClock::new(common::start());
@@ -242,7 +253,7 @@ fn main() {
         "creating the engine",
     );
     say!(
-        "engine {} ({} tiers, {urls} URLs/day planned, p = {fpr}), {threads} fetchers",
+        "engine {} ({} tiers, {urls} URLs/day planned, p = {fpr}, sync {sync}), {threads} fetchers",
         dir.display(),
         if counting { "counting" } else { "Bloom" }
     );

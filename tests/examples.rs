@@ -75,6 +75,7 @@ fn crawler_records_successes_and_recrawls_after_the_horizon() {
     for mode in [&[][..], &["--counting"][..]] {
         let args = [&["--urls", "500", "--threads", "3"][..], mode].concat();
         let out = run("crawler", &args, 0);
+        assert!(out.contains("sync always)"), "{out}");
         // Every URL is in the frontier twice: the first crawl fetches each
         // URL whose fetch succeeds once, and the failures stay unrecorded.
         let fetched = number_after(&out, "day 0, first crawl: fetched ");
@@ -101,6 +102,13 @@ fn crawler_records_successes_and_recrawls_after_the_horizon() {
     }
     let err = run("crawler", &["--urls", "many"], 2);
     assert!(err.contains("--urls"), "{err}");
+    let out = run("crawler", &["--urls", "200", "--sync", "none"], 0);
+    assert!(out.contains("sync none)"), "{out}");
+    let err = run("crawler", &["--sync", "sometimes"], 2);
+    assert!(
+        err.contains("--sync \"sometimes\"") && err.contains("sync policy"),
+        "{err}"
+    );
 }
 
 #[test]
