@@ -181,7 +181,7 @@ fn quarantine(dir: &Path, name: &str, err: &Error, read_only: bool) -> Result<Op
         return Ok(None);
     }
     if read_only {
-        return Ok(Some(from));
+        return Ok(None); // never moves anything; see `open_inner`
     }
     let qdir = dir.join(QUARANTINE);
     fs::create_dir_all(&qdir).map_err(|e| Error::io("create directory", &qdir, e))?;
@@ -437,6 +437,16 @@ impl Engine {
                             window::label(tier.span, e.window)
                                 .unwrap_or_else(|| e.window.to_string())
                         );
+                        let damaged = matches!(
+                            err,
+                            Error::Corrupt { .. } | Error::UnsupportedVersion { .. }
+                        );
+                        if read_only && damaged && options.degraded {
+                            // A read-only open moves nothing; it only leaves
+                            // the window out.
+                            lost.push(window);
+                            continue 'segments;
+                        }
                         let Some(moved) = quarantine(dir, f, &err, read_only)? else {
                             return Err(err);
                         };
