@@ -183,6 +183,13 @@ fn parse_length(s: &str) -> Option<u64> {
 }
 
 /// Parses a comma-separated tier list such as `7d,4w,12m`.
+///
+/// ```
+/// use timebloom::{parse_tiers, Tier};
+/// let tiers = parse_tiers("7d,4w:counting").unwrap();
+/// assert_eq!(tiers, vec![Tier::daily(7), Tier::weekly(4).counting()]);
+/// assert!(parse_tiers("7x").is_err());
+/// ```
 pub fn parse_tiers(s: &str) -> Result<Vec<Tier>> {
     s.split(',').map(str::parse).collect()
 }

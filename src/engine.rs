@@ -360,6 +360,25 @@ impl Engine {
     /// never rotates, expires or recounts, and works on read-only media.
     /// A lookup at an instant past some windows' retention does not read
     /// them, but their files stay. Writes return [`Error::ReadOnly`].
+    ///
+    /// ```
+    /// use timebloom::{Config, Engine, Error, Tier};
+    /// # fn main() -> timebloom::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("crawl.tb");
+    /// let writer = Engine::create(&path, Config {
+    ///     tiers: vec![Tier::daily(7)],
+    ///     expected_items_per_day: 1_000,
+    ///     ..Config::default()
+    /// })?;
+    /// writer.insert(b"https://example.com/a")?;
+    /// // Beside the running writer: no lock, no write.
+    /// let reader = Engine::open_read_only(&path)?;
+    /// assert!(reader.contains(b"https://example.com/a")?);
+    /// assert!(matches!(reader.insert(b"x"), Err(Error::ReadOnly { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Engine> {
         Engine::open_read_only_with(dir, Options::default())
     }
@@ -614,6 +633,24 @@ impl Engine {
     /// This is the one way to move the engine forward across a clock jump
     /// that the writer refuses by itself ([`Error::ClockJump`]): it takes
     /// any forward step, even one that expires every window.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use timebloom::{Config, Engine, Tier};
+    /// # fn main() -> timebloom::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let engine = Engine::create(dir.path().join("crawl.tb"), Config {
+    ///     tiers: vec![Tier::daily(2)],
+    ///     expected_items_per_day: 1_000,
+    ///     ..Config::default()
+    /// })?;
+    /// let later = SystemTime::now() + Duration::from_secs(10 * 86_400);
+    /// let done = engine.maintain(later)?;
+    /// assert!(!done.opened.is_empty() && !done.expired.is_empty());
+    /// print!("{done}"); // "opened 2d 2026...", "expired 2d 2026..."
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn maintain(&self, now: SystemTime) -> Result<Maintenance> {
         self.writable()?;
         self.maintain_at(instant(now)?, true)
@@ -1274,6 +1311,24 @@ impl Engine {
     /// keys were recorded, the error is [`Error::Incomplete`] with the
     /// answers for those keys (a prefix of `keys`); no key is ever recorded
     /// without its answer reaching the caller.
+    ///
+    /// ```
+    /// use timebloom::{Config, Engine, Error, Tier};
+    /// # fn main() -> timebloom::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let engine = Engine::create(dir.path().join("crawl.tb"), Config {
+    /// #     tiers: vec![Tier::daily(7)], expected_items_per_day: 1_000, ..Config::default() })?;
+    /// let urls = ["https://a.example/1", "https://a.example/2", "https://a.example/1"];
+    /// match engine.insert_batch(&urls) {
+    ///     Ok(new) => assert_eq!(new, [true, true, false]),
+    ///     // urls[..answers.len()] were recorded; fetch those that are new,
+    ///     // then report the cause.
+    ///     Err(Error::Incomplete { answers, cause }) => panic!("{} recorded: {cause}", answers.len()),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn insert_batch<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<bool>> {
         self.writable()?;
         let now = self.tick()?;
@@ -1399,6 +1454,26 @@ impl Engine {
     /// within `horizon`, and may also be `true` for a key up to one window
     /// of that tier older (windows are whole: see `stats`, `coarseness_secs`).
     /// A horizon longer than every tier keeps is an error.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use timebloom::{Config, Engine, ManualClock, Options, Tier};
+    /// # fn main() -> timebloom::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let clock = ManualClock::new(SystemTime::now());
+    /// let engine = Engine::create_with(
+    ///     dir.path().join("crawl.tb"),
+    ///     Config { tiers: vec![Tier::daily(7)], expected_items_per_day: 1_000, ..Config::default() },
+    ///     Options::default().clock(clock.clone()),
+    /// )?;
+    /// engine.insert(b"https://example.com/a")?;
+    /// clock.advance(Duration::from_secs(5 * 86_400));
+    /// let day = Duration::from_secs(86_400);
+    /// assert!(!engine.contains_within(b"https://example.com/a", 3 * day)?); // recrawl it
+    /// assert!(engine.contains(b"https://example.com/a")?); // still known this week
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn contains_within(&self, key: &[u8], horizon: Duration) -> Result<bool> {
         let now = self.tick_lookup()?;
         let h = self.hash(key);
@@ -1452,6 +1527,27 @@ impl Engine {
     /// keeps it. Returns `true` when the key was not present in any live
     /// segment before. An instant whose window has expired in every tier,
     /// or that lies in a future window, is an error.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use timebloom::{Config, Engine, Error, Tier};
+    /// # fn main() -> timebloom::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let engine = Engine::create(dir.path().join("crawl.tb"), Config {
+    ///     tiers: vec![Tier::daily(7)],
+    ///     expected_items_per_day: 1_000,
+    ///     ..Config::default()
+    /// })?;
+    /// let day = Duration::from_secs(86_400);
+    /// // A crawl log line from two days ago.
+    /// assert!(engine.insert_at(b"https://example.com/a", SystemTime::now() - 2 * day)?);
+    /// assert!(engine.contains_within(b"https://example.com/a", 3 * day)?);
+    /// // Older than every tier keeps: an error, not a silent drop.
+    /// let old = engine.insert_at(b"https://example.com/b", SystemTime::now() - 30 * day);
+    /// assert!(matches!(old, Err(Error::WindowUnavailable { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn insert_at(&self, key: &[u8], time: SystemTime) -> Result<bool> {
         self.writable()?;
         let now = self.tick()?;
@@ -1584,6 +1680,25 @@ impl Engine {
     /// only when every one of them holds the key. Returns whether it did.
     /// The same contract as [`Engine::remove`] otherwise; an instant older
     /// than every tier keeps, or in a future window, is an error.
+    ///
+    /// ```
+    /// use std::time::SystemTime;
+    /// use timebloom::{Config, Engine, Tier};
+    /// # fn main() -> timebloom::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let engine = Engine::create(dir.path().join("links.tb"), Config {
+    ///     tiers: vec![Tier::daily(30).counting()],
+    ///     expected_items_per_day: 1_000,
+    ///     ..Config::default()
+    /// })?;
+    /// let created = SystemTime::now();
+    /// engine.insert_at(b"https://example.com/a", created)?;
+    /// // The link is deleted: take back the insert made when it was created.
+    /// assert!(engine.remove_at(b"https://example.com/a", created)?);
+    /// assert!(!engine.contains(b"https://example.com/a")?);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn remove_at(&self, key: &[u8], time: SystemTime) -> Result<bool> {
         self.check_remove()?;
         let now = self.tick()?;
