@@ -1,14 +1,15 @@
 //! `timebloom`: the command-line front end of the engine.
 //!
 //! Keys are lines of raw bytes. Every command checks its inputs, opens the
-//! engine directory (read-only for `check`, `stats` and `verify`), does its
-//! work, and closes it, reporting close errors (durability failures) with
-//! exit status 2 like any other error. `docs/cli.md` is the reference.
+//! engine directory (read-only for `check`, `stats` and `verify`) or, with
+//! `--redis URL`, the engine in Redis, does its work, and closes it,
+//! reporting close errors (durability failures) with exit status 2 like any
+//! other error. `docs/cli.md` is the reference.
 
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::io::{self, BufWriter, StdoutLock, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -21,6 +22,11 @@ use timebloom::{Config, Engine, Error, Kind, ManualClock, Options, SyncPolicy, T
 mod input;
 #[path = "cli/progress.rs"]
 mod progress;
+#[cfg(feature = "redis")]
+#[path = "cli/redis.rs"]
+mod redis_cli;
+#[path = "cli/store.rs"]
+mod store;
 #[path = "cli/text.rs"]
 mod text;
 #[path = "units.rs"]
@@ -28,6 +34,7 @@ mod units;
 
 use input::{open_inputs, Chunk, KeyReader, KeyRules, LongLines, NotUrl};
 use progress::Progress;
+use store::{NoRedisFlags, RedisFlags, Store, Target};
 use text::{
     fmt_offset, parse_duration, parse_fpr, parse_offset, parse_rfc3339, parse_tier_list,
     stats_table,
@@ -61,14 +68,18 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Create an engine in DIR (the directory is created if missing) and
-    /// print its sizing plan.
+    /// Create an engine in DIR (the directory is created if missing) or in
+    /// Redis (--redis URL), and print its sizing plan.
     #[command(
-        after_help = "Example:\n  timebloom create crawl.tb --tiers 7d,4w --items-per-day 5000000 --fpr 0.001"
+        override_usage = "timebloom create [OPTIONS] <DIR>\n       timebloom create [OPTIONS] --redis <URL> [--prefix <P>]",
+        after_help = "Examples:\n  timebloom create crawl.tb --tiers 7d,4w --items-per-day 5000000 --fpr 0.001\n  timebloom create --redis redis://10.0.0.5:6379 --prefix crawl --tiers 7d,4w"
     )]
     Create {
         /// The engine directory.
-        dir: PathBuf,
+        #[arg(required_unless_present = "redis", conflicts_with = "redis")]
+        dir: Option<PathBuf>,
+        #[command(flatten)]
+        redis: RedisFlags,
         #[command(flatten)]
         sizing: Sizing,
     },
@@ -85,15 +96,22 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Record keys and print how many were new. DIR is created with the
-    /// default (or given) configuration if it holds no engine.
-    #[command(after_help = "Example:\n  timebloom add crawl.tb seen-urls.txt.gz --canonical")]
+    /// Record keys and print how many were new. The engine (DIR, or --redis
+    /// URL) is created with the default (or given) configuration if there is
+    /// none.
+    #[command(
+        override_usage = "timebloom add [OPTIONS] <DIR> [FILES]...\n       timebloom add [OPTIONS] --redis <URL> [--prefix <P>] [FILES]...",
+        after_help = "Examples:\n  timebloom add crawl.tb seen-urls.txt.gz --canonical\n  timebloom add --redis redis://10.0.0.5:6379 --prefix crawl seen-urls.txt.gz"
+    )]
     Add {
-        /// The engine directory.
-        dir: PathBuf,
+        /// The engine directory (with --redis, the first file of keys).
+        #[arg(required_unless_present = "redis")]
+        dir: Option<PathBuf>,
         /// Files of keys, one per line (`.gz` files are decompressed); stdin
         /// when none ("-" is stdin too).
         files: Vec<PathBuf>,
+        #[command(flatten)]
+        redis: RedisFlags,
         #[command(flatten)]
         sizing: Sizing,
         #[command(flatten)]
@@ -105,20 +123,25 @@ enum Command {
     },
     /// Print the lines not seen before, in input order, and record them.
     ///
-    /// The deduplicating stage of a crawler pipeline. DIR is created with the
-    /// default (or given) configuration if it holds no engine. Lines are
+    /// The deduplicating stage of a crawler pipeline. The engine (DIR, or
+    /// --redis URL) is created with the default (or given) configuration if
+    /// there is none. Lines are
     /// recorded a batch at a time before they are printed: if the reader of
     /// stdout goes away, the keys of the batch being printed stay recorded.
     /// The line is printed as it was read, whatever key was made of it.
     #[command(
-        after_help = "Examples:\n  crawl | timebloom filter-new crawl.tb --canonical > new-urls.txt\n  timebloom filter-new crawl.tb --dry-run --stats today.txt.gz | wc -l"
+        override_usage = "timebloom filter-new [OPTIONS] <DIR> [FILES]...\n       timebloom filter-new [OPTIONS] --redis <URL> [--prefix <P>] [FILES]...",
+        after_help = "Examples:\n  crawl | timebloom filter-new crawl.tb --canonical > new-urls.txt\n  timebloom filter-new crawl.tb --dry-run --stats today.txt.gz | wc -l\n  crawl | timebloom filter-new --redis redis://10.0.0.5:6379 --prefix crawl --canonical"
     )]
     FilterNew {
-        /// The engine directory.
-        dir: PathBuf,
+        /// The engine directory (with --redis, the first file of keys).
+        #[arg(required_unless_present = "redis")]
+        dir: Option<PathBuf>,
         /// Files of keys, one per line (`.gz` files are decompressed); stdin
         /// when none ("-" is stdin too).
         files: Vec<PathBuf>,
+        #[command(flatten)]
+        redis: RedisFlags,
         /// Record the new lines but print nothing.
         #[arg(short, long, conflicts_with = "dry_run")]
         quiet: bool,
@@ -145,11 +168,15 @@ enum Command {
     /// Print "KEY<TAB>seen" or "KEY<TAB>new" per key; exit 0 when all were
     /// seen, 1 when any was new. Read-only: never writes, rotates or expires.
     #[command(
-        after_help = "Example:\n  timebloom check crawl.tb --within 3d 'https://example.com/a'"
+        override_usage = "timebloom check [OPTIONS] <DIR> [KEYS]...\n       timebloom check [OPTIONS] --redis <URL> [--prefix <P>] [KEYS]...",
+        after_help = "Examples:\n  timebloom check crawl.tb --within 3d 'https://example.com/a'\n  timebloom check --redis redis://10.0.0.5:6379 --prefix crawl 'https://example.com/a'"
     )]
     Check {
-        /// The engine directory.
-        dir: PathBuf,
+        /// The engine directory (with --redis, the first key).
+        #[arg(required_unless_present = "redis")]
+        dir: Option<PathBuf>,
+        #[command(flatten)]
+        redis: RedisFlags,
         /// Only keys recorded within this long of now count as seen (3d, 12h,
         /// 90min, 30s, 2w, 1d12h). Windows are whole, so a key up to one
         /// window of the answering tier older may count too.
@@ -169,7 +196,10 @@ enum Command {
     )]
     Remove {
         /// The engine directory.
-        dir: PathBuf,
+        #[arg(required_unless_present = "redis")]
+        dir: Option<PathBuf>,
+        #[command(flatten)]
+        redis: NoRedisFlags,
         /// Keys to remove; stdin lines when none.
         keys: Vec<OsString>,
         /// Take back inserts made at this instant (RFC 3339) instead of now:
@@ -187,11 +217,15 @@ enum Command {
     /// Print tiers and segments: windows, fill, estimated keys and
     /// false-positive rates. Read-only.
     #[command(
-        after_help = "Example:\n  timebloom stats crawl.tb --json | jq '.tiers[0].segments'"
+        override_usage = "timebloom stats [OPTIONS] <DIR>\n       timebloom stats [OPTIONS] --redis <URL> [--prefix <P>]",
+        after_help = "Examples:\n  timebloom stats crawl.tb --json | jq '.tiers[0].segments'\n  timebloom stats --redis redis://10.0.0.5:6379 --prefix crawl"
     )]
     Stats {
         /// The engine directory.
-        dir: PathBuf,
+        #[arg(required_unless_present = "redis", conflicts_with = "redis")]
+        dir: Option<PathBuf>,
+        #[command(flatten)]
+        redis: RedisFlags,
         /// Print the stats as JSON.
         #[arg(long)]
         json: bool,
@@ -201,7 +235,10 @@ enum Command {
     #[command(after_help = "Example:\n  timebloom verify crawl.tb && echo intact")]
     Verify {
         /// The engine directory.
-        dir: PathBuf,
+        #[arg(required_unless_present = "redis")]
+        dir: Option<PathBuf>,
+        #[command(flatten)]
+        redis: NoRedisFlags,
     },
     /// Rotate and expire now, and print what changed (windows opened, sealed,
     /// expired). With --now, the one writing command that may move the
@@ -209,7 +246,10 @@ enum Command {
     #[command(after_help = "Example:\n  timebloom maintain crawl.tb --now 2027-01-01T00:00:00Z")]
     Maintain {
         /// The engine directory.
-        dir: PathBuf,
+        #[arg(required_unless_present = "redis")]
+        dir: Option<PathBuf>,
+        #[command(flatten)]
+        redis: NoRedisFlags,
     },
     /// Print a shell completion script.
     #[command(
@@ -448,13 +488,24 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
     }
     .degraded(cli.degraded);
     let mut out = Out::new();
+    let now = cli.now;
+    let degraded = cli.degraded;
     match cli.command {
-        Command::Create { dir, sizing } => {
+        Command::Create { dir, redis, sizing } => {
+            let target = Target::of(dir, redis)?;
+            refuse_for_redis(&target, degraded, Some(&sizing), None)?;
             let config = sizing.apply(Config::default());
             let plan = Plan::new(&config)?;
-            let engine = Engine::create_with(&dir, config, opts)?;
-            note(format_args!("created engine at {}", summary(&engine)?));
-            engine.close()?;
+            let created = match &target {
+                Target::Dir(dir) => {
+                    let engine = Engine::create_with(dir, config, opts)?;
+                    let text = summary(&engine)?;
+                    engine.close()?;
+                    text
+                }
+                Target::Redis { url, prefix } => create_in_redis(url, prefix, now, config)?,
+            };
+            note(format_args!("created engine at {created}"));
             out.write(&[plan.to_string().as_bytes()])?;
         }
         Command::Plan { sizing, json } => {
@@ -471,18 +522,21 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
         }
         Command::Add {
             dir,
-            files,
+            mut files,
+            redis,
             sizing,
             keys,
             lines,
             write,
         } => {
+            let target = Target::with_rest(dir, redis, &mut files)?;
+            refuse_for_redis(&target, degraded, Some(&sizing), Some(&write))?;
             let opts = sizing.session(write.apply(opts));
             // Inputs first: nothing is created for a missing file.
             let inputs = open_inputs(files)?;
             let reader = KeyReader::new(inputs, keys.rules(&lines), "add");
-            let engine = open_or_create(&dir, &sizing, opts)?;
-            let mut reader = reader.with_batch(batch_lines(&sizing, &engine));
+            let engine = open_or_create(&target, &sizing, opts, now)?;
+            let mut reader = reader.with_batch(engine.batch_lines(sizing.sync));
             let progress = Progress::new(
                 "add",
                 reader.inputs().total_bytes,
@@ -492,7 +546,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let (mut new, mut total) = (0u64, 0u64);
             let result = (|| -> CliResult<()> {
                 while reader.fill(&mut chunk)? {
-                    let (fresh, stopped) = recorded(&chunk, engine.insert_batch(chunk.keys()))?;
+                    let (fresh, stopped) = engine.insert_batch(chunk.keys())?;
                     new += fresh.iter().filter(|n| **n).count() as u64;
                     total += fresh.len() as u64;
                     progress.update(total, new);
@@ -511,7 +565,8 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
         }
         Command::FilterNew {
             dir,
-            files,
+            mut files,
+            redis,
             quiet,
             dry_run,
             duplicates,
@@ -521,15 +576,17 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             lines,
             write,
         } => {
+            let target = Target::with_rest(dir, redis, &mut files)?;
+            refuse_for_redis(&target, degraded, Some(&sizing), Some(&write))?;
             let opts = sizing.session(write.apply(opts));
             let inputs = open_inputs(files)?;
             let reader = KeyReader::new(inputs, keys.rules(&lines), "filter-new");
             let engine = if dry_run {
-                Engine::open_with(&dir, opts)?
+                open(&target, Access::Write, opts, now)?
             } else {
-                open_or_create(&dir, &sizing, opts)?
+                open_or_create(&target, &sizing, opts, now)?
             };
-            let reader = reader.with_batch(batch_lines(&sizing, &engine));
+            let reader = reader.with_batch(engine.batch_lines(sizing.sync));
             let mode = FilterMode {
                 quiet,
                 dry_run,
@@ -543,22 +600,23 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
         }
         Command::Check {
             dir,
+            redis,
             within,
-            keys,
+            mut keys,
             key_flags,
             lines,
         } => {
+            let target = Target::with_rest(dir, redis, &mut keys)?;
+            refuse_for_redis(&target, degraded, None, None)?;
             let mut reader = KeyReader::args_or_stdin(keys, key_flags.rules(&lines), "check")?;
-            let engine = Engine::open_read_only_with(&dir, opts)?;
+            let engine = open(&target, Access::ReadOnly, opts, now)?;
             let mut chunk = Chunk::default();
             let mut any_new = false;
             let result = (|| -> CliResult<()> {
                 while !out.closed && reader.fill(&mut chunk)? {
                     let seen = match within {
-                        None => per_key(&chunk, engine.contains_batch(chunk.keys())?)?,
-                        Some(h) => (chunk.keys().iter())
-                            .map(|k| engine.contains_within(k, h))
-                            .collect::<Result<_, _>>()?,
+                        None => engine.contains_batch(chunk.keys())?,
+                        Some(h) => engine.contains_within_batch(chunk.keys(), h)?,
                     };
                     for (line, seen) in chunk.lines().iter().zip(seen) {
                         any_new |= !seen;
@@ -577,12 +635,15 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
         }
         Command::Remove {
             dir,
+            redis,
             keys,
             at,
             key_flags,
             lines,
             write,
         } => {
+            redis.refuse("remove", "counting tiers are not available on Redis")?;
+            let dir = dir.ok_or_else(no_dir)?;
             let opts = write.apply(opts);
             let mut reader = KeyReader::args_or_stdin(keys, key_flags.rules(&lines), "remove")?;
             let engine = Engine::open_with(&dir, opts)?;
@@ -621,9 +682,12 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             closed?;
             out.write(&[format!("removed {removed} of {total} keys\n").as_bytes()])?;
         }
-        Command::Stats { dir, json } => {
-            let engine = Engine::open_read_only_with(&dir, opts)?;
+        Command::Stats { dir, redis, json } => {
+            let target = Target::of(dir, redis)?;
+            refuse_for_redis(&target, degraded, None, None)?;
+            let engine = open(&target, Access::ReadOnly, opts, now)?;
             let stats = engine.stats()?;
+            let (name, place) = engine.name();
             engine.close()?;
             let text = if json {
                 let mut s = serde_json::to_string_pretty(&stats)
@@ -631,11 +695,16 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
                 s.push('\n');
                 s
             } else {
-                stats_table(&dir, &stats)
+                stats_table(&name, place, &stats)
             };
             out.write(&[text.as_bytes()])?;
         }
-        Command::Verify { dir } => {
+        Command::Verify { dir, redis } => {
+            redis.refuse(
+                "verify",
+                "Redis keeps no checksummed segment files (Redis's own persistence checks apply)",
+            )?;
+            let dir = dir.ok_or_else(no_dir)?;
             // Exit 1 for damage (every damaged file named), 2 for any other error.
             let damaged =
                 |e: &Error| matches!(e, Error::Corrupt { .. } | Error::UnsupportedVersion { .. });
@@ -660,12 +729,17 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             }
             out.write(&[b"ok\n"])?;
         }
-        Command::Maintain { dir } => {
+        Command::Maintain { dir, redis } => {
+            redis.refuse(
+                "maintain",
+                "windows in Redis rotate with each client's clock and expire by themselves (EXPIREAT)",
+            )?;
+            let dir = dir.ok_or_else(no_dir)?;
             // Opened on a clock that stands still at the epoch, so that the
             // open itself moves nothing and `maintain` reports every change.
             let still = Options::default().clock(ManualClock::new(std::time::UNIX_EPOCH));
             let engine = Engine::open_with(&dir, still.allow_clock_jump(true))?;
-            let done = engine.maintain(cli.now.unwrap_or_else(SystemTime::now));
+            let done = engine.maintain(now.unwrap_or_else(SystemTime::now));
             let closed = engine.close();
             let done = done?;
             closed?;
@@ -683,14 +757,13 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
 
 /// The answers of a batch call, checked to be one per key: a short answer
 /// would pair keys with the wrong answers.
-fn per_key(chunk: &Chunk, answers: Vec<bool>) -> CliResult<Vec<bool>> {
-    if answers.len() == chunk.len() {
+fn per_key(keys: usize, answers: Vec<bool>) -> CliResult<Vec<bool>> {
+    if answers.len() == keys {
         return Ok(answers);
     }
     Err(CliError(format!(
-        "internal error: the engine answered {} of a batch of {} keys",
-        answers.len(),
-        chunk.len()
+        "internal error: the engine answered {} of a batch of {keys} keys",
+        answers.len()
     )))
 }
 
@@ -698,12 +771,12 @@ fn per_key(chunk: &Chunk, answers: Vec<bool>) -> CliResult<Vec<bool>> {
 /// part way ([`Error::Incomplete`]), the answers of the keys it recorded and
 /// the error that stopped it, so that every recorded key is reported.
 fn recorded(
-    chunk: &Chunk,
+    keys: usize,
     r: timebloom::Result<Vec<bool>>,
 ) -> CliResult<(Vec<bool>, Option<CliError>)> {
     match r {
-        Ok(answers) => Ok((per_key(chunk, answers)?, None)),
-        Err(Error::Incomplete { answers, cause }) if answers.len() <= chunk.len() => {
+        Ok(answers) => Ok((per_key(keys, answers)?, None)),
+        Err(Error::Incomplete { answers, cause }) if answers.len() <= keys => {
             Ok((answers, Some(CliError::from(*cause))))
         }
         Err(e) => Err(e.into()),
@@ -713,7 +786,7 @@ fn recorded(
 /// `filter-new`: prints the new (or repeated) lines of every batch once the
 /// batch is recorded.
 fn filter_new(
-    engine: &Engine,
+    engine: &Store,
     mut reader: KeyReader,
     mode: &FilterMode,
     out: &mut Out,
@@ -731,13 +804,13 @@ fn filter_new(
     let result = (|| -> CliResult<()> {
         while !out.closed && reader.fill(&mut chunk)? {
             let (fresh, stopped): (Vec<bool>, _) = if mode.dry_run {
-                let seen = per_key(&chunk, engine.contains_batch(chunk.keys())?)?;
+                let seen = engine.contains_batch(chunk.keys())?;
                 let fresh = (chunk.keys().iter().zip(seen))
                     .map(|(k, seen)| !seen && printed.insert(xxhash_rust::xxh3::xxh3_128(k)))
                     .collect();
                 (fresh, None)
             } else {
-                recorded(&chunk, engine.insert_batch(chunk.keys()))?
+                engine.insert_batch(chunk.keys())?
             };
             new += fresh.iter().filter(|n| **n).count() as u64;
             total += fresh.len() as u64;
@@ -771,17 +844,6 @@ fn filter_new(
     result
 }
 
-/// Lines per engine call: under `--sync always` each call is one fsync, so
-/// larger batches (one fsync per 16384 lines) keep throughput; a batch is
-/// handed over early whenever the input has no more lines ready, so a slow
-/// pipe still streams.
-fn batch_lines(sizing: &Sizing, engine: &Engine) -> usize {
-    match sizing.sync.unwrap_or(engine.config().sync) {
-        SyncPolicy::Always => 4 * input::CHUNK,
-        _ => input::CHUNK,
-    }
-}
-
 fn rate(n: u64, d: Duration) -> u64 {
     let s = d.as_secs_f64();
     if s > 0.0 {
@@ -791,9 +853,126 @@ fn rate(n: u64, d: Duration) -> u64 {
     }
 }
 
+/// How a command uses the engine.
+#[derive(Clone, Copy, PartialEq)]
+enum Access {
+    ReadOnly,
+    Write,
+}
+
+/// Opens the engine of `target` (an embedded engine read-only or not; an
+/// engine in Redis on a clock standing at `now` when given).
+fn open(
+    target: &Target,
+    access: Access,
+    opts: Options,
+    now: Option<SystemTime>,
+) -> CliResult<Store> {
+    match target {
+        Target::Dir(dir) if access == Access::ReadOnly => {
+            Ok(Store::Dir(Engine::open_read_only_with(dir, opts)?))
+        }
+        Target::Dir(dir) => Ok(Store::Dir(Engine::open_with(dir, opts)?)),
+        Target::Redis { url, prefix } => redis_store(url, prefix, now, None),
+    }
+}
+
+/// Opens the engine of `target`, or creates it from the defaults and
+/// `sizing` when there is none.
+fn open_or_create(
+    target: &Target,
+    sizing: &Sizing,
+    opts: Options,
+    now: Option<SystemTime>,
+) -> CliResult<Store> {
+    match target {
+        Target::Dir(dir) => Ok(Store::Dir(open_or_create_dir(dir, sizing, opts)?)),
+        Target::Redis { url, prefix } => redis_store(url, prefix, now, Some(sizing)),
+    }
+}
+
+/// `create --redis`: the summary of the engine created.
+fn create_in_redis(
+    url: &str,
+    prefix: &str,
+    now: Option<SystemTime>,
+    config: Config,
+) -> CliResult<String> {
+    #[cfg(feature = "redis")]
+    {
+        let store = redis_cli::Place::new(url, prefix, now).create(config)?;
+        Ok(store.summary())
+    }
+    #[cfg(not(feature = "redis"))]
+    {
+        let _ = (prefix, now, config);
+        Err(store::no_redis(url))
+    }
+}
+
+/// The engine in Redis at `url` and `prefix`: opened, or with `sizing`,
+/// opened or created.
+#[cfg(feature = "redis")]
+fn redis_store(
+    url: &str,
+    prefix: &str,
+    now: Option<SystemTime>,
+    sizing: Option<&Sizing>,
+) -> CliResult<Store> {
+    let place = redis_cli::Place::new(url, prefix, now);
+    Ok(Store::Redis(match sizing {
+        Some(sizing) => place.open_or_create(sizing)?,
+        None => place.open()?,
+    }))
+}
+
+#[cfg(not(feature = "redis"))]
+fn redis_store(url: &str, _: &str, _: Option<SystemTime>, _: Option<&Sizing>) -> CliResult<Store> {
+    Err(store::no_redis(url))
+}
+
+/// The flags that have no meaning for an engine in Redis, refused with it.
+fn refuse_for_redis(
+    target: &Target,
+    degraded: bool,
+    sizing: Option<&Sizing>,
+    write: Option<&WriteFlags>,
+) -> CliResult<()> {
+    target.refuse(
+        "--degraded",
+        degraded,
+        "Redis keeps no segment files to check or quarantine",
+    )?;
+    if let Some(sizing) = sizing {
+        target.refuse(
+            "--sync",
+            sizing.sync.is_some(),
+            "durability is the Redis server's (its appendonly and appendfsync settings)",
+        )?;
+        target.refuse(
+            "--counting",
+            sizing.counting,
+            "counting tiers (remove) are not available on Redis",
+        )?;
+    }
+    if let Some(write) = write {
+        target.refuse(
+            "--max-clock-jump",
+            write.max_clock_jump.is_some(),
+            "a Redis client keeps no clock of its own to compare with",
+        )?;
+    }
+    Ok(())
+}
+
+/// clap requires DIR unless --redis is given, and --redis is refused first.
+fn no_dir() -> CliError {
+    CliError("no engine directory given".into())
+}
+
 /// Opens the engine in `dir`, or creates it from the defaults and `sizing`
 /// when the directory holds none.
-fn open_or_create(dir: &Path, sizing: &Sizing, opts: Options) -> CliResult<Engine> {
+fn open_or_create_dir(dir: &std::path::Path, sizing: &Sizing, opts: Options) -> CliResult<Engine> {
     let engine = match Engine::open_with(dir, opts.clone()) {
         Err(Error::NotFound { .. }) => {
             let config = sizing.apply(Config::default());
@@ -830,18 +1009,26 @@ fn tier_list(tiers: &[Tier]) -> String {
         .join(",")
 }
 
+/// `tiers 7d,4w,12m, 1000000 keys/day, fpr 0.001, utc+00:00`.
+fn describe(c: &Config) -> String {
+    format!(
+        "tiers {}, {} keys/day, fpr {}, utc{}",
+        tier_list(&c.tiers),
+        c.expected_items_per_day,
+        c.fpr,
+        fmt_offset(c.utc_offset_secs)
+    )
+}
+
 /// `DIR (tiers 7d,4w,12m, 1000000 keys/day, fpr 0.001, utc+00:00, sync
-/// interval=1s, 1.2 GiB)`.
+/// interval=1s, 1.2 GiB on disk)`.
 fn summary(engine: &Engine) -> CliResult<String> {
     let c = engine.config();
     let bytes = engine.stats()?.bytes;
     Ok(format!(
-        "{} (tiers {}, {} keys/day, fpr {}, utc{}, sync {}, {} on disk)",
+        "{} ({}, sync {}, {} on disk)",
         engine.path().display(),
-        tier_list(&c.tiers),
-        c.expected_items_per_day,
-        c.fpr,
-        fmt_offset(c.utc_offset_secs),
+        describe(c),
         c.sync,
         fmt_bytes(bytes)
     ))

@@ -254,11 +254,6 @@ impl Chunk {
             &self.lines[..self.len]
         }
     }
-
-    /// Keys in this batch.
-    pub fn len(&self) -> usize {
-        self.len
-    }
 }
 
 /// Counts of what the reader did, for `--stats` and the final notes.

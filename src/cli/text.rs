@@ -1,7 +1,6 @@
 //! Text in and out of the command line: the stats table, and parsing of
 //! instants, offsets, durations, rates and tier lists.
 
-use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use timebloom::{Kind, Stats};
@@ -11,13 +10,14 @@ use crate::TierList;
 
 // ---- stats --------------------------------------------------------------------
 
-pub fn stats_table(dir: &Path, s: &Stats) -> String {
+/// The stats of the engine called `name`, whose bytes are `place` ("on
+/// disk", "in Redis (planned)").
+pub fn stats_table(name: &str, place: &str, s: &Stats) -> String {
     use std::fmt::Write as _;
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "engine {}  at {}  generation {}  {} on disk\nfpr {} per lookup, {} keys/day planned",
-        dir.display(),
+        "engine {name}  at {}  generation {}  {} {place}\nfpr {} per lookup, {} keys/day planned",
         fmt_instant(s.now),
         s.generation,
         fmt_bytes(s.bytes),

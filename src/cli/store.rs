@@ -1,0 +1,226 @@
+//! Where the engine of a command lives: a directory (the embedded engine)
+//! or Redis (`--redis URL [--prefix P]`, cargo feature `redis`). The
+//! commands that work on both see one [`Store`]: the same batch calls, the
+//! same answers in input order, errors that name the directory or the URL.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use timebloom::{Engine, Error, Stats, SyncPolicy};
+
+use crate::{input, recorded, CliError, CliResult};
+
+/// `--redis URL` and `--prefix P`: the engine in Redis instead of DIR.
+#[derive(clap::Args)]
+pub struct RedisFlags {
+    /// Use the engine in Redis at this URL instead of a directory:
+    /// redis://[user:password@]host:port, rediss:// (TLS), several
+    /// comma-separated URLs (the seed nodes of a Cluster), or
+    /// redis+sentinel://host:port[,host:port...]/MASTER
+    #[arg(long, value_name = "URL")]
+    pub redis: Option<String>,
+    /// The key prefix of the engine in Redis (its keys are P:config and
+    /// P:{P:s}:...) [default: timebloom]
+    #[arg(long, value_name = "P", requires = "redis")]
+    pub prefix: Option<String>,
+}
+
+/// `--redis` and `--prefix` on the commands that have no Redis form: they
+/// are accepted only to say why they cannot be used.
+#[derive(clap::Args)]
+pub struct NoRedisFlags {
+    #[arg(long, value_name = "URL", hide = true)]
+    pub redis: Option<String>,
+    #[arg(long, value_name = "P", hide = true, requires = "redis")]
+    pub prefix: Option<String>,
+}
+
+impl NoRedisFlags {
+    /// An error when `--redis` was given to `command`, saying why.
+    pub fn refuse(&self, command: &str, why: &str) -> CliResult<()> {
+        match &self.redis {
+            Some(url) => Err(CliError(format!(
+                "{}: `{command}` is not available with --redis: {why}",
+                shown(url)
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Where the engine is.
+pub enum Target {
+    Dir(PathBuf),
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    Redis {
+        url: String,
+        prefix: String,
+    },
+}
+
+/// The default `--prefix`.
+pub const DEFAULT_PREFIX: &str = "timebloom";
+
+impl Target {
+    /// The target of a command whose only positional argument is DIR
+    /// (clap has made sure that exactly one of DIR and --redis is given).
+    pub fn of(dir: Option<PathBuf>, flags: RedisFlags) -> CliResult<Target> {
+        Target::with_rest(dir, flags, &mut Vec::<OsString>::new())
+    }
+
+    /// The target of a command whose DIR is followed by files or keys:
+    /// with `--redis` every positional argument is a file (or key), so the
+    /// one clap took for DIR goes back to the front of `rest`. A first
+    /// argument that is an engine directory means both were given.
+    pub fn with_rest<T: From<PathBuf>>(
+        dir: Option<PathBuf>,
+        flags: RedisFlags,
+        rest: &mut Vec<T>,
+    ) -> CliResult<Target> {
+        let Some(url) = flags.redis else {
+            return match dir {
+                Some(dir) => Ok(Target::Dir(dir)),
+                None => Err(CliError("give an engine directory or --redis URL".into())),
+            };
+        };
+        if let Some(first) = dir {
+            if first.join("MANIFEST").is_file() {
+                return Err(CliError(format!(
+                    "{}: an engine directory and --redis {} were both given; use one of them",
+                    first.display(),
+                    shown(&url)
+                )));
+            }
+            rest.insert(0, T::from(first));
+        }
+        if cfg!(not(feature = "redis")) {
+            return Err(no_redis(&url));
+        }
+        let prefix = flags.prefix.unwrap_or_else(|| DEFAULT_PREFIX.to_string());
+        Ok(Target::Redis { url, prefix })
+    }
+
+    /// An error naming `flag` when it is given with --redis.
+    pub fn refuse(&self, flag: &str, given: bool, why: &str) -> CliResult<()> {
+        match self {
+            Target::Redis { url, .. } if given => Err(CliError(format!(
+                "{}: {flag} is not available with --redis: {why}",
+                shown(url)
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The error of `--redis` in a build without the `redis` feature.
+pub fn no_redis(url: &str) -> CliError {
+    CliError(format!(
+        "--redis {}: this build has no Redis support (feature redis)",
+        shown(url)
+    ))
+}
+
+/// `url` with every password replaced by `***`.
+pub fn shown(url: &str) -> String {
+    let mut out = String::with_capacity(url.len());
+    for (i, part) in url.split(',').enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let masked = part.split_once("://").and_then(|(scheme, rest)| {
+            let (userinfo, host) = rest.rsplit_once('@')?;
+            let (user, _password) = userinfo.split_once(':')?;
+            Some(format!("{scheme}://{user}:***@{host}"))
+        });
+        out.push_str(masked.as_deref().unwrap_or(part));
+    }
+    out
+}
+
+/// An open engine: embedded or in Redis. A process holds one, so the
+/// variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum Store {
+    Dir(Engine),
+    #[cfg(feature = "redis")]
+    Redis(crate::redis_cli::RedisStore),
+}
+
+impl Store {
+    /// Check-and-insert of a batch: the answers of the keys recorded, and
+    /// the error that stopped the batch part way, if one did.
+    pub fn insert_batch(&self, keys: &[Vec<u8>]) -> CliResult<(Vec<bool>, Option<CliError>)> {
+        match self {
+            Store::Dir(e) => recorded(keys.len(), e.insert_batch(keys)),
+            #[cfg(feature = "redis")]
+            Store::Redis(r) => r.insert_batch(keys),
+        }
+    }
+
+    /// Whether each key is in a live window.
+    pub fn contains_batch(&self, keys: &[Vec<u8>]) -> CliResult<Vec<bool>> {
+        match self {
+            Store::Dir(e) => Ok(e.contains_batch(keys)?),
+            #[cfg(feature = "redis")]
+            Store::Redis(r) => r.contains_batch(keys),
+        }
+    }
+
+    /// Whether each key was recorded within `horizon` of now.
+    pub fn contains_within_batch(
+        &self,
+        keys: &[Vec<u8>],
+        horizon: Duration,
+    ) -> CliResult<Vec<bool>> {
+        match self {
+            Store::Dir(e) => Ok(keys
+                .iter()
+                .map(|k| e.contains_within(k, horizon))
+                .collect::<Result<_, Error>>()?),
+            #[cfg(feature = "redis")]
+            Store::Redis(r) => r.contains_within_batch(keys, horizon),
+        }
+    }
+
+    /// The stats of every tier and window.
+    pub fn stats(&self) -> CliResult<Stats> {
+        match self {
+            Store::Dir(e) => Ok(e.stats()?),
+            #[cfg(feature = "redis")]
+            Store::Redis(r) => r.stats(),
+        }
+    }
+
+    /// The engine's name in the stats table, and where its bytes are.
+    pub fn name(&self) -> (String, &'static str) {
+        match self {
+            Store::Dir(e) => (e.path().display().to_string(), "on disk"),
+            #[cfg(feature = "redis")]
+            Store::Redis(r) => (r.label().to_string(), "in Redis"),
+        }
+    }
+
+    /// Lines per engine call: under `--sync always` each call of the
+    /// embedded engine is one fsync, so larger batches (one fsync per 16384
+    /// lines) keep throughput; a batch is handed over early whenever the
+    /// input has no more lines ready, so a slow pipe still streams.
+    pub fn batch_lines(&self, sync: Option<SyncPolicy>) -> usize {
+        match self {
+            Store::Dir(e) if sync.unwrap_or(e.config().sync) == SyncPolicy::Always => {
+                4 * input::CHUNK
+            }
+            _ => input::CHUNK,
+        }
+    }
+
+    /// Closes the engine; for the embedded engine, durability failures
+    /// surface here.
+    pub fn close(self) -> CliResult<()> {
+        match self {
+            Store::Dir(e) => Ok(e.close()?),
+            #[cfg(feature = "redis")]
+            Store::Redis(_) => Ok(()),
+        }
+    }
+}
