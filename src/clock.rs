@@ -150,7 +150,7 @@ impl Options {
     }
 
     /// Checks every sealed segment's body checksum at open (reads every
-    /// sealed byte; off by default, see [`Engine::verify`]).
+    /// sealed byte; off by default, see [`crate::Engine::verify`]).
     pub fn verify_on_open(mut self, yes: bool) -> Options {
         self.verify_on_open = yes;
         self

@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use crate::filter::Kind;
 
-/// What [`Engine::stats`] reports.
+/// What [`crate::Engine::stats`] reports.
 #[derive(Clone, Debug, Serialize)]
 #[non_exhaustive]
 pub struct Stats {
