@@ -204,7 +204,8 @@ fn make_dir(dir: &Path) -> Result<bool> {
     }
 }
 
-/// Refuses a directory that holds anything but a `LOCK` and an empty `seg/`.
+/// Refuses a directory that holds anything but a `LOCK`, an empty `seg/`
+/// and a `MANIFEST.tmp` (left by a create that died before its commit).
 fn check_empty(dir: &Path) -> Result<()> {
     let list = |d: &Path| -> Result<Vec<String>> {
         let mut names = Vec::new();
@@ -215,9 +216,12 @@ fn check_empty(dir: &Path) -> Result<()> {
         names.sort();
         Ok(names)
     };
+    // A MANIFEST.tmp without a MANIFEST is a create that died while
+    // writing its first manifest; it is replaced.
+    let tmp = format!("{MANIFEST}.tmp");
     let mut found: Vec<String> = list(dir)?
         .into_iter()
-        .filter(|n| n != LOCK && n != SEG_DIR)
+        .filter(|n| n != LOCK && n != SEG_DIR && *n != tmp)
         .collect();
     let seg = dir.join(SEG_DIR);
     if seg.is_dir() {
@@ -294,6 +298,16 @@ impl Engine {
                 Vec::new(),
                 0,
             );
+            // The first manifest (no windows yet) is the commit point of the
+            // create, written before any other file: a create killed after
+            // it leaves an engine that opens (the open makes the windows and
+            // deletes what the manifest does not name); one killed before it
+            // leaves only what `check_empty` accepts (LOCK, an empty seg/, a
+            // MANIFEST.tmp), so the next create goes ahead.
+            {
+                let mut st = engine.state.write();
+                engine.store_manifest(&mut st)?;
+            }
             engine.start_durability(false, false)?;
             engine.maintain_at(now, true)?;
             // The new directory's entry in its parent, and the engine's own
