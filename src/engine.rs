@@ -174,10 +174,7 @@ fn quarantine(dir: &Path, name: &str, err: &Error, read_only: bool) -> Result<Op
     if missing && to.exists() {
         return Ok(Some(to)); // moved by an earlier open
     }
-    if !matches!(
-        err,
-        Error::Corrupt { .. } | Error::UnsupportedVersion { .. }
-    ) {
+    if !err.is_damage() {
         return Ok(None);
     }
     if read_only {
@@ -190,6 +187,28 @@ fn quarantine(dir: &Path, name: &str, err: &Error, read_only: bool) -> Result<Op
     crate::file::fsync_dir(&qdir)?;
     crate::file::fsync_dir(&dir.join(SEG_DIR))?;
     Ok(Some(to))
+}
+
+/// A window as messages and `Maintenance` name it: `TIER WINDOW`
+/// (`1d 20261201`), the index in decimal where no label exists.
+fn window_name(tier: &Tier, w: i64) -> String {
+    format!(
+        "{tier} {}",
+        window::label(tier.span, w).unwrap_or_else(|| w.to_string())
+    )
+}
+
+/// Msyncs every open body and rewrites its header (sealed ones need
+/// nothing).
+fn flush_bodies(st: &mut Live) -> Result<()> {
+    for t in &mut st.tiers {
+        for seg in &mut t.segments {
+            for s in &mut seg.subs {
+                s.flush()?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Makes `dir` (and missing parents); true when this call made `dir` itself.
@@ -465,16 +484,8 @@ impl Engine {
                 match opened {
                     Ok(sub) => subs.push(sub),
                     Err(err) => {
-                        let window = format!(
-                            "{tier} {}",
-                            window::label(tier.span, e.window)
-                                .unwrap_or_else(|| e.window.to_string())
-                        );
-                        let damaged = matches!(
-                            err,
-                            Error::Corrupt { .. } | Error::UnsupportedVersion { .. }
-                        );
-                        if read_only && damaged && options.degraded {
+                        let window = window_name(&tier, e.window);
+                        if read_only && err.is_damage() && options.degraded {
                             // A read-only open moves nothing; it only leaves
                             // the window out.
                             lost.push(window);
@@ -833,13 +844,7 @@ impl Engine {
     fn rotate(&self, st: &mut Live, now: i64) -> Result<Maintenance> {
         let off = self.config.utc_offset_secs;
         let mut done = Maintenance::default();
-        let label = |t: &TierState, w: i64| {
-            format!(
-                "{} {}",
-                t.tier,
-                window::label(t.tier.span, w).unwrap_or_else(|| w.to_string())
-            )
-        };
+        let label = |t: &TierState, w: i64| window_name(&t.tier, w);
         let mut expired = Vec::new();
         for t in &mut st.tiers {
             let cur = self.window_index(t.tier.span, now)?;
@@ -1002,13 +1007,7 @@ impl Engine {
             if had_log {
                 // Leaving the logged policies: make the bodies durable, then
                 // drop the log and the shadow copies.
-                for t in &mut st.tiers {
-                    for seg in &mut t.segments {
-                        for s in &mut seg.subs {
-                            s.flush()?;
-                        }
-                    }
-                }
+                flush_bodies(st)?;
                 wal::remove_older(wal_dir, u64::MAX)?;
                 wal::remove_shadows_except(wal_dir, u64::MAX)?;
             }
@@ -1782,14 +1781,7 @@ impl Engine {
             if self.wal.is_some() {
                 return self.checkpoint(&mut st);
             }
-            for t in &mut st.tiers {
-                for seg in &mut t.segments {
-                    for s in &mut seg.subs {
-                        s.flush()?;
-                    }
-                }
-            }
-            Ok(())
+            flush_bodies(&mut st)
         })();
         self.latch(r)
     }
@@ -1887,20 +1879,9 @@ impl Engine {
                 .map_or(0, |s| now.saturating_sub(s).max(0) as u64);
             let mut segments = Vec::new();
             for seg in &t.segments {
-                let mut s = SegmentStats {
-                    window: window::label(t.tier.span, seg.window).unwrap_or_default(),
-                    window_start: window::start(t.tier.span, seg.window, off).unwrap_or(0),
-                    window_end: window::end(t.tier.span, seg.window, off).unwrap_or(0),
-                    state: if seg.is_sealed() { "sealed" } else { "open" },
-                    subfilters: seg.subs.len(),
-                    bytes: 0,
-                    cells: 0,
-                    occupied: 0,
-                    fill: 0.0,
-                    estimated_items: 0,
-                    estimated_fpr: 0.0,
-                    saturated: 0,
-                };
+                let state = if seg.is_sealed() { "sealed" } else { "open" };
+                let mut s = SegmentStats::window(t.tier.span, seg.window, off, state);
+                s.subfilters = seg.subs.len();
                 for sub in &seg.subs {
                     let hd = sub.header();
                     let plan = sizing::Plan {

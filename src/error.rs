@@ -129,6 +129,16 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// Whether the error is about a file's bytes (wrong magic, checksum,
+    /// length, field or format version), as opposed to failing to reach
+    /// them: the errors `verify` reports as damage and an open quarantines.
+    pub fn is_damage(&self) -> bool {
+        matches!(
+            self,
+            Error::Corrupt { .. } | Error::UnsupportedVersion { .. }
+        )
+    }
+
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         Error::Io {
             op,

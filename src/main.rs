@@ -706,11 +706,9 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             )?;
             let dir = dir.ok_or_else(no_dir)?;
             // Exit 1 for damage (every damaged file named), 2 for any other error.
-            let damaged =
-                |e: &Error| matches!(e, Error::Corrupt { .. } | Error::UnsupportedVersion { .. });
             let engine = match Engine::open_read_only_with(&dir, opts) {
                 Ok(e) => e,
-                Err(e) if damaged(&e) => {
+                Err(e) if e.is_damage() => {
                     note(format_args!("{e}"));
                     return Ok(ExitCode::from(1));
                 }
@@ -718,7 +716,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             };
             let problems = engine.verify_each();
             engine.close()?;
-            if let Some(e) = problems.iter().find(|e| !damaged(e)) {
+            if let Some(e) = problems.iter().find(|e| !e.is_damage()) {
                 return Err(CliError(e.to_string()));
             }
             if !problems.is_empty() {

@@ -81,6 +81,28 @@ pub struct SegmentStats {
     pub saturated: u64,
 }
 
+impl SegmentStats {
+    /// Window `w` of `span` (its label and bounds), with nothing counted
+    /// yet: the embedded and the Redis engine add up their sub-filters.
+    pub(crate) fn window(span: crate::Span, w: i64, offset: i32, state: &'static str) -> Self {
+        use crate::window;
+        SegmentStats {
+            window: window::label(span, w).unwrap_or_default(),
+            window_start: window::start(span, w, offset).unwrap_or(0),
+            window_end: window::end(span, w, offset).unwrap_or(0),
+            state,
+            subfilters: 0,
+            bytes: 0,
+            cells: 0,
+            occupied: 0,
+            fill: 0.0,
+            estimated_items: 0,
+            estimated_fpr: 0.0,
+            saturated: 0,
+        }
+    }
+}
+
 /// What one rotation changed ([`crate::Engine::maintain`]): the windows it
 /// opened, sealed and expired, each as `TIER WINDOW` (`1d 20261201`,
 /// `1w 2026W49`, `1mo 202612`).

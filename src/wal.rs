@@ -201,11 +201,9 @@ pub(crate) fn verify(dir: &Path, checkpoint: u64) -> Result<()> {
 /// middle of a file (a valid record after an invalid one).
 pub(crate) fn verify_logs(dir: &Path) -> Result<()> {
     for (_, path) in list(dir)? {
-        let bytes = fs::read(&path).map_err(|e| Error::io("read log", &path, e))?;
-        if bytes.iter().all(|&b| b == 0) {
-            continue; // a header that never reached the disk: an empty log
-        }
-        let s = scan(&bytes, &path)?;
+        let Some(s) = read_log(&path)? else {
+            continue;
+        };
         if s.damaged_middle {
             return Err(Error::corrupt(
                 &path,
@@ -221,43 +219,54 @@ pub(crate) fn verify_logs(dir: &Path) -> Result<()> {
 
 fn verify_shadows(dir: &Path, checkpoint: u64) -> Result<()> {
     let suffix = format!(".{checkpoint:016x}.shadow");
-    let entries = match fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io("list directory", dir, e)),
-    };
-    for e in entries {
-        let e = e.map_err(|e| Error::io("list directory", dir, e))?;
-        if e.file_name().to_string_lossy().ends_with(&suffix) {
-            let len = fs::metadata(e.path())
-                .map_err(|err| Error::io("stat shadow", e.path(), err))?
+    for (name, path) in entries(dir)? {
+        if name.ends_with(&suffix) {
+            let len = fs::metadata(&path)
+                .map_err(|err| Error::io("stat shadow", &path, err))?
                 .len()
                 .saturating_sub(SHADOW_HEADER as u64);
-            read_shadow(&e.path(), usize::try_from(len).unwrap_or(usize::MAX))?;
+            read_shadow(&path, usize::try_from(len).unwrap_or(usize::MAX))?;
         }
     }
     Ok(())
+}
+
+/// The entries of `dir` as `(name, path)`; none when `dir` does not exist.
+fn entries(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let listing = match fs::read_dir(dir) {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io("list directory", dir, e)),
+    };
+    let mut out = Vec::new();
+    for e in listing {
+        let e = e.map_err(|e| Error::io("list directory", dir, e))?;
+        out.push((e.file_name().to_string_lossy().into_owned(), e.path()));
+    }
+    Ok(out)
+}
+
+/// A log file's records, or `None` for a file of zeros (or empty): a
+/// header that never reached the disk, so a log that holds nothing.
+fn read_log(path: &Path) -> Result<Option<Scan>> {
+    let bytes = fs::read(path).map_err(|e| Error::io("read log", path, e))?;
+    if bytes.iter().all(|&b| b == 0) {
+        return Ok(None);
+    }
+    scan(&bytes, path).map(Some)
 }
 
 /// The log files in `dir` in LSN order: `(first LSN, path)`. Other files
 /// are left alone.
 pub(crate) fn list(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     let mut out = Vec::new();
-    let entries = match fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(Error::io("list directory", dir, e)),
-    };
-    for e in entries {
-        let e = e.map_err(|e| Error::io("list directory", dir, e))?;
-        let name = e.file_name();
-        let Some(name) = name.to_str() else { continue };
+    for (name, path) in entries(dir)? {
         let Some(hex) = name.strip_suffix(".log") else {
             continue;
         };
         if hex.len() == 16 {
             if let Ok(lsn) = u64::from_str_radix(hex, 16) {
-                out.push((lsn, e.path()));
+                out.push((lsn, path));
             }
         }
     }
@@ -528,12 +537,8 @@ pub(crate) fn remove_older(dir: &Path, lsn: u64) -> Result<()> {
 pub(crate) fn replay_records(dir: &Path, from: u64) -> Result<Vec<Record>> {
     let mut out: Vec<Record> = Vec::new();
     for (_, path) in list(dir)? {
-        let bytes = fs::read(&path).map_err(|e| Error::io("read log", &path, e))?;
-        let scan = match scan(&bytes, &path) {
-            Ok(s) => s,
-            // A log file whose header never reached the disk holds nothing.
-            Err(Error::Corrupt { .. }) if bytes.iter().all(|&b| b == 0) => continue,
-            Err(e) => return Err(e),
+        let Some(scan) = read_log(&path)? else {
+            continue;
         };
         for r in scan.records {
             if r.lsn < from {
@@ -606,21 +611,12 @@ pub(crate) fn read_shadow(path: &Path, body_len: usize) -> Result<Vec<u8>> {
 /// checkpoint but `keep`.
 pub(crate) fn remove_shadows_except(dir: &Path, keep: u64) -> Result<()> {
     let suffix = format!(".{keep:016x}.shadow");
-    let entries = match fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io("list directory", dir, e)),
-    };
     let mut removed = false;
-    for e in entries {
-        let e = e.map_err(|e| Error::io("list directory", dir, e))?;
-        let name = e.file_name();
-        let name = name.to_string_lossy();
+    for (name, path) in entries(dir)? {
         let stale =
             (name.ends_with(".shadow") && !name.ends_with(&suffix)) || name.ends_with(".tmp");
         if stale {
-            fs::remove_file(e.path())
-                .map_err(|err| Error::io("delete old shadow", e.path(), err))?;
+            fs::remove_file(&path).map_err(|err| Error::io("delete old shadow", &path, err))?;
             removed = true;
         }
     }

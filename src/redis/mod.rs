@@ -1092,20 +1092,8 @@ impl RedisEngine {
                 .map_or(0, |s| now.saturating_sub(s).max(0) as u64);
             let mut segments = Vec::new();
             for (&w, per) in windows.range(oldest..=cur) {
-                let mut s = SegmentStats {
-                    window: window::label(t.span, w).unwrap_or_default(),
-                    window_start: window::start(t.span, w, self.off()).unwrap_or(0),
-                    window_end: window::end(t.span, w, self.off()).unwrap_or(0),
-                    state: if w == cur { "open" } else { "sealed" },
-                    subfilters: 0,
-                    bytes: 0,
-                    cells: 0,
-                    occupied: 0,
-                    fill: 0.0,
-                    estimated_items: 0,
-                    estimated_fpr: 0.0,
-                    saturated: 0,
-                };
+                let state = if w == cur { "open" } else { "sealed" };
+                let mut s = SegmentStats::window(t.span, w, self.off(), state);
                 let mut items = 0.0;
                 for (n, fills) in per {
                     s.subfilters = s.subfilters.max(*n as usize);
