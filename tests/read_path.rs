@@ -1,0 +1,305 @@
+//! The read path: lookups never wait for a rotation or a seal, handles see
+//! rotations and growth, and check-and-insert through handles keeps exactly
+//! one winner per key.
+//!
+//! The fault hook is process-wide, so the tests that park a file operation
+//! live here and match only their own directory's paths.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use timebloom::testing::set_fault_hook;
+use timebloom::{Engine, Handle, ManualClock, Options, Tier};
+
+fn opts(clock: &ManualClock) -> Options {
+    Options::default().clock(clock.clone())
+}
+
+/// Serializes the tests that install the process-wide fault hook.
+static HOOK: Mutex<()> = Mutex::new(());
+
+/// Parks the first file operation `op` under `dir` until the returned
+/// sender is dropped; the receiver tells when it is parked.
+fn park(dir: &Path, op: &'static str) -> (mpsc::Sender<()>, mpsc::Receiver<PathBuf>) {
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (parked_tx, parked_rx) = mpsc::channel::<PathBuf>();
+    let dir = dir.to_path_buf();
+    let go = Mutex::new(Some(go_rx));
+    let parked = Mutex::new(Some(parked_tx));
+    set_fault_hook(Some(Box::new(move |o, path| {
+        if o == op && path.starts_with(&dir) {
+            if let Some(rx) = go.lock().unwrap().take() {
+                if let Some(tx) = parked.lock().unwrap().take() {
+                    let _ = tx.send(path.to_path_buf());
+                }
+                let _ = rx.recv(); // until the test lets go
+            }
+        }
+        None
+    })));
+    (go_tx, parked_rx)
+}
+
+/// Runs `f` on another thread and fails the test if it takes longer than
+/// `limit` (it would be waiting for the parked operation).
+fn within<T: Send + 'static>(
+    limit: Duration,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("{what} waited for a rotation or seal"))
+}
+
+/// An engine with 2,000 keys (set `set`) inserted on day 0, its clock
+/// moved to day 1: the next write rotates.
+fn day_one(
+    set: u64,
+) -> (
+    tempfile::TempDir,
+    PathBuf,
+    ManualClock,
+    Arc<Engine>,
+    Vec<Vec<u8>>,
+) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    let clock = ManualClock::new(day(0));
+    let e = Arc::new(
+        Engine::create_with(&dir, config(&[Tier::daily(3)], 10_000, 0.001), opts(&clock)).unwrap(),
+    );
+    let keys: Vec<Vec<u8>> = (0..2000).map(|i| url(set, i)).collect();
+    e.insert_batch(&keys).unwrap();
+    clock.set(day(1));
+    (tmp, dir, clock, e, keys)
+}
+
+#[test]
+fn lookups_go_on_while_a_rotation_is_parked_in_creating_a_window() {
+    let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+    let (_tmp, dir, _clock, e, keys) = day_one(1);
+    // The next write rotates; park it inside, creating the day-1 window.
+    let (go, parked) = park(&dir, "allocate");
+    let writer = {
+        let e = Arc::clone(&e);
+        std::thread::spawn(move || e.insert(b"https://example.com/day-1").unwrap())
+    };
+    let path = parked
+        .recv_timeout(Duration::from_secs(30))
+        .expect("rotation parked");
+    assert!(path.to_string_lossy().contains("seg"), "{}", path.display());
+    // The writer holds the maintenance lock. Lookups of every kind answer.
+    for k in keys.iter().step_by(97) {
+        let (e2, k2) = (Arc::clone(&e), k.clone());
+        assert!(within(Duration::from_secs(5), "contains", move || e2
+            .contains(&k2)
+            .unwrap()));
+        let (e2, k2) = (Arc::clone(&e), k.clone());
+        assert!(within(
+            Duration::from_secs(5),
+            "contains_within",
+            move || { e2.contains_within(&k2, 2 * DAY).unwrap() }
+        ));
+    }
+    let e2 = Arc::clone(&e);
+    let found = within(Duration::from_secs(5), "a handle", move || {
+        let mut h = e2.handle();
+        h.contains_batch(&keys)
+            .unwrap()
+            .into_iter()
+            .filter(|&p| p)
+            .count()
+    });
+    assert_eq!(found, 2000);
+    drop(go);
+    assert!(writer.join().unwrap());
+    set_fault_hook(None);
+    assert!(e.contains(b"https://example.com/day-1").unwrap());
+}
+
+#[test]
+fn sealing_runs_off_the_writer_and_the_readers() {
+    let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+    let (_tmp, dir, clock, e, day0) = day_one(2);
+    // The seal of day 0 (an msync of its body) parks; the write that
+    // rotated returns anyway, and later writes and lookups go on.
+    let (go, parked) = park(&dir.join("seg"), "msync segment");
+    let e2 = Arc::clone(&e);
+    assert!(within(
+        Duration::from_secs(10),
+        "the rotating insert",
+        move || { e2.insert(b"https://example.com/day-1").unwrap() }
+    ));
+    parked
+        .recv_timeout(Duration::from_secs(30))
+        .expect("seal parked");
+    let e2 = Arc::clone(&e);
+    let day1: Vec<Vec<u8>> = (0..2000).map(|i| url(3, i)).collect();
+    let d1 = day1.clone();
+    let news = within(
+        Duration::from_secs(10),
+        "inserts during the seal",
+        move || {
+            let mut h = e2.handle();
+            h.insert_batch(&d1)
+                .unwrap()
+                .into_iter()
+                .filter(|&n| n)
+                .count()
+        },
+    );
+    assert!(news >= 1990, "{news}");
+    let e2 = Arc::clone(&e);
+    let d0 = day0.clone();
+    assert!(within(
+        Duration::from_secs(10),
+        "lookups during the seal",
+        move || { e2.contains_batch(&d0).unwrap().into_iter().all(|p| p) }
+    ));
+    // The window reads as sealed before its seal is durable.
+    let s = e.stats().unwrap();
+    assert_eq!(s.tiers[0].segments[0].state, "sealed");
+    drop(go);
+    set_fault_hook(None);
+    // Close waits for the seal; the reopened engine verifies it.
+    Arc::into_inner(e).unwrap().close().unwrap();
+    let e = Engine::open_with(&dir, opts(&clock)).unwrap();
+    e.verify().unwrap();
+    assert!(e.contains_batch(&day0).unwrap().into_iter().all(|p| p));
+    assert!(e.contains_batch(&day1).unwrap().into_iter().all(|p| p));
+}
+
+/// Acknowledged keys never test absent to concurrent readers while a
+/// writer grows chains (20x the plan) and crosses window boundaries.
+#[test]
+fn readers_never_miss_an_acknowledged_key_through_growth_and_rotation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let e = Engine::create_with(
+        tmp.path().join("crawl.tb"),
+        config(&[Tier::daily(4), Tier::weekly(2)], 2_000, 0.01),
+        opts(&clock),
+    )
+    .unwrap();
+    const KEYS: u64 = 40_000;
+    let acked = AtomicU64::new(0);
+    let done = AtomicBool::new(false);
+    let checks = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for r in 0..2u64 {
+            let (e, acked, done, checks) = (&e, &acked, &done, &checks);
+            s.spawn(move || {
+                let mut h = e.handle();
+                let mut i = r;
+                while !done.load(Ordering::Acquire) {
+                    let n = acked.load(Ordering::Acquire);
+                    if n == 0 {
+                        continue;
+                    }
+                    i = i
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407)
+                        % n;
+                    let k = url(4, i);
+                    let found = if i % 2 == 0 {
+                        h.contains(&k).unwrap()
+                    } else {
+                        e.contains(&k).unwrap()
+                    };
+                    assert!(found, "acknowledged key {i} of {n} missing");
+                    checks.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        let mut h = e.handle();
+        for i in 0..KEYS {
+            if i % 10_000 == 9_999 {
+                // Two boundaries in all: retention 4 keeps every key.
+                clock.advance(DAY / 2);
+            }
+            h.insert(&url(4, i)).unwrap();
+            acked.store(i + 1, Ordering::Release);
+        }
+        done.store(true, Ordering::Release);
+    });
+    assert!(checks.load(Ordering::Relaxed) > 1000);
+    let s = e.stats().unwrap();
+    assert!(s.tiers[0].segments.len() >= 2, "a boundary was crossed");
+    assert!(
+        s.tiers[0].segments.iter().any(|s| s.subfilters > 1),
+        "a chain grew"
+    );
+}
+
+/// Exactly one winner per new key with every writer on its own handle,
+/// Bloom and counting tiers, singles and batches.
+#[test]
+fn handles_agree_on_one_winner_per_key() {
+    for tiers in [
+        vec![Tier::daily(3), Tier::weekly(2)],
+        vec![Tier::daily(3).counting()],
+    ] {
+        const KEYS: u64 = 30_000;
+        let tmp = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(day(0));
+        let e = create(tmp.path(), config(&tiers, 20_000, 0.001), &clock);
+        let wins: Vec<AtomicU8> = (0..KEYS).map(|_| AtomicU8::new(0)).collect();
+        std::thread::scope(|s| {
+            for t in 0..6u64 {
+                let (mut h, wins): (Handle, _) = (e.handle(), &wins);
+                s.spawn(move || {
+                    let order: Vec<u64> = if t % 2 == 0 {
+                        (0..KEYS).collect()
+                    } else {
+                        (0..KEYS).rev().collect()
+                    };
+                    if t < 3 {
+                        for i in order {
+                            if h.insert(&url(5, i)).unwrap() {
+                                wins[i as usize].fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        return;
+                    }
+                    for chunk in order.chunks(29) {
+                        let keys: Vec<Vec<u8>> = chunk.iter().map(|&i| url(5, i)).collect();
+                        for (&i, new) in chunk.iter().zip(h.insert_batch(&keys).unwrap()) {
+                            if new {
+                                wins[i as usize].fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        let mut zero = 0;
+        for (i, w) in wins.iter().enumerate() {
+            match w.load(Ordering::Relaxed) {
+                1 => {}
+                0 => zero += 1,
+                n => panic!("{tiers:?}: key {i} reported new {n} times"),
+            }
+        }
+        assert!(
+            zero < KEYS as usize / 500,
+            "{tiers:?}: {zero} keys never new"
+        );
+        let keys: Vec<Vec<u8>> = (0..KEYS).map(|i| url(5, i)).collect();
+        assert!(e
+            .handle()
+            .contains_batch(&keys)
+            .unwrap()
+            .into_iter()
+            .all(|p| p));
+    }
+}
