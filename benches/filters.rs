@@ -1018,6 +1018,25 @@ fn single_window(
     bench_lookup(&mut g, id("timebloom-sysclock", "neg"), neg, |ks| {
         ks.iter().filter(|k| tb_sys.contains(k).unwrap()).count()
     });
+    // Through a per-thread handle (the read path that writes no shared
+    // memory), and inserts of keys already present (a recrawl).
+    let mut th = tb.handle();
+    bench_lookup(&mut g, id("timebloom-handle", "pos"), pos, |ks| {
+        ks.iter().filter(|k| th.contains(k).unwrap()).count()
+    });
+    bench_lookup(&mut g, id("timebloom-handle", "neg"), neg, |ks| {
+        ks.iter().filter(|k| th.contains(k).unwrap()).count()
+    });
+    bench_lookup(
+        &mut g,
+        id("timebloom-handle", "insert_present"),
+        pos,
+        |ks| ks.iter().filter(|k| th.insert(k).unwrap()).count(),
+    );
+    bench_lookup(&mut g, id("timebloom", "insert_present"), pos, |ks| {
+        ks.iter().filter(|k| tb.insert(k).unwrap()).count()
+    });
+    drop(th);
     bench_lookup(&mut g, id("fastbloom-sip", "pos"), pos, |ks| {
         ks.iter().filter(|k| fb_sip.contains(**k)).count()
     });
@@ -1079,6 +1098,16 @@ fn single_window(
         pos,
         || fresh_engine("ins"),
         |(e, _), ks| ks.iter().filter(|k| e.insert(k).unwrap()).count(),
+    );
+    bench_insert(
+        &mut g,
+        id("timebloom-handle", "insert"),
+        pos,
+        || fresh_engine("insh"),
+        |(e, _), ks| {
+            let mut h = e.handle();
+            ks.iter().filter(|k| h.insert(k).unwrap()).count()
+        },
     );
     bench_insert(
         &mut g,
@@ -1295,6 +1324,11 @@ fn windowed(c: &mut Criterion, setup: &Setup, n: usize, out: &mut Vec<Value>) {
     bench_lookup(&mut g, id("timebloom", "neg_batch"), &neg, |ks| {
         count(engine.contains_batch(ks).unwrap())
     });
+    let mut h = engine.handle();
+    bench_lookup(&mut g, id("timebloom-handle", "neg"), &neg, |ks| {
+        ks.iter().filter(|k| h.contains(k).unwrap()).count()
+    });
+    drop(h);
     // Insert floor: read the monthly segments, write the three open ones.
     bench_lookup(&mut g, id("floor", "insert"), &neg, |ks| {
         ks.iter()

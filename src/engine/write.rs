@@ -131,24 +131,39 @@ impl Engine {
         now: i64,
     ) -> Result<bool> {
         let present = present || any_contains(&snap.tiers[snap.full_tier].segments, h);
-        for t in &snap.tiers {
-            let Some(seg) = t.segments.last() else {
-                continue;
-            };
-            if !seg.insert(x, h) {
-                return Err(Error::corrupt(
-                    seg.tail()
-                        .map(|s| s.path().to_path_buf())
-                        .unwrap_or_default(),
-                    "the open segment is mapped read-only",
-                ));
-            }
-        }
-        if let Some(log) = &self.wal {
-            let r = log.append(Op::Insert, now, h).map(drop);
-            self.latch(r)?;
+        let refused = self.logged(Op::Insert, now, h, || {
+            snap.tiers
+                .iter()
+                .filter_map(|t| t.segments.last())
+                .find(|seg| !seg.insert(x, h))
+        })?;
+        if let Some(seg) = refused {
+            return Err(Error::corrupt(
+                seg.tail()
+                    .map(|s| s.path().to_path_buf())
+                    .unwrap_or_default(),
+                "the open segment is mapped read-only",
+            ));
         }
         Ok(!present)
+    }
+
+    /// Applies a write and logs it (under the logged policies): counting
+    /// writes inside the log's lock, so replay applies them in the order
+    /// they happened (see `Wal::append_applying`); Bloom writes, which
+    /// commute, before it.
+    #[inline]
+    fn logged<R>(&self, op: Op, t: i64, h: KeyHash, apply: impl FnOnce() -> R) -> Result<R> {
+        let Some(log) = &self.wal else {
+            return Ok(apply());
+        };
+        if self.config.tiers.iter().any(|t| t.kind == Kind::Counting) {
+            let r = log.append_applying(op, t, h, apply).map(|(_, r)| r);
+            return self.latch(r);
+        }
+        let r = apply();
+        self.latch(log.append(op, t, h).map(drop))?;
+        Ok(r)
     }
 
     /// [`Engine::insert`] for many keys: one clock read, and per group of
@@ -334,13 +349,11 @@ impl Engine {
                 // for it, so the write below lands before the seal reads.
                 if segs.iter().flatten().all(|s| !s.is_sealed()) {
                     let present = any_contains(&snap.tiers[snap.full_tier].segments, h);
-                    for seg in segs.into_iter().flatten() {
-                        seg.insert(&x, h);
-                    }
-                    if let Some(log) = &self.wal {
-                        let r = log.append(Op::Insert, t, h).map(drop);
-                        self.latch(r)?;
-                    }
+                    self.logged(Op::Insert, t, h, || {
+                        for seg in segs.into_iter().flatten() {
+                            seg.insert(&x, h);
+                        }
+                    })?;
                     drop(x);
                     self.sync_writes()?;
                     return Ok(!present);
@@ -443,13 +456,11 @@ impl Engine {
                 return Ok(false);
             }
             if segs.iter().all(|s| !s.is_sealed()) {
-                for seg in segs {
-                    seg.remove(&x, h);
-                }
-                if let Some(log) = &self.wal {
-                    let r = log.append(Op::Remove, t, h).map(drop);
-                    self.latch(r)?;
-                }
+                self.logged(Op::Remove, t, h, || {
+                    for seg in segs {
+                        seg.remove(&x, h);
+                    }
+                })?;
                 drop(x);
                 self.sync_writes()?;
                 return Ok(true);
