@@ -304,28 +304,31 @@ impl Engine {
         }
         self.publish(next);
         if !to_seal.is_empty() {
-            // No write reaches them from here on: stop new ones, then wait
-            // for those in flight (writers check the generation and the
-            // state under their stripe).
-            for s in &to_seal {
-                s.stop_writes();
-            }
-            drop(self.stripes.lock_all());
+            self.stop_writes(&to_seal);
             if background && !self.read_only {
                 self.seal_in_background(m, to_seal);
             } else {
-                self.seal_now(&to_seal)?;
+                for s in &to_seal {
+                    s.seal()?;
+                }
             }
         }
         Ok(done)
     }
 
-    /// Seals sub-filters that take no more writes, in this thread.
-    fn seal_now(&self, subs: &[Arc<SubFilter>]) -> Result<()> {
+    /// No write reaches `subs` once this returns: stops new ones, then
+    /// waits for those in flight (writers check the generation and the
+    /// state under their stripe).
+    fn stop_writes(&self, subs: &[Arc<SubFilter>]) {
         for s in subs {
             s.stop_writes();
         }
         drop(self.stripes.lock_all());
+    }
+
+    /// Seals sub-filters, in this thread.
+    fn seal_now(&self, subs: &[Arc<SubFilter>]) -> Result<()> {
+        self.stop_writes(subs);
         for s in subs {
             s.seal()?;
         }

@@ -386,8 +386,7 @@ impl Engine {
     /// present where its counters saturated.
     pub fn remove(&self, key: &[u8]) -> Result<bool> {
         self.check_remove()?;
-        let now = self.now()?;
-        self.remove_inner(self.hash(key), None, now)
+        self.remove_inner(self.hash(key), None)
     }
 
     /// Takes back one insert of `key` made at `time` (by [`Engine::insert`]
@@ -417,7 +416,7 @@ impl Engine {
     /// ```
     pub fn remove_at(&self, key: &[u8], time: SystemTime) -> Result<bool> {
         self.check_remove()?;
-        self.remove_inner(self.hash(key), Some(instant(time)?), 0)
+        self.remove_inner(self.hash(key), Some(instant(time)?))
     }
 
     fn check_remove(&self) -> Result<()> {
@@ -430,8 +429,8 @@ impl Engine {
     }
 
     /// Removes an insert made at `at` (`None`: now, as read after any
-    /// rotation; `_` unused then).
-    fn remove_inner(&self, h: KeyHash, at: Option<i64>, _: i64) -> Result<bool> {
+    /// rotation).
+    fn remove_inner(&self, h: KeyHash, at: Option<i64>) -> Result<bool> {
         let mut src = self.current();
         loop {
             let now = self.ready(&mut src)?;
