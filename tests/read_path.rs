@@ -303,3 +303,48 @@ fn handles_agree_on_one_winner_per_key() {
             .all(|p| p));
     }
 }
+
+/// Writers racing rotations never write a window after its seal: every
+/// sealed body verifies against its checksum afterwards. Counting tiers
+/// under a logged policy (their rotation checkpoints) and Bloom tiers
+/// (sealed in the background).
+#[test]
+fn no_write_lands_in_a_sealed_window() {
+    for (tiers, sync) in [
+        (
+            vec![Tier::daily(30).counting()],
+            timebloom::SyncPolicy::Always,
+        ),
+        (vec![Tier::daily(30)], timebloom::SyncPolicy::None),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("crawl.tb");
+        let clock = ManualClock::new(day(0));
+        let mut cfg = config(&tiers, 50_000, 0.01);
+        cfg.sync = sync;
+        let e = Engine::create_with(&dir, cfg, opts(&clock)).unwrap();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for w in 0..3u64 {
+                let (e, stop) = (&e, &stop);
+                s.spawn(move || {
+                    let mut h = e.handle();
+                    let mut i = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        h.insert(&url(10 + w, i)).unwrap();
+                        i += 1;
+                    }
+                });
+            }
+            for d in 1..=20 {
+                std::thread::sleep(Duration::from_millis(15));
+                clock.set(day(d));
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        e.close().unwrap();
+        let e = Engine::open_with(&dir, opts(&clock)).unwrap();
+        let problems = e.verify_each();
+        assert!(problems.is_empty(), "{tiers:?}: {problems:?}");
+    }
+}

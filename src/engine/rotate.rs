@@ -294,23 +294,24 @@ impl Engine {
         // Bloom insert twice changes nothing).
         let checkpoint = self.wal.is_some() && counting_changed;
         if checkpoint {
-            // The sealed windows' logged writes must reach them before the
-            // checkpoint drops the log that holds them: seal first.
-            self.seal_now(&to_seal)?;
-            to_seal.clear();
+            // The windows about to be sealed are not sealed on disk yet, so
+            // the checkpoint msyncs them and copies their counting bodies
+            // like any open window: what the log holds for them up to here
+            // is in them. They are sealed only after the publish below (a
+            // writer of the current snapshot may still write them until
+            // then), and recovery skips them only once their seal is
+            // durable.
             self.checkpoint(m, &next)?;
         } else if created || unsealed {
             self.store_manifest(m, &next)?;
         }
         self.publish(next);
         if !to_seal.is_empty() {
-            self.stop_writes(&to_seal);
             if background && !self.read_only {
+                self.stop_writes(&to_seal);
                 self.seal_in_background(m, to_seal);
             } else {
-                for s in &to_seal {
-                    s.seal()?;
-                }
+                self.seal_now(&to_seal)?;
             }
         }
         Ok(done)
