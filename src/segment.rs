@@ -645,6 +645,25 @@ impl SubFilter {
         BODY_OFFSET + self.header.body_len()
     }
 
+    /// Maps every page of the file into the page tables now
+    /// (`MADV_POPULATE_READ`), so that the first lookups and inserts in a
+    /// new window find their pages mapped instead of faulting them in (a
+    /// fallocated page is allocated and zeroed on its first touch).
+    ///
+    /// Read, not write: a page populated writable is dirty, and once the
+    /// kernel writes it back it is write-protected again, so writing
+    /// zeros out ahead of time would cost a second write of every page and
+    /// save nothing at the boundary. The first write to each page still
+    /// takes a write-protect fault: that is how the kernel tracks dirty
+    /// pages of a shared file mapping. Only a hint: kernels before 5.14
+    /// refuse it, and then pages fault in on first use as before.
+    pub(crate) fn prefault(&self) {
+        #[cfg(target_os = "linux")]
+        if let Map::Writable(m) = &self.map {
+            let _ = m.advise(memmap2::Advice::PopulateRead);
+        }
+    }
+
     /// Counting kind: counters stuck at 15.
     pub(crate) fn saturated(&self) -> u64 {
         match self.header.kind {

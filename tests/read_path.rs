@@ -348,3 +348,150 @@ fn no_write_lands_in_a_sealed_window() {
         assert!(problems.is_empty(), "{tiers:?}: {problems:?}");
     }
 }
+
+/// The file names in `dir/seg`.
+fn seg_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir.join("seg"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Waits up to 30 s for `dir/seg` to hold a file not in `before`, and
+/// names it.
+fn wait_new_file(dir: &Path, before: &[String]) -> String {
+    for _ in 0..3000 {
+        if let Some(n) = seg_files(dir).into_iter().find(|n| !before.contains(n)) {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("no window was created ahead of the boundary");
+}
+
+/// One daily tier, 1,000 keys inserted, the clock a minute before the end
+/// of day 0: within the lead, so the next write starts creating day 1.
+fn before_midnight() -> (
+    tempfile::TempDir,
+    PathBuf,
+    ManualClock,
+    Engine,
+    Vec<Vec<u8>>,
+) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    let clock = ManualClock::new(day(0));
+    let e =
+        Engine::create_with(&dir, config(&[Tier::daily(3)], 10_000, 0.001), opts(&clock)).unwrap();
+    let keys: Vec<Vec<u8>> = (0..1000).map(|i| url(7, i)).collect();
+    e.insert_batch(&keys).unwrap();
+    clock.set(at(T0 + 86_400 - 60));
+    (tmp, dir, clock, e, keys)
+}
+
+#[test]
+fn the_next_window_is_created_ahead_and_taken_by_the_rotation() {
+    use std::os::unix::fs::MetadataExt;
+    let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+    let (_tmp, dir, clock, e, keys) = before_midnight();
+    let before = seg_files(&dir);
+    assert_eq!(before.len(), 1, "{before:?}");
+    assert!(e.insert(b"https://example.com/late").unwrap());
+    let name = wait_new_file(&dir, &before);
+    let ino = std::fs::metadata(dir.join("seg").join(&name))
+        .unwrap()
+        .ino();
+    // Still day 0: the new file takes nothing yet, and lookups ignore it.
+    assert_eq!(e.stats().unwrap().tiers[0].segments.len(), 1);
+    clock.set(at(T0 + 86_400 + 1));
+    assert!(e.insert(b"https://example.com/day-1").unwrap());
+    // The rotation used that very file: no new one, same inode.
+    assert_eq!(seg_files(&dir).len(), 2);
+    assert_eq!(
+        std::fs::metadata(dir.join("seg").join(&name))
+            .unwrap()
+            .ino(),
+        ino
+    );
+    assert_eq!(e.stats().unwrap().tiers[0].segments.len(), 2);
+    assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
+    assert!(!e.insert(b"https://example.com/day-1").unwrap());
+    e.close().unwrap();
+    let e = Engine::open_with(&dir, opts(&clock)).unwrap();
+    e.verify().unwrap();
+    assert!(e.contains(b"https://example.com/day-1").unwrap());
+    assert!(e.contains(b"https://example.com/late").unwrap());
+}
+
+#[test]
+fn closing_deletes_a_window_created_ahead_and_an_open_deletes_one_left_by_a_crash() {
+    let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+    let (tmp, dir, clock, e, keys) = before_midnight();
+    let before = seg_files(&dir);
+    e.insert(b"https://example.com/late").unwrap();
+    let name = wait_new_file(&dir, &before);
+    // What a kill -9 would leave: the file, named by no manifest.
+    let copy = tmp.path().join("ahead-copy");
+    // The copy may catch the thread still writing; the contents do not
+    // matter to an open, which deletes any file no manifest names.
+    std::fs::copy(dir.join("seg").join(&name), &copy).unwrap();
+    e.close().unwrap();
+    assert_eq!(
+        seg_files(&dir),
+        before,
+        "close deletes what no rotation took"
+    );
+    std::fs::copy(&copy, dir.join("seg").join(&name)).unwrap();
+    clock.set(at(T0 + 86_400 + 1));
+    let e = Engine::open_with(&dir, opts(&clock)).unwrap();
+    assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
+    // The rotation creates day 1 itself (the leftover was deleted at open).
+    assert!(e.insert(b"https://example.com/day-1").unwrap());
+    assert_eq!(seg_files(&dir).len(), 2);
+    e.verify().unwrap();
+}
+
+#[test]
+fn a_failed_creation_ahead_leaves_the_rotation_to_create_the_window() {
+    let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+    let (_tmp, dir, clock, e, keys) = before_midnight();
+    let before = seg_files(&dir);
+    // The first allocation under this directory fails: the thread's.
+    let failed = Arc::new(AtomicBool::new(false));
+    let (seg, f) = (dir.join("seg"), Arc::clone(&failed));
+    set_fault_hook(Some(Box::new(move |op, path| {
+        if op == "allocate" && path.starts_with(&seg) && !f.swap(true, Ordering::SeqCst) {
+            return Some(std::io::Error::other("injected: disk full"));
+        }
+        None
+    })));
+    e.insert(b"https://example.com/late").unwrap();
+    for _ in 0..3000 {
+        if failed.load(Ordering::SeqCst) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(failed.load(Ordering::SeqCst), "no creation ahead was tried");
+    // The thread deletes its partial file (poll: it runs on its own).
+    for _ in 0..3000 {
+        if seg_files(&dir) == before {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(seg_files(&dir), before);
+    // The writer never saw the failure, and the rotation creates day 1.
+    clock.set(at(T0 + 86_400 + 1));
+    assert!(e.insert(b"https://example.com/day-1").unwrap());
+    set_fault_hook(None);
+    assert_eq!(seg_files(&dir).len(), 2);
+    assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
+    e.close().unwrap();
+    Engine::open_with(&dir, opts(&clock))
+        .unwrap()
+        .verify()
+        .unwrap();
+}

@@ -40,6 +40,7 @@ use crate::segment::{Identity, SubFilter};
 use crate::wal::Wal;
 use crate::window;
 
+mod ahead;
 mod durable;
 mod read;
 mod rotate;
@@ -102,6 +103,11 @@ pub struct Engine {
     lost: Vec<String>,
     /// Serializes rotation, growth, unsealing, checkpoints and close.
     maint: Mutex<Maint>,
+    /// The thread creating the next boundary's windows ahead of it (see
+    /// `ahead`); a rotation holds this until it has published.
+    ahead: Mutex<Option<ahead::Ahead>>,
+    /// The boundary whose windows were last started ahead.
+    ahead_for: AtomicI64,
     /// Writers hold the stripe of their key (see the module docs).
     stripes: Stripes,
     /// A write failed on I/O: later writes report `PreviousIo`.
@@ -604,6 +610,8 @@ impl Engine {
             policy,
             wal: None,
             syncer: Mutex::new(None),
+            ahead: Mutex::new(None),
+            ahead_for: AtomicI64::new(i64::MIN),
         }
     }
 
@@ -733,6 +741,8 @@ impl Engine {
         if self.read_only {
             return Ok(());
         }
+        // Windows created ahead of a boundary not reached: deleted.
+        drop(ahead::take(&mut self.ahead.lock()));
         if let Some(mut syncer) = self.syncer.lock().take() {
             syncer.stop();
         }

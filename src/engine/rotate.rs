@@ -25,6 +25,7 @@ use crate::segment::{Identity, SubFilter};
 use crate::stats::Maintenance;
 use crate::window;
 
+use super::ahead;
 use super::snapshot::{Snapshot, TierState};
 use super::{window_name, Engine, Maint, MAX_CHAIN, SEG_DIR};
 
@@ -181,7 +182,8 @@ impl Engine {
     /// 1. expire: write the manifest without the expired segments (the
     ///    commit point of expiry), then delete their files (snapshots that
     ///    still map them keep reading valid memory);
-    /// 2. create the new windows' files, fsync them and the directory;
+    /// 2. create the new windows' files (or take those created ahead of
+    ///    the boundary, see `ahead`), fsync them and the directory;
     /// 3. write the manifest naming the new set (the commit point) and
     ///    publish it as the new snapshot;
     /// 4. stop writes to every segment that is no longer the newest of its
@@ -236,11 +238,22 @@ impl Engine {
         let mut unsealed = false;
         let mut counting_changed = false;
         let mut to_seal: Vec<Arc<SubFilter>> = Vec::new();
+        // Held until the publish: no window is created ahead meanwhile.
+        let mut slot = self.ahead.lock();
         if !self.read_only {
-            for t in &mut next.tiers {
+            // Files created ahead for this boundary; any not taken below
+            // (the clock skipped their window) are deleted.
+            let mut made = ahead::take(&mut slot);
+            for (ti, t) in next.tiers.iter_mut().enumerate() {
                 let c = self.window_index(t.tier.span, now)?;
                 if t.segments.last().is_none_or(|s| s.window < c) {
-                    let seg = self.new_segment(t, c)?;
+                    let seg = match made.take(ti, c) {
+                        Some(sub) => Segment {
+                            window: c,
+                            subs: vec![sub],
+                        },
+                        None => self.new_segment(t, c)?,
+                    };
                     done.opened.push(label(t, c));
                     t.segments.push(seg);
                     created = true;
@@ -274,11 +287,16 @@ impl Engine {
         }
         // Which tier reaches furthest back, and when the next boundary comes.
         let mut boundary = i64::MAX;
+        let mut ahead_from = i64::MAX;
         let mut oldest = i64::MAX;
         for (ti, t) in next.tiers.iter().enumerate() {
             let c = self.window_index(t.tier.span, now)?;
             if let Some(end) = window::end(t.tier.span, c, off) {
-                boundary = boundary.min(end);
+                if end < boundary {
+                    boundary = end;
+                    let start = window::start(t.tier.span, c, off).unwrap_or(end);
+                    ahead_from = end - ahead::lead(end - start);
+                }
             }
             let from = t.tier.oldest_live(c);
             let start = window::start(t.tier.span, from, off).unwrap_or(i64::MIN);
@@ -288,6 +306,7 @@ impl Engine {
             }
         }
         next.next_boundary = boundary;
+        next.ahead_from = ahead_from;
         // A counting window under the log needs its shadow copy (and a
         // reopened one its state) in a checkpoint before it takes writes;
         // a Bloom window needs only the manifest naming it (replaying a
@@ -306,6 +325,7 @@ impl Engine {
             self.store_manifest(m, &next)?;
         }
         self.publish(next);
+        drop(slot);
         if !to_seal.is_empty() {
             if background && !self.read_only {
                 self.stop_writes(&to_seal);
@@ -344,6 +364,7 @@ impl Engine {
         let spawned = std::thread::Builder::new()
             .name("timebloom-seal".into())
             .spawn(move || {
+                ahead::background();
                 for s in &subs {
                     if let Err(e) = s.seal() {
                         if matches!(e, Error::Io { .. }) {

@@ -47,6 +47,9 @@ pub(crate) struct Snapshot {
     /// live set is exactly `tiers`; from it on, a lookup works out which
     /// windows are still live itself until a writer rotates.
     pub(super) next_boundary: i64,
+    /// From this instant on, writers have the windows that open at
+    /// `next_boundary` created ahead of it (see `ahead`).
+    pub(super) ahead_from: i64,
     /// The engine was closed: every call fails.
     pub(super) closed: bool,
 }
@@ -59,6 +62,7 @@ impl Snapshot {
             full_tier: 0,
             // No boundary is known until the first rotation.
             next_boundary: i64::MIN,
+            ahead_from: i64::MAX,
             closed: false,
         }
     }

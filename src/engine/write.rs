@@ -53,6 +53,9 @@ impl Engine {
             self.check_usable(snap)?;
             let now = self.now()?;
             if now < snap.next_boundary {
+                if now >= snap.ahead_from {
+                    self.create_ahead(snap.next_boundary);
+                }
                 return Ok(now);
             }
             // Writers wait for the rotation (a key is recorded in the window
