@@ -18,8 +18,8 @@
 //!   through a handle without pause and a writer inserts new keys; the
 //!   writer's first insert starts creating the next windows ahead of the
 //!   boundary (phase one, 8 s), then the clock moves past the boundary and
-//!   the writer's next insert rotates (takes the three windows created
-//!   ahead, seals two). Every lookup's and insert's latency is kept: worst
+//!   the writer's next insert rotates (takes the day's and the month's
+//!   windows created ahead, seals the two they follow). Every lookup's and insert's latency is kept: worst
 //!   and percentiles of each phase.
 //!
 //! Results print as tables and go to `target/timebloom-bench/read_path.json`.
