@@ -17,7 +17,9 @@
 //!   two minutes before a month boundary. A reader thread looks keys up
 //!   through a handle without pause and a writer inserts new keys; the
 //!   writer's first insert starts creating the next windows ahead of the
-//!   boundary (phase one, 8 s), then the clock moves past the boundary and
+//!   boundary (phase one: 8 s, then 5 s with the clock fifteen seconds
+//!   before the boundary, when they are prefaulted), then the clock moves
+//!   past the boundary and
 //!   the writer's next insert rotates (takes the day's and the month's
 //!   windows created ahead, seals the two they follow). Every lookup's and insert's latency is kept: worst
 //!   and percentiles of each phase.
@@ -291,12 +293,16 @@ fn boundary_part(n: u64, fill: u64, out: &mut Vec<Value>) {
             lat
         });
         // The first write started creating the next windows: long enough
-        // for them to be written, mapped and prefaulted.
-        std::thread::sleep(Duration::from_secs(if fill > 1_000_000 { 8 } else { 1 }));
+        // for them to be written and mapped; then fifteen seconds before
+        // the boundary, when they are faulted in writable.
+        let big = fill > 1_000_000;
+        std::thread::sleep(Duration::from_secs(if big { 8 } else { 1 }));
+        clock.set(UNIX_EPOCH + Duration::from_secs(midnight - 15));
+        std::thread::sleep(Duration::from_secs(if big { 5 } else { 1 }));
         crossed.store(true, Ordering::Relaxed);
         clock.set(UNIX_EPOCH + Duration::from_secs(midnight + 10));
         // Long enough for the rotation and the background seals.
-        std::thread::sleep(Duration::from_secs(if fill > 1_000_000 { 8 } else { 2 }));
+        std::thread::sleep(Duration::from_secs(if big { 8 } else { 2 }));
         stop.store(true, Ordering::Relaxed);
         let reads = reader.join().expect("reader");
         let writes = writer.join().expect("writer");
@@ -310,7 +316,7 @@ fn boundary_part(n: u64, fill: u64, out: &mut Vec<Value>) {
         .filter(|s| s.state == "sealed")
         .count();
     let names = [
-        "two minutes before: the next windows created ahead",
+        "before the boundary: the next windows created ahead and prefaulted",
         "across the month boundary: the writer rotates",
     ];
     let mut phases = Vec::new();

@@ -645,22 +645,36 @@ impl SubFilter {
         BODY_OFFSET + self.header.body_len()
     }
 
-    /// Maps every page of the file into the page tables now
-    /// (`MADV_POPULATE_READ`), so that the first lookups and inserts in a
-    /// new window find their pages mapped instead of faulting them in (a
-    /// fallocated page is allocated and zeroed on its first touch).
+    /// Faults every page of the file in writable now
+    /// (`MADV_POPULATE_WRITE`), so that the first inserts and lookups in a
+    /// new window find their pages mapped, allocated and writable instead
+    /// of faulting them in one by one.
     ///
-    /// Read, not write: a page populated writable is dirty, and once the
-    /// kernel writes it back it is write-protected again, so writing
-    /// zeros out ahead of time would cost a second write of every page and
-    /// save nothing at the boundary. The first write to each page still
-    /// takes a write-protect fault: that is how the kernel tracks dirty
-    /// pages of a shared file mapping. Only a hint: kernels before 5.14
-    /// refuse it, and then pages fault in on first use as before.
-    pub(crate) fn prefault(&self) {
+    /// The pages become dirty: the kernel writes them back within about
+    /// 30 s (and then write-protects them again, as it does for every
+    /// written page of a shared file mapping, so later first writes after
+    /// a writeback take a write-protect fault). That is why the engine
+    /// calls this seconds before a boundary, not when it creates the file
+    /// (see `engine::ahead`). Only a hint: kernels before 5.14 refuse it,
+    /// and then pages fault in on first use.
+    ///
+    /// Works in steps of 8 MiB and stops early once `stop` is set: a
+    /// rotation that needs the file does not wait for the rest (those
+    /// pages fault in on first use).
+    pub(crate) fn prefault(&self, stop: &AtomicBool) {
         #[cfg(target_os = "linux")]
         if let Map::Writable(m) = &self.map {
-            let _ = m.advise(memmap2::Advice::PopulateRead);
+            const STEP: usize = 8 << 20;
+            let mut at = 0;
+            while at < m.len() && !stop.load(Ordering::Relaxed) {
+                let n = STEP.min(m.len() - at);
+                if m.advise_range(memmap2::Advice::PopulateWrite, at, n)
+                    .is_err()
+                {
+                    return;
+                }
+                at += n;
+            }
         }
     }
 

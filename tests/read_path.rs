@@ -371,6 +371,28 @@ fn wait_new_file(dir: &Path, before: &[String]) -> String {
     panic!("no window was created ahead of the boundary");
 }
 
+/// The dirty resident KiB of this process's mapping of the file `name`
+/// (`/proc/self/smaps`), if it is mapped.
+fn dirty_kb(name: &str) -> Option<u64> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let mut lines = smaps.lines();
+    while let Some(l) = lines.next() {
+        if l.ends_with(name) {
+            let mut dirty = 0;
+            for l in lines.by_ref() {
+                if l.starts_with("VmFlags") {
+                    break;
+                }
+                if l.starts_with("Shared_Dirty:") || l.starts_with("Private_Dirty:") {
+                    dirty += l.split_whitespace().nth(1)?.parse::<u64>().ok()?;
+                }
+            }
+            return Some(dirty);
+        }
+    }
+    None
+}
+
 /// One daily tier, 1,000 keys inserted, the clock a minute before the end
 /// of day 0: within the lead, so the next write starts creating day 1.
 fn before_midnight() -> (
@@ -400,11 +422,25 @@ fn the_next_window_is_created_ahead_and_taken_by_the_rotation() {
     assert_eq!(before.len(), 1, "{before:?}");
     assert!(e.insert(b"https://example.com/late").unwrap());
     let name = wait_new_file(&dir, &before);
-    let ino = std::fs::metadata(dir.join("seg").join(&name))
-        .unwrap()
-        .ino();
+    let meta = std::fs::metadata(dir.join("seg").join(&name)).unwrap();
     // Still day 0: the new file takes nothing yet, and lookups ignore it.
     assert_eq!(e.stats().unwrap().tiers[0].segments.len(), 1);
+    // A minute before the boundary its pages are not faulted in yet (they
+    // would be written back and write-protected again before it); fifteen
+    // seconds before, all of them are, writable.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(dirty_kb(&name).unwrap_or(0), 0);
+    clock.set(at(T0 + 86_400 - 15));
+    let want = meta.len() / 1024;
+    let mut got = 0;
+    for _ in 0..1000 {
+        got = dirty_kb(&name).unwrap_or(0);
+        if got >= want {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(got >= want, "{got} KiB of {want} faulted in");
     clock.set(at(T0 + 86_400 + 1));
     assert!(e.insert(b"https://example.com/day-1").unwrap());
     // The rotation used that very file: no new one, same inode.
@@ -413,7 +449,7 @@ fn the_next_window_is_created_ahead_and_taken_by_the_rotation() {
         std::fs::metadata(dir.join("seg").join(&name))
             .unwrap()
             .ino(),
-        ino
+        meta.ino()
     );
     assert_eq!(e.stats().unwrap().tiers[0].segments.len(), 2);
     assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
