@@ -227,8 +227,8 @@ impl<'a> Lookup<'a> {
             .collect();
         let group = (LOADS_PER_GROUP / views.len().max(1)).clamp(2, MAX_GROUP);
         Lookup {
-            addrs: Vec::with_capacity(group * views.len()),
-            hashes: Vec::with_capacity(group),
+            addrs: Vec::with_capacity(2 * group * views.len()),
+            hashes: Vec::with_capacity(2 * group),
             views,
             group,
         }
@@ -243,6 +243,13 @@ impl<'a> Lookup<'a> {
     pub(crate) fn clear(&mut self) {
         self.addrs.clear();
         self.hashes.clear();
+    }
+
+    /// Forgets the first `n` keys (a group that was tested), keeping those
+    /// pushed after them (the next group, whose loads are in flight).
+    pub(crate) fn consume(&mut self, n: usize) {
+        self.addrs.drain(..n * self.views.len());
+        self.hashes.drain(..n);
     }
 
     /// Adds a key to the group and prefetches its blocks.

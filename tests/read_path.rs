@@ -531,3 +531,37 @@ fn a_failed_creation_ahead_leaves_the_rotation_to_create_the_window() {
         .verify()
         .unwrap();
 }
+
+#[test]
+fn batch_lookups_answer_as_single_ones_for_every_batch_length() {
+    // Many segments (small groups, pipelined across group edges): 10 days
+    // of a daily tier and the weeks and months that hold them.
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let e = Engine::create_with(
+        tmp.path().join("crawl.tb"),
+        config(
+            &[Tier::daily(7), Tier::weekly(4), Tier::monthly(12)],
+            2_000,
+            0.01,
+        ),
+        opts(&clock),
+    )
+    .unwrap();
+    for d in 0..10 {
+        clock.set(day(d));
+        let keys: Vec<Vec<u8>> = (0..500).map(|i| url(20 + d, i)).collect();
+        e.insert_batch(&keys).unwrap();
+    }
+    let mut h = e.handle();
+    // Present keys of every day, absent ones, interleaved.
+    let probe: Vec<Vec<u8>> = (0..1500u64)
+        .map(|i| url(if i % 3 == 0 { 99 } else { 20 + i % 10 }, i / 3))
+        .collect();
+    for len in [0, 1, 2, 3, 4, 5, 6, 7, 8, 15, 16, 17, 31, 64, 100, 1500] {
+        let ks = &probe[..len];
+        let single: Vec<bool> = ks.iter().map(|k| e.contains(k).unwrap()).collect();
+        assert_eq!(e.contains_batch(ks).unwrap(), single, "length {len}");
+        assert_eq!(h.contains_batch(ks).unwrap(), single, "length {len}");
+    }
+}

@@ -75,13 +75,17 @@ impl Engine {
         self.check_open(snap)?;
         let mut look = Lookup::new(self.live_full(snap, now)?);
         let mut out = Vec::with_capacity(keys.len());
+        // Pipelined: the next group's loads are issued before the current
+        // group is tested, so memory stays busy while the tests run.
         for group in keys.chunks(look.group()) {
-            look.clear();
+            let previous = look.hashes().len();
             for k in group {
                 look.push(self.hash(k.as_ref()));
             }
-            out.extend((0..group.len()).map(|i| look.contains(i)));
+            out.extend((0..previous).map(|i| look.contains(i)));
+            look.consume(previous);
         }
+        out.extend((0..look.hashes().len()).map(|i| look.contains(i)));
         Ok(out)
     }
 
