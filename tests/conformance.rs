@@ -350,7 +350,7 @@ fn false_positive_rate(b: &mut dyn Backend) {
 }
 
 /// 8 clients insert overlapping keys at once: each key is new for exactly
-/// one of them.
+/// one of them (or, a false positive, for none).
 fn concurrency_exactly_one_new(b: &mut dyn Backend) {
     // A rate low enough that no distinct key is a false positive of another.
     eight_clients(
@@ -401,10 +401,26 @@ fn eight_clients(b: &mut dyn Backend, cfg: Config, n: u64) {
             .collect();
         hs.into_iter().map(|h| h.join().expect("client")).collect()
     });
+    // Exactly one client sees each key new, except a key that is a false
+    // positive before anyone inserts it: every client is told "seen" (the
+    // contract allows it, and the check below shows it is then found).
+    // Two winners would be a lost atomicity, and many keys with none a
+    // lost write: the callers' configurations expect at most 0.16 false
+    // positives (16,000 keys at 1e-5), so more than 3 (Poisson: 3e-5)
+    // fails the test.
+    let mut none = Vec::new();
     for i in 0..universe.len() {
         let n: u32 = news.iter().map(|g| g[i]).sum();
-        assert_eq!(n, 1, "key {i} was new for {n} clients");
+        assert!(n <= 1, "key {i} was new for {n} clients");
+        if n == 0 {
+            none.push(i);
+        }
     }
+    assert!(
+        none.len() <= 3,
+        "{} keys were new for no client: {none:?}",
+        none.len()
+    );
     for (c, e) in clients.iter().enumerate() {
         let found = count(&e.contains_batch(&universe));
         assert_eq!(found, universe.len(), "client {c} misses keys");
