@@ -44,7 +44,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkFilter, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use serde_json::{json, Value};
-use timebloom::{Config, Engine, ManualClock, Options, Stats, Tier};
+use timebloom::{Config, Engine, ManualClock, Options, Stats, SyncPolicy, Tier};
 use xxhash_rust::xxh3::{xxh3_128, xxh3_64};
 
 // ---- memory accounting ----------------------------------------------------------
@@ -1086,24 +1086,40 @@ fn single_window(
         |f, ks| ks.iter().filter(|k| f.insert(k, 1, &[0])).count(),
     );
     let mut serial = 0u32;
-    let mut fresh_engine = |tag: &str| {
+    let mut fresh_engine = |tag: &str, sync: SyncPolicy| {
         serial += 1;
         let dir = tmp.path().join(format!("{tag}-{serial}"));
-        let e = create(&dir, single_config(n, p), &clock);
+        let config = Config {
+            sync,
+            ..single_config(n, p)
+        };
+        let e = create(&dir, config, &clock);
         (e, Cleanup(dir))
     };
     bench_insert(
         &mut g,
         id("timebloom", "insert"),
         pos,
-        || fresh_engine("ins"),
+        || fresh_engine("ins", SyncPolicy::default()),
         |(e, _), ks| ks.iter().filter(|k| e.insert(k).unwrap()).count(),
     );
     bench_insert(
         &mut g,
         id("timebloom-handle", "insert"),
         pos,
-        || fresh_engine("insh"),
+        || fresh_engine("insh", SyncPolicy::default()),
+        |(e, _), ks| {
+            let mut h = e.handle();
+            ks.iter().filter(|k| h.insert(k).unwrap()).count()
+        },
+    );
+    // The same without the write-ahead log (`--sync none`): what the
+    // default policy's log append costs per insert.
+    bench_insert(
+        &mut g,
+        id("timebloom-handle-nolog", "insert"),
+        pos,
+        || fresh_engine("insn", SyncPolicy::None),
         |(e, _), ks| {
             let mut h = e.handle();
             ks.iter().filter(|k| h.insert(k).unwrap()).count()
@@ -1113,7 +1129,7 @@ fn single_window(
         &mut g,
         id("timebloom", "insert_batch"),
         pos,
-        || fresh_engine("insb"),
+        || fresh_engine("insb", SyncPolicy::default()),
         |(e, _), ks| count(e.insert_batch(ks).unwrap()),
     );
     bench_insert(
