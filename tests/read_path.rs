@@ -371,9 +371,10 @@ fn wait_new_file(dir: &Path, before: &[String]) -> String {
     panic!("no window was created ahead of the boundary");
 }
 
-/// The dirty resident KiB of this process's mapping of the file `name`
+/// The dirty resident KiB of this process's mapping of the file at `path`
 /// (`/proc/self/smaps`), if it is mapped.
-fn dirty_kb(name: &str) -> Option<u64> {
+fn dirty_kb(path: &Path) -> Option<u64> {
+    let name = path.to_str().unwrap();
     let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
     let mut lines = smaps.lines();
     while let Some(l) = lines.next() {
@@ -391,6 +392,19 @@ fn dirty_kb(name: &str) -> Option<u64> {
         }
     }
     None
+}
+
+/// Waits up to 10 s for the mapping of `path` to hold `want` dirty KiB.
+fn wait_dirty(path: &Path, want: u64) {
+    let mut got = 0;
+    for _ in 0..1000 {
+        got = dirty_kb(path).unwrap_or(0);
+        if got >= want {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("{got} KiB of {want} faulted in");
 }
 
 /// One daily tier, 1,000 keys inserted, the clock a minute before the end
@@ -425,22 +439,23 @@ fn the_next_window_is_created_ahead_and_taken_by_the_rotation() {
     let meta = std::fs::metadata(dir.join("seg").join(&name)).unwrap();
     // Still day 0: the new file takes nothing yet, and lookups ignore it.
     assert_eq!(e.stats().unwrap().tiers[0].segments.len(), 1);
-    // A minute before the boundary its pages are not faulted in yet (they
-    // would be written back and write-protected again before it); fifteen
-    // seconds before, all of them are, writable.
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(dirty_kb(&name).unwrap_or(0), 0);
-    clock.set(at(T0 + 86_400 - 15));
+    // Its pages are faulted in writable when it is created, and again
+    // twenty seconds before the boundary (the kernel may have written them
+    // back since, which write-protects them): a writeback forced here
+    // cleans them, the second prefault dirties them all again.
+    let path = dir.join("seg").join(&name);
     let want = meta.len() / 1024;
-    let mut got = 0;
-    for _ in 0..1000 {
-        got = dirty_kb(&name).unwrap_or(0);
-        if got >= want {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(got >= want, "{got} KiB of {want} faulted in");
+    wait_dirty(&path, want);
+    std::fs::File::open(&path).unwrap().sync_all().unwrap();
+    assert_eq!(dirty_kb(&path).unwrap_or(0), 0, "written back");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        dirty_kb(&path).unwrap_or(0),
+        0,
+        "not prefaulted a minute early"
+    );
+    clock.set(at(T0 + 86_400 - 15));
+    wait_dirty(&path, want);
     clock.set(at(T0 + 86_400 + 1));
     assert!(e.insert(b"https://example.com/day-1").unwrap());
     // The rotation used that very file: no new one, same inode.
@@ -564,4 +579,20 @@ fn batch_lookups_answer_as_single_ones_for_every_batch_length() {
         assert_eq!(e.contains_batch(ks).unwrap(), single, "length {len}");
         assert_eq!(h.contains_batch(ks).unwrap(), single, "length {len}");
     }
+}
+
+#[test]
+fn a_new_window_is_faulted_in_writable_when_created() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    let clock = ManualClock::new(day(0));
+    let _e =
+        Engine::create_with(&dir, config(&[Tier::daily(3)], 50_000, 0.001), opts(&clock)).unwrap();
+    let files = seg_files(&dir);
+    assert_eq!(files.len(), 1);
+    let len = std::fs::metadata(dir.join("seg").join(&files[0]))
+        .unwrap()
+        .len();
+    // No insert touched it: every page is mapped and dirty already.
+    wait_dirty(&dir.join("seg").join(&files[0]), len / 1024);
 }
