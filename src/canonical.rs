@@ -68,6 +68,8 @@ use std::fmt;
 
 use url::Url;
 
+mod scan;
+
 /// Query parameters removed by the tracking rule (compared ASCII
 /// case-insensitively); every name starting with `utm_` is removed too.
 pub const TRACKING_PARAMS: &[&str] = &[
@@ -182,24 +184,45 @@ impl Canonicalizer {
         String::from_utf8(out).map_err(|_| CanonicalError::NotUtf8)
     }
 
-    /// Appends the canonical form of the UTF-8 bytes `input` to `out` (the
-    /// CLI's path: no allocation when `input` is already canonical).
+    /// Appends the canonical form of the UTF-8 bytes `input` to `out` (no
+    /// allocation when `input` is already canonical).
     pub fn canonicalize_into(&self, input: &[u8], out: &mut Vec<u8>) -> Result<(), CanonicalError> {
+        if !self.canonicalize_into_if_changed(input, out)? {
+            out.extend_from_slice(input);
+        }
+        Ok(())
+    }
+
+    /// [`Canonicalizer::canonicalize_into`] that appends nothing when it
+    /// finds `input` to be already canonical (the CLI's path: the line is
+    /// then the key, without a copy). `Ok(false)`: `input` is its own
+    /// canonical form; `Ok(true)`: the canonical form was appended to `out`
+    /// (it may still equal `input`, when only the full rules could tell).
+    pub fn canonicalize_into_if_changed(
+        &self,
+        input: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<bool, CanonicalError> {
+        if self.plain(input) {
+            return Ok(false);
+        }
         if let Some(simple) = Simple::read(input) {
             if self.is_canonical(&simple) {
-                out.extend_from_slice(input);
-            } else {
-                out.extend_from_slice(self.rewrite(&simple)?.as_bytes());
+                return Ok(false);
             }
-            return Ok(());
+            out.extend_from_slice(self.rewrite(&simple)?.as_bytes());
+            return Ok(true);
         }
         let s = std::str::from_utf8(input).map_err(|_| CanonicalError::NotUtf8)?;
         out.extend_from_slice(self.canonicalize_slow(s)?.as_bytes());
-        Ok(())
+        Ok(true)
     }
 
     /// The canonical form of `input`, or why it has none.
     pub fn canonicalize(&self, input: &str) -> Result<String, CanonicalError> {
+        if self.plain(input.as_bytes()) {
+            return Ok(input.to_string());
+        }
         if let Some(simple) = Simple::read(input.as_bytes()) {
             if self.is_canonical(&simple) {
                 return Ok(input.to_string());
@@ -337,6 +360,44 @@ impl Canonicalizer {
             && u.query.is_none_or(|q| self.query_is_canonical(q))
     }
 
+    /// Whether `b` is already canonical, decided in a few passes over its
+    /// bytes (`false` also when unsure). It accepts a subset of what
+    /// [`Simple::read`] reads and [`Self::is_canonical`] accepts: `http://`
+    /// or `https://` in lowercase, a host as [`scan::plain_host`] wants it,
+    /// `/`, a path of [`FAST_PATH`] bytes with no `/.` (so no dot segment),
+    /// and an optional query after the first `?`, which is also the last
+    /// (see [`Self::query_is_canonical`]); no port, fragment, `%` or `;`.
+    fn plain(&self, b: &[u8]) -> bool {
+        let rest = if let Some(rest) = b.strip_prefix(b"https://") {
+            rest
+        } else if let Some(rest) = b.strip_prefix(b"http://") {
+            rest
+        } else {
+            return false;
+        };
+        // The host ends at the first `/`: a port, a query or a fragment
+        // before it is a byte plain_host refuses.
+        let Some(h) = scan::find_byte(rest, b'/') else {
+            return false;
+        };
+        let s = b.len() - rest.len();
+        if !scan::plain_host(&b[s - 1..], h) || (self.drop_www && strips_www(&rest[..h])) {
+            return false;
+        }
+        // The query starts after the last `?`; a `?` before it is a byte
+        // plain_path refuses.
+        let q = rest.iter().rposition(|&c| c == b'?').unwrap_or(rest.len());
+        let path = &rest[h..q];
+        if !scan::plain_path(&rest[h - 1..], path.len()) {
+            return false;
+        }
+        if self.drop_trailing_slash && path.len() > 1 && path.ends_with(b"/") {
+            return false;
+        }
+        rest.get(q + 1..)
+            .is_none_or(|query| self.query_is_canonical(query))
+    }
+
     /// Whether rules 6 to 8 (and tracking) leave `query` as it is: only
     /// bytes kept literal, no empty parameter, parameters sorted, none
     /// removed.
@@ -400,10 +461,15 @@ impl Canonicalizer {
             name.get(..p.len())
                 .is_some_and(|h| h.eq_ignore_ascii_case(p.as_bytes()))
         };
-        if is("jsessionid") || is("phpsessid") || starts("aspsessionid") {
+        // Every session id name starts with one of these letters.
+        let session = matches!(
+            name.first().map(u8::to_ascii_lowercase),
+            Some(b'j' | b'p' | b'a' | b's')
+        );
+        if session && (is("jsessionid") || is("phpsessid") || starts("aspsessionid")) {
             return true;
         }
-        if is("sid") {
+        if session && is("sid") {
             let v = value.map_or(&b""[..], |v| v.get(1..).unwrap_or(b""));
             if v.len() == 32 && v.iter().all(u8::is_ascii_hexdigit) {
                 return true;
@@ -804,8 +870,20 @@ mod tests {
         "b=2",
     ];
 
+    /// The rule sets the randomized tests run: default, strict, and each
+    /// opt-in rule alone.
+    fn rule_sets() -> [Canonicalizer; 5] {
+        [
+            Canonicalizer::new(),
+            Canonicalizer::strict(),
+            Canonicalizer::new().drop_www(true),
+            Canonicalizer::new().drop_trailing_slash(true),
+            Canonicalizer::new().tracking_param("b"),
+        ]
+    }
+
     /// A xorshift generator of pseudo-random numbers from `seed`.
-    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+    pub(super) fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
         move || {
             seed ^= seed << 13;
             seed ^= seed >> 7;
@@ -843,6 +921,68 @@ mod tests {
         assert!(
             accepted > 10_000,
             "only {accepted} accepted: the test checks too little"
+        );
+    }
+
+    /// Every string [`Canonicalizer::plain`] accepts is one the one-pass
+    /// reader reads and finds canonical, and a fixed point of the full rules
+    /// (parser included); checked on random strings of tricky pieces, for
+    /// several rule sets. Most strings near the common shape are accepted.
+    #[test]
+    fn plain_accepts_only_what_the_full_rules_keep() {
+        const MORE: &[&str] = &[
+            "/", "/", "/", "a", "b", "-", "--", ".", "?", "&", "=", "x=1", "b=2", "~", "_", "A",
+            "/.a", "a.", ":", "@", "'", "%41", ";", "#", "é", "\\", " ", "\t",
+        ];
+        // The first pieces of MORE most of the time (the common shape),
+        // any piece sometimes.
+        let pieces: Vec<&str> = MORE.iter().chain(PIECES).copied().collect();
+        let rules = rule_sets();
+        let mut next = xorshift(0x853c_49e6_748f_ea9b);
+        let piece = move |r: u64| {
+            let n = if r.is_multiple_of(4) {
+                pieces.len()
+            } else {
+                16
+            };
+            pieces[(r >> 2) as usize % n]
+        };
+        let (mut tried, mut accepted) = (0, 0);
+        for _ in 0..300_000 {
+            let r = next();
+            let mut s = String::from(["http://", "https://", "HTTP://"][(r % 3) as usize]);
+            s.push_str(
+                [
+                    "a.com/",
+                    "www.b.org/",
+                    "x-y.z/p?",
+                    "a-.b/",
+                    "0.a/",
+                    "a.0/",
+                    "",
+                ][(r >> 2) as usize % 7],
+            );
+            for _ in 0..(r >> 8) % 24 {
+                s.push_str(piece(next()));
+            }
+            for c in &rules {
+                tried += 1;
+                if !c.plain(s.as_bytes()) {
+                    continue;
+                }
+                accepted += 1;
+                let simple = Simple::read(s.as_bytes());
+                assert!(simple.is_some_and(|u| c.is_canonical(&u)), "{s:?} {c:?}");
+                assert_eq!(
+                    c.canonicalize_slow(&s).as_deref(),
+                    Ok(s.as_str()),
+                    "{s:?} {c:?}"
+                );
+            }
+        }
+        assert!(
+            accepted > tried / 20,
+            "only {accepted} of {tried} accepted: the test checks too little"
         );
     }
 
@@ -924,13 +1064,7 @@ mod tests {
             "/../",
         ];
         let pieces: Vec<&str> = PIECES.iter().chain(MORE).copied().collect();
-        let rules = [
-            Canonicalizer::new(),
-            Canonicalizer::strict(),
-            Canonicalizer::new().drop_www(true),
-            Canonicalizer::new().drop_trailing_slash(true),
-            Canonicalizer::new().tracking_param("b"),
-        ];
+        let rules = rule_sets();
         let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         let (mut read, mut rewritten) = (0, 0);
         for _ in 0..1_000_000 {
