@@ -87,6 +87,7 @@ fn dash_dot_slash(c: u8) -> bool {
 /// of `a-z`, `0-9` and `-`, none empty, none starting or ending with `-`,
 /// the last one not starting with a digit (so not an IPv4 address in any
 /// notation). A `--` anywhere is refused too (so no `xn--` label).
+#[inline]
 pub(super) fn plain_host(b: &[u8], h: usize) -> bool {
     // Every pair of `-`, `.` and `/` is an empty label, a label starting or
     // ending with `-`, or a `--`; the `/`s bound the first and last labels.
@@ -120,6 +121,7 @@ fn path_byte_bad(c: u8) -> bool {
 /// Whether `b[1..=n]` is a path of `FAST_PATH` bytes with no `.` after a
 /// `/` (so no dot segment); `b[0]`, the byte before it, is only looked at
 /// as the one before `b[1]`.
+#[inline]
 pub(super) fn plain_path(b: &[u8], n: usize) -> bool {
     !any_pair(b, n, |prev, c| {
         path_byte_bad(c) | ((prev == b'/') & (c == b'.'))
