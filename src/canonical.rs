@@ -45,9 +45,13 @@
 //!
 //! Most crawled URLs have a simple shape (an ASCII host that is neither an
 //! IP address nor punycode, a path and query of bytes the parser copies as
-//! they are): those are read in one pass without the parser, and returned
-//! untouched when already canonical. Tests compare that path with the
-//! parser's on many generated URLs.
+//! they are), and most of those are already canonical. Two checks come
+//! before the parser: one that recognizes an already canonical URL sixteen
+//! bytes a step (then it is returned untouched, and
+//! [`Canonicalizer::canonicalize_into_if_changed`] writes nothing), and a
+//! one-pass reader that writes the canonical form of the other simple URLs
+//! without the parser. Tests compare both with the parser's path on the
+//! rule tables and on many generated URLs.
 //!
 //! ```
 //! use timebloom::canonical::{canonicalize, Canonicalizer};
