@@ -194,12 +194,13 @@ fn to_dict<'py>(py: Python<'py>, value: &impl serde::Serialize) -> PyResult<Boun
 }
 
 /// A key as the engine reads it: the bytes of a `bytes` object, or the UTF-8
-/// encoding of a `str` (a new `bytes` object that this value keeps alive).
-fn key_bytes<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+/// of a `str`, borrowed from the object (CPython keeps a `str`'s UTF-8
+/// with the string: an ASCII string's characters are that UTF-8 already).
+fn key_bytes<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
     if let Ok(b) = obj.cast::<PyBytes>() {
-        Ok(b.clone())
+        Ok(b.as_bytes())
     } else if let Ok(s) = obj.cast::<PyString>() {
-        s.encode_utf8()
+        Ok(s.to_str()?.as_bytes())
     } else {
         Err(PyTypeError::new_err(format!(
             "a key is str or bytes, not {}",
@@ -208,8 +209,9 @@ fn key_bytes<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     }
 }
 
-/// Every key of an iterable, as `bytes` objects kept alive by the vector.
-fn keys_of<'py>(keys: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+/// Every key of an iterable (the objects, which own the bytes the engine
+/// reads: see [`key_bytes`]).
+fn keys_of<'py>(keys: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
     if keys.is_instance_of::<PyString>() || keys.is_instance_of::<PyBytes>() {
         return Err(PyTypeError::new_err(
             "keys is an iterable of keys, not one str or bytes key",
@@ -217,7 +219,7 @@ fn keys_of<'py>(keys: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyBytes>>> 
     }
     let mut out = Vec::with_capacity(keys.len().unwrap_or(0));
     for k in keys.try_iter()? {
-        out.push(key_bytes(&k?)?);
+        out.push(k?);
     }
     Ok(out)
 }
@@ -417,7 +419,7 @@ impl PyEngine {
         f: impl FnOnce(&timebloom::Engine, &[&[u8]]) -> timebloom::Result<Vec<bool>> + Send,
     ) -> PyResult<Vec<bool>> {
         let keys = keys_of(keys)?;
-        let slices: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
+        let slices = keys.iter().map(key_bytes).collect::<PyResult<Vec<_>>>()?;
         self.detached(py, |e| f(e, &slices))
     }
 
@@ -525,7 +527,6 @@ impl PyEngine {
     /// True when the key was new: absent from every live window before.
     fn insert(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let k = key_bytes(key)?;
-        let k = k.as_bytes();
         self.write_one(py, |e| e.insert(k))
     }
 
@@ -539,7 +540,7 @@ impl PyEngine {
     /// never a false negative within the retention).
     fn contains(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let k = key_bytes(key)?;
-        self.with(|e| e.contains(k.as_bytes()))
+        self.with(|e| e.contains(k))
     }
 
     /// `contains` for every key of an iterable, with the GIL released.
@@ -557,7 +558,7 @@ impl PyEngine {
     ) -> PyResult<bool> {
         let k = key_bytes(key)?;
         let h = duration_of(horizon)?;
-        self.with(|e| e.contains_within(k.as_bytes(), h))
+        self.with(|e| e.contains_within(k, h))
     }
 
     /// Records `key` as seen at `when` (an aware datetime or seconds since
@@ -570,7 +571,6 @@ impl PyEngine {
         when: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let k = key_bytes(key)?;
-        let k = k.as_bytes();
         let t = instant_of(when)?;
         self.write_one(py, |e| e.insert_at(k, t))
     }
@@ -580,7 +580,6 @@ impl PyEngine {
     /// inserted: removing another may remove a key that shares its counters.
     fn remove(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let k = key_bytes(key)?;
-        let k = k.as_bytes();
         self.write_one(py, |e| e.remove(k))
     }
 
@@ -593,7 +592,6 @@ impl PyEngine {
         when: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let k = key_bytes(key)?;
-        let k = k.as_bytes();
         let t = instant_of(when)?;
         self.write_one(py, |e| e.remove_at(k, t))
     }
