@@ -18,6 +18,12 @@ pub(crate) fn to_dict<'py>(
     py.import("json")?.call_method1("loads", (json,))
 }
 
+/// A configuration's tiers as `create` takes them (`"7d,4w,12m"`).
+pub(crate) fn tiers_text(config: &timebloom::Config) -> String {
+    let tiers: Vec<String> = config.tiers.iter().map(|t| t.to_string()).collect();
+    tiers.join(",")
+}
+
 /// A key as the engine reads it: the bytes of a `bytes` object, or the UTF-8
 /// of a `str`, borrowed from the object (CPython keeps a `str`'s UTF-8
 /// with the string: an ASCII string's characters are that UTF-8 already).

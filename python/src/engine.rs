@@ -1,7 +1,10 @@
 //! `Engine`: an engine directory.
+//!
+//! Single-key calls keep the GIL (they take well under a microsecond),
+//! except writes under the `always` sync policy, which wait for an fsync;
+//! batch calls, `verify`, `flush`, `close`, `open` and `create` release it.
 
 use std::path::{Path, PathBuf};
-use std::sync::{RwLock, RwLockReadGuard};
 use std::time::SystemTime;
 
 use pyo3::exceptions::PyValueError;
@@ -11,8 +14,9 @@ use pyo3::types::PyTuple;
 use timebloom::{Config, SyncPolicy};
 
 use crate::clock::PyManualClock;
-use crate::convert::{duration_of, instant_of, key_bytes, keys_of, to_dict};
-use crate::errors::{to_py, with_path, ClosedError};
+use crate::convert::{duration_of, instant_of, key_bytes, tiers_text, to_dict};
+use crate::errors::to_py;
+use crate::slot::Slot;
 
 fn options(
     clock: Option<&Bound<'_, PyManualClock>>,
@@ -45,8 +49,7 @@ fn sync_policy(s: &str, path: &Path) -> PyResult<SyncPolicy> {
 /// next open. Safe to share between threads.
 #[pyclass(module = "timebloom", name = "Engine", frozen)]
 pub(crate) struct PyEngine {
-    inner: RwLock<Option<timebloom::Engine>>,
-    path: PathBuf,
+    slot: Slot<timebloom::Engine>,
     /// The injected clock, if any (`maintain()` reads it).
     clock: Option<timebloom::ManualClock>,
     /// The sync policy of this open: the one given to `open`, else the
@@ -61,39 +64,9 @@ impl PyEngine {
         sync: Option<SyncPolicy>,
     ) -> PyEngine {
         PyEngine {
-            path: engine.path().to_path_buf(),
             policy: sync.unwrap_or(engine.config().sync),
-            inner: RwLock::new(Some(engine)),
             clock: clock.map(|c| c.get().inner.clone()),
-        }
-    }
-
-    fn read(&self) -> RwLockReadGuard<'_, Option<timebloom::Engine>> {
-        // A panic while the lock was held cannot leave the engine half
-        // changed from this side: the engine keeps its own invariants.
-        self.inner.read().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Runs `f` on the open engine under the shared lock, with the GIL held.
-    fn with<T>(&self, f: impl FnOnce(&timebloom::Engine) -> timebloom::Result<T>) -> PyResult<T> {
-        let guard = self.read();
-        let engine = guard.as_ref().ok_or_else(|| self.closed_error())?;
-        f(engine).map_err(|e| to_py(e, &self.path))
-    }
-
-    /// Runs `f` on the open engine with the GIL released.
-    fn detached<T: Send>(
-        &self,
-        py: Python<'_>,
-        f: impl FnOnce(&timebloom::Engine) -> timebloom::Result<T> + Send,
-    ) -> PyResult<T> {
-        let r = py.detach(|| {
-            let guard = self.read();
-            guard.as_ref().map(f)
-        });
-        match r {
-            None => Err(self.closed_error()),
-            Some(r) => r.map_err(|e| to_py(e, &self.path)),
+            slot: Slot::new(engine.path().to_path_buf(), engine),
         }
     }
 
@@ -106,29 +79,10 @@ impl PyEngine {
         f: impl FnOnce(&timebloom::Engine) -> timebloom::Result<T> + Send,
     ) -> PyResult<T> {
         if self.policy == SyncPolicy::Always {
-            self.detached(py, f)
+            self.slot.detached(py, f)
         } else {
-            self.with(f)
+            self.slot.with(f)
         }
-    }
-
-    /// Runs a batch call `f` over the keys of an iterable, GIL released.
-    fn batch(
-        &self,
-        py: Python<'_>,
-        keys: &Bound<'_, PyAny>,
-        f: impl FnOnce(&timebloom::Engine, &[&[u8]]) -> timebloom::Result<Vec<bool>> + Send,
-    ) -> PyResult<Vec<bool>> {
-        let keys = keys_of(keys)?;
-        let slices = keys.iter().map(key_bytes).collect::<PyResult<Vec<_>>>()?;
-        self.detached(py, |e| f(e, &slices))
-    }
-
-    fn closed_error(&self) -> PyErr {
-        with_path(
-            ClosedError::new_err(format!("{}: the engine is closed", self.path.display())),
-            &self.path,
-        )
     }
 }
 
@@ -234,19 +188,19 @@ impl PyEngine {
     /// `insert` for every key of an iterable, with the GIL released; one
     /// bool per key, in order.
     fn insert_many(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
-        self.batch(py, keys, |e, k| e.insert_batch(k))
+        self.slot.batch(py, keys, |e, k| e.insert_batch(k))
     }
 
     /// Whether `key` is in any live window (at most `fpr` false positives,
     /// never a false negative within the retention).
     fn contains(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let k = key_bytes(key)?;
-        self.with(|e| e.contains(k))
+        self.slot.with(|e| e.contains(k))
     }
 
     /// `contains` for every key of an iterable, with the GIL released.
     fn contains_many(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
-        self.batch(py, keys, |e, k| e.contains_batch(k))
+        self.slot.batch(py, keys, |e, k| e.contains_batch(k))
     }
 
     /// Whether `key` was inserted within `horizon` (a timedelta or seconds)
@@ -259,7 +213,7 @@ impl PyEngine {
     ) -> PyResult<bool> {
         let k = key_bytes(key)?;
         let h = duration_of(horizon)?;
-        self.with(|e| e.contains_within(k, h))
+        self.slot.with(|e| e.contains_within(k, h))
     }
 
     /// Records `key` as seen at `when` (an aware datetime or seconds since
@@ -312,62 +266,55 @@ impl PyEngine {
             Some(c) => timebloom::Clock::now(c),
             None => SystemTime::now(),
         });
-        let m = self.detached(py, |e| e.maintain(now))?;
+        let m = self.slot.detached(py, |e| e.maintain(now))?;
         to_dict(py, &m)
     }
 
     /// The engine's state: tiers, segments, fill, estimated keys and rates.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let stats = self.with(|e| e.stats())?;
+        let stats = self.slot.with(|e| e.stats())?;
         to_dict(py, &stats)
     }
 
     /// Checks every sealed segment's body checksum and fill count;
     /// `CorruptError` names the first bad file.
     fn verify(&self, py: Python<'_>) -> PyResult<()> {
-        self.detached(py, |e| e.verify())
+        self.slot.detached(py, |e| e.verify())
     }
 
     /// Makes every insert so far durable (msync, header, fsync).
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        self.detached(py, |e| e.flush())
+        self.slot.detached(py, |e| e.flush())
     }
 
     /// Closes the engine cleanly (later calls raise `ClosedError`). Closing
     /// a closed engine does nothing.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let engine = py.detach(|| {
-            let mut guard = self.inner.write().unwrap_or_else(|p| p.into_inner());
-            guard.take().map(timebloom::Engine::close)
-        });
-        match engine {
-            None | Some(Ok(())) => Ok(()),
-            Some(Err(e)) => Err(to_py(e, &self.path)),
-        }
+        self.slot.close(py, timebloom::Engine::close)
     }
 
     /// The engine directory.
     #[getter]
     fn path(&self) -> String {
-        self.path.display().to_string()
+        self.slot.place().display().to_string()
     }
 
     /// Whether `close` has been called.
     #[getter]
     fn closed(&self) -> bool {
-        self.read().is_none()
+        self.slot.is_closed()
     }
 
     /// Whether the engine was opened with `read_only=True`.
     #[getter]
     fn read_only(&self) -> PyResult<bool> {
-        self.with(|e| Ok(e.is_read_only()))
+        self.slot.get(|e| e.is_read_only())
     }
 
     /// Whether `remove` works here (every tier is a counting tier).
     #[getter]
     fn supports_remove(&self) -> PyResult<bool> {
-        self.with(|e| Ok(e.supports_remove()))
+        self.slot.get(|e| e.supports_remove())
     }
 
     /// The sync policy of this open (`"always"`, `"interval=1s"`, `"none"`):
@@ -380,14 +327,7 @@ impl PyEngine {
     /// The tiers, as given to `create` (`"7d,4w,12m"`).
     #[getter]
     fn tiers(&self) -> PyResult<String> {
-        self.with(|e| {
-            Ok(e.config()
-                .tiers
-                .iter()
-                .map(|t| t.to_string())
-                .collect::<Vec<_>>()
-                .join(","))
-        })
+        self.slot.get(|e| tiers_text(e.config()))
     }
 
     fn __contains__(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -408,7 +348,7 @@ impl PyEngine {
         let state = if self.closed() { "closed" } else { "open" };
         format!(
             "<timebloom.Engine {:?} {state}>",
-            self.path.display().to_string()
+            self.slot.place().display().to_string()
         )
     }
 }

@@ -8,6 +8,8 @@ use pyo3::prelude::*;
 
 use timebloom::Error;
 
+use crate::slot::Failure;
+
 create_exception!(
     timebloom,
     TimebloomError,
@@ -160,6 +162,12 @@ pub(crate) fn to_py(err: Error, path: &Path) -> PyErr {
         _ => TimebloomError::new_err(msg),
     };
     with_path(e, path)
+}
+
+impl Failure for Error {
+    fn into_py(self, place: &Path) -> PyErr {
+        to_py(self, place)
+    }
 }
 
 /// Sets the exception's `path` attribute (the message names it too).

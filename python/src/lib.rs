@@ -4,22 +4,18 @@
 //! replays, and one exception class per kind of error. The Python package
 //! `timebloom` (python/timebloom/__init__.py) re-exports them with type stubs.
 //!
-//! Threads: the engine sits behind a read-write lock. Every call takes it
-//! shared; `close` takes it exclusive. Single-key calls keep the GIL (they
-//! take well under a microsecond), except writes under the `always` sync
-//! policy, which wait for an fsync; batch calls, `verify`, `flush` and
-//! `close` release it, and take the lock only after releasing it, so no
-//! thread ever waits for the GIL while it holds the lock.
-//!
-//! Files: `engine` (the `Engine` class), `clock` (`ManualClock`), `errors`
-//! (the exception classes and the mapping of engine errors onto them),
-//! `convert` (keys, durations, instants and reports between Python and the
-//! engine).
+//! Files: `engine` (the `Engine` class), `slot` (the lock that lets `close`
+//! take an engine away from threads calling it; calls with or without the
+//! GIL),
+//! `clock` (`ManualClock`), `errors` (the exception classes and the mapping
+//! of engine errors onto them), `convert` (keys, durations, instants and
+//! reports between Python and the engine).
 
 mod clock;
 mod convert;
 mod engine;
 mod errors;
+mod slot;
 
 use pyo3::prelude::*;
 
