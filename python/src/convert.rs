@@ -18,6 +18,23 @@ pub(crate) fn to_dict<'py>(
     py.import("json")?.call_method1("loads", (json,))
 }
 
+/// The configuration `create` makes from its arguments (`tiers` as
+/// `"7d,4w,12m"`); the rest are the library's defaults.
+pub(crate) fn config_of(
+    tiers: &str,
+    items_per_day: u64,
+    fpr: f64,
+    utc_offset_secs: i32,
+) -> timebloom::Result<timebloom::Config> {
+    Ok(timebloom::Config {
+        tiers: timebloom::parse_tiers(tiers)?,
+        expected_items_per_day: items_per_day,
+        fpr,
+        utc_offset_secs,
+        ..timebloom::Config::default()
+    })
+}
+
 /// A configuration's tiers as `create` takes them (`"7d,4w,12m"`).
 pub(crate) fn tiers_text(config: &timebloom::Config) -> String {
     let tiers: Vec<String> = config.tiers.iter().map(|t| t.to_string()).collect();

@@ -14,7 +14,7 @@ use pyo3::types::PyTuple;
 use timebloom::{Config, SyncPolicy};
 
 use crate::clock::PyManualClock;
-use crate::convert::{duration_of, instant_of, key_bytes, tiers_text, to_dict};
+use crate::convert::{config_of, duration_of, instant_of, key_bytes, tiers_text, to_dict};
 use crate::errors::to_py;
 use crate::slot::Slot;
 
@@ -115,14 +115,9 @@ impl PyEngine {
         clock: Option<&Bound<'_, PyManualClock>>,
         sync: &str,
     ) -> PyResult<PyEngine> {
-        let tiers = timebloom::parse_tiers(tiers).map_err(|e| to_py(e, &path))?;
         let config = Config {
-            tiers,
-            expected_items_per_day: items_per_day,
-            fpr,
-            utc_offset_secs,
             sync: sync_policy(sync, &path)?,
-            ..Config::default()
+            ..config_of(tiers, items_per_day, fpr, utc_offset_secs).map_err(|e| to_py(e, &path))?
         };
         let opts = options(clock, false, false, false);
         py.detach(|| timebloom::Engine::create_with(&path, config, opts))

@@ -108,6 +108,30 @@ create_exception!(
 );
 create_exception!(
     timebloom,
+    RedisError,
+    TimebloomError,
+    "Redis, or the connection to it, failed after every retry, or answered something unexpected; the message names the command and the Redis key."
+);
+create_exception!(
+    timebloom,
+    NotReplicatedError,
+    RedisError,
+    "An insert batch was applied, but fewer replicas than `wait_replicas` confirmed it in time: `answers` holds its answers (valid: the keys are recorded on the master), `acked` and `wanted` the replica counts. A failover may lose these writes."
+);
+create_exception!(
+    timebloom,
+    ConfigMismatchError,
+    TimebloomError,
+    "`RedisEngine.create(..., exist_ok=True)` found an engine created with another configuration (tiers, sizing, shards) under the prefix; nothing was written."
+);
+create_exception!(
+    timebloom,
+    UnsupportedError,
+    TimebloomError,
+    "The Redis engine does not do this: counting tiers, a window string over Redis's 512 MiB, or a key layout this build does not read."
+);
+create_exception!(
+    timebloom,
     ClosedError,
     TimebloomError,
     "The engine was closed; open it again."
@@ -167,6 +191,40 @@ pub(crate) fn to_py(err: Error, path: &Path) -> PyErr {
 impl Failure for Error {
     fn into_py(self, place: &Path) -> PyErr {
         to_py(self, place)
+    }
+}
+
+impl Failure for timebloom::redis::RedisError {
+    /// The exception for an error of the Redis engine; `place` is the URL
+    /// (password masked) and the prefix.
+    fn into_py(self, place: &Path) -> PyErr {
+        use timebloom::redis::RedisError as E;
+        let msg = format!("{}: {self}", place.display());
+        let e = match self {
+            E::Engine(e) => return to_py(e, place),
+            E::NotFound { .. } => NotFoundError::new_err(msg),
+            E::AlreadyExists { .. } => AlreadyExistsError::new_err(msg),
+            E::ConfigMismatch { .. } => ConfigMismatchError::new_err(msg),
+            E::Unsupported { .. } => UnsupportedError::new_err(msg),
+            E::NotReplicated {
+                acked,
+                wanted,
+                answers,
+            } => {
+                let e = NotReplicatedError::new_err(msg);
+                Python::attach(|py| {
+                    let v = e.value(py);
+                    // As for `path`: setting attributes on a fresh
+                    // exception does not fail.
+                    let _ = v.setattr("answers", answers);
+                    let _ = v.setattr("acked", acked);
+                    let _ = v.setattr("wanted", wanted);
+                });
+                e
+            }
+            _ => RedisError::new_err(msg),
+        };
+        with_path(e, place)
     }
 }
 

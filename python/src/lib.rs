@@ -1,10 +1,11 @@
 //! Python bindings of timebloom: the `timebloom._timebloom` extension module.
 //!
-//! One `Engine` class over `timebloom::Engine`, a `ManualClock` for tests and
-//! replays, and one exception class per kind of error. The Python package
+//! One `Engine` class over `timebloom::Engine`, a `RedisEngine` class over
+//! `timebloom::redis::RedisEngine`, a `ManualClock` for tests and replays,
+//! and one exception class per kind of error. The Python package
 //! `timebloom` (python/timebloom/__init__.py) re-exports them with type stubs.
 //!
-//! Files: `engine` (the `Engine` class), `slot` (the lock that lets `close`
+//! Files: `engine` (the `Engine` class), `redis` (`RedisEngine`), `slot` (the lock that lets `close`
 //! take an engine away from threads calling it; calls with or without the
 //! GIL),
 //! `clock` (`ManualClock`), `errors` (the exception classes and the mapping
@@ -15,6 +16,7 @@ mod clock;
 mod convert;
 mod engine;
 mod errors;
+mod redis;
 mod slot;
 
 use pyo3::prelude::*;
@@ -22,12 +24,14 @@ use pyo3::prelude::*;
 use clock::PyManualClock;
 use engine::PyEngine;
 use errors::*;
+use redis::PyRedisEngine;
 
 /// The extension module behind the `timebloom` package.
 #[pymodule]
 fn _timebloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<PyEngine>()?;
+    m.add_class::<PyRedisEngine>()?;
     m.add_class::<PyManualClock>()?;
     m.add("TimebloomError", py.get_type::<TimebloomError>())?;
     m.add("InvalidConfigError", py.get_type::<InvalidConfigError>())?;
@@ -55,5 +59,9 @@ fn _timebloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("IncompleteError", py.get_type::<IncompleteError>())?;
     m.add("NotEmptyError", py.get_type::<NotEmptyError>())?;
     m.add("ClosedError", py.get_type::<ClosedError>())?;
+    m.add("RedisError", py.get_type::<RedisError>())?;
+    m.add("NotReplicatedError", py.get_type::<NotReplicatedError>())?;
+    m.add("ConfigMismatchError", py.get_type::<ConfigMismatchError>())?;
+    m.add("UnsupportedError", py.get_type::<UnsupportedError>())?;
     Ok(())
 }
