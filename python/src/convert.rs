@@ -1,5 +1,6 @@
 //! Python values to what the engine takes, and reports back to Python.
 
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -41,14 +42,19 @@ pub(crate) fn tiers_text(config: &timebloom::Config) -> String {
     tiers.join(",")
 }
 
-/// A key as the engine reads it: the bytes of a `bytes` object, or the UTF-8
-/// of a `str`, borrowed from the object (CPython keeps a `str`'s UTF-8
-/// with the string: an ASCII string's characters are that UTF-8 already).
-pub(crate) fn key_bytes<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
+/// A key as the engine reads it: the bytes of a `bytes` object (borrowed),
+/// or the UTF-8 of a `str`. CPython 3.9's stable interface has no way to
+/// lend a `str`'s UTF-8, so the wheel (abi3, CPython >= 3.9) encodes it
+/// into a new buffer; an abi3-py310 build would borrow it (measured in
+/// docs/python.md).
+pub(crate) fn key_bytes<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, [u8]>> {
     if let Ok(b) = obj.cast::<PyBytes>() {
-        Ok(b.as_bytes())
+        Ok(Cow::Borrowed(b.as_bytes()))
     } else if let Ok(s) = obj.cast::<PyString>() {
-        Ok(s.to_str()?.as_bytes())
+        Ok(match s.to_cow()? {
+            Cow::Borrowed(s) => Cow::Borrowed(s.as_bytes()),
+            Cow::Owned(s) => Cow::Owned(s.into_bytes()),
+        })
     } else {
         Err(PyTypeError::new_err(format!(
             "a key is str or bytes, not {}",

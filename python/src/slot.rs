@@ -92,7 +92,8 @@ impl<E: Send + Sync> Slot<E> {
         f: impl FnOnce(&E, &[&[u8]]) -> Result<Vec<bool>, X> + Send,
     ) -> PyResult<Vec<bool>> {
         let keys = keys_of(keys)?;
-        let slices = keys.iter().map(key_bytes).collect::<PyResult<Vec<_>>>()?;
+        let owned = keys.iter().map(key_bytes).collect::<PyResult<Vec<_>>>()?;
+        let slices: Vec<&[u8]> = owned.iter().map(|k| k.as_ref()).collect();
         self.detached(py, |e| f(e, &slices))
     }
 
