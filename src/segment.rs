@@ -404,7 +404,7 @@ impl SubFilter {
         let sub = SubFilter::assemble(path, file, Map::Writable(map), header, 0);
         // A new file's body is all zeros: its count of 0 is exact.
         sub.count_exact.store(true, Ordering::Relaxed);
-        sub.prefault(&AtomicBool::new(false));
+        sub.map_in();
         Ok(sub)
     }
 
@@ -646,23 +646,35 @@ impl SubFilter {
         BODY_OFFSET + self.header.body_len()
     }
 
+    /// Maps every page of the file into the page tables now
+    /// (`MADV_POPULATE_READ`), without dirtying them. An insert reads its
+    /// block before writing it, so each page of a new window took a read
+    /// fault and then a write-protect fault (several microseconds each in
+    /// ext4's `page_mkwrite`: about 200 ns per key over the first million
+    /// keys of the default tiers, measured from the Python bindings); with
+    /// the pages mapped, only the write-protect fault is left. Cheap: a
+    /// new file's pages are in the page cache (just written) or are holes.
+    /// Only a hint: kernels before 5.14 refuse it.
+    pub(crate) fn map_in(&self) {
+        #[cfg(target_os = "linux")]
+        if let Map::Writable(m) = &self.map {
+            let _ = m.advise(memmap2::Advice::PopulateRead);
+        }
+    }
+
     /// Faults every page of the file in writable now
-    /// (`MADV_POPULATE_WRITE`): about 7 ms for 96 MB. Without it, a
-    /// write-once-read-first workload (an insert reads the key's block,
-    /// then writes it) takes two faults per page of a new window, a read
-    /// fault and then a write-protect fault, each several microseconds in
-    /// the file system's `page_mkwrite` (measured: 28,837 faults, about
-    /// 200 ns per key, for the first million inserts in the default
-    /// tiers' new windows).
+    /// (`MADV_POPULATE_WRITE`), so that inserts take no page faults at all
+    /// until the kernel writes the pages back.
     ///
-    /// The pages become dirty, and the kernel writes them back within
-    /// about 30 s and write-protects them again (as for every written page
-    /// of a shared file mapping): a page inserts do not reach before then
-    /// costs one write-protect fault later, and one more write of the page
-    /// to disk. Called when a file is created, and again seconds before
-    /// the boundary for the files created ahead of it (`engine::ahead`).
-    /// Only a hint: kernels before 5.14 refuse it, and then pages fault in
-    /// on first use.
+    /// Populated pages are dirty: the kernel writes them back within about
+    /// 30 s, and then write-protects them again (as for every written page
+    /// of a shared file mapping), so this pays only seconds before the
+    /// pages are needed. Making a clean page writable goes through the
+    /// file system's `page_mkwrite` (about 3 s for the 1.1 GB of the
+    /// default tiers at 10^7 keys a day, measured), which is why a new file
+    /// is only mapped in ([`SubFilter::map_in`]) and the windows created
+    /// ahead of a boundary are faulted in writable 20 s before it
+    /// (`engine::ahead`). Only a hint, like `map_in`.
     ///
     /// Works in steps of 8 MiB and stops early once `stop` is set: a
     /// rotation that needs the file does not wait for the rest.

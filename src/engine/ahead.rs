@@ -5,12 +5,12 @@
 //! crossed the boundary used to pay while every other writer waited for
 //! its rotation. Now the first write that finds the clock within
 //! [`lead`] of the next boundary starts a thread that creates the files of
-//! the windows that boundary opens and maps them (creating a file faults
-//! its pages in writable, `SubFilter::prefault`). [`PREFAULT_SECS`] before
-//! the boundary the thread faults them in writable again: the kernel
-//! writes dirty pages back within about 30 s and write-protects them, so
-//! without this the first inserts in the new windows would fault. The rotation at the
-//! boundary takes the files (stopping the thread's wait, or waiting for
+//! the windows that boundary opens and maps them in (`SubFilter::map_in`).
+//! [`PREFAULT_SECS`] before the boundary the thread faults them in
+//! writable (`SubFilter::prefault`), so the first inserts in the new
+//! windows take no page faults: not earlier, because the kernel writes
+//! dirty pages back within about 30 s and write-protects them again. The
+//! rotation at the boundary takes the files (stopping the thread's wait, or waiting for
 //! it to finish creating them) and only has to name them in the manifest
 //! and publish them.
 //!
