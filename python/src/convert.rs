@@ -1,6 +1,5 @@
 //! Python values to what the engine takes, and reports back to Python.
 
-use std::borrow::Cow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -42,19 +41,16 @@ pub(crate) fn tiers_text(config: &timebloom::Config) -> String {
     tiers.join(",")
 }
 
-/// A key as the engine reads it: the bytes of a `bytes` object (borrowed),
-/// or the UTF-8 of a `str`. CPython 3.9's stable interface has no way to
-/// lend a `str`'s UTF-8, so the wheel (abi3, CPython >= 3.9) encodes it
-/// into a new buffer; an abi3-py310 build would borrow it (measured in
-/// docs/python.md).
-pub(crate) fn key_bytes<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, [u8]>> {
+/// A key as the engine reads it: a `bytes` object (the same object), or the
+/// UTF-8 of a `str` encoded into a new `bytes` object. CPython 3.9's stable
+/// interface has no way to lend a `str`'s UTF-8, so the wheel (abi3,
+/// CPython >= 3.9) encodes it; an abi3-py310 build would borrow it
+/// (measured in docs/python.md).
+pub(crate) fn key_bytes<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     if let Ok(b) = obj.cast::<PyBytes>() {
-        Ok(Cow::Borrowed(b.as_bytes()))
+        Ok(b.clone())
     } else if let Ok(s) = obj.cast::<PyString>() {
-        Ok(match s.to_cow()? {
-            Cow::Borrowed(s) => Cow::Borrowed(s.as_bytes()),
-            Cow::Owned(s) => Cow::Owned(s.into_bytes()),
-        })
+        s.encode_utf8()
     } else {
         Err(PyTypeError::new_err(format!(
             "a key is str or bytes, not {}",

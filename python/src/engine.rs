@@ -177,7 +177,7 @@ impl PyEngine {
     /// True when the key was new: absent from every live window before.
     fn insert(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let k = key_bytes(key)?;
-        let k: &[u8] = &k;
+        let k: &[u8] = k.as_bytes();
         self.write_one(py, |e| e.insert(k))
     }
 
@@ -191,7 +191,7 @@ impl PyEngine {
     /// never a false negative within the retention).
     fn contains(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let k = key_bytes(key)?;
-        let k: &[u8] = &k;
+        let k: &[u8] = k.as_bytes();
         self.slot.with(|e| e.contains(k))
     }
 
@@ -209,7 +209,7 @@ impl PyEngine {
         horizon: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let k = key_bytes(key)?;
-        let k: &[u8] = &k;
+        let k: &[u8] = k.as_bytes();
         let h = duration_of(horizon)?;
         self.slot.with(|e| e.contains_within(k, h))
     }
@@ -224,7 +224,7 @@ impl PyEngine {
         when: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let k = key_bytes(key)?;
-        let k: &[u8] = &k;
+        let k: &[u8] = k.as_bytes();
         let t = instant_of(when)?;
         self.write_one(py, |e| e.insert_at(k, t))
     }
@@ -234,7 +234,7 @@ impl PyEngine {
     /// inserted: removing another may remove a key that shares its counters.
     fn remove(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let k = key_bytes(key)?;
-        let k: &[u8] = &k;
+        let k: &[u8] = k.as_bytes();
         self.write_one(py, |e| e.remove(k))
     }
 
@@ -247,7 +247,7 @@ impl PyEngine {
         when: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let k = key_bytes(key)?;
-        let k: &[u8] = &k;
+        let k: &[u8] = k.as_bytes();
         let t = instant_of(when)?;
         self.write_one(py, |e| e.remove_at(k, t))
     }

@@ -93,7 +93,7 @@ impl<E: Send + Sync> Slot<E> {
     ) -> PyResult<Vec<bool>> {
         let keys = keys_of(keys)?;
         let owned = keys.iter().map(key_bytes).collect::<PyResult<Vec<_>>>()?;
-        let slices: Vec<&[u8]> = owned.iter().map(|k| k.as_ref()).collect();
+        let slices: Vec<&[u8]> = owned.iter().map(|k| k.as_bytes()).collect();
         self.detached(py, |e| f(e, &slices))
     }
 
