@@ -373,7 +373,7 @@ impl Engine {
     /// only if every one of them holds the key. Returns whether it did.
     ///
     /// Only for engines whose tiers are all counting tiers
-    /// ([`Tier::counting`]); otherwise [`Error::RemoveUnsupported`] and
+    /// ([`Tier::counting`](crate::Tier::counting)); otherwise [`Error::RemoveUnsupported`] and
     /// nothing changes. To undo an insert made at another instant (an
     /// earlier day), use [`Engine::remove_at`] with that instant: a remove
     /// decrements only windows the key was inserted into, never every
