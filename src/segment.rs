@@ -684,6 +684,10 @@ impl SubFilter {
             const STEP: usize = 8 << 20;
             let mut at = 0;
             while at < m.len() && !stop.load(Ordering::Relaxed) {
+                // A seam for tests (which park it); a failure stops it.
+                if crate::file::check("prefault", &self.path).is_err() {
+                    return;
+                }
                 let n = STEP.min(m.len() - at);
                 if m.advise_range(memmap2::Advice::PopulateWrite, at, n)
                     .is_err()

@@ -594,3 +594,32 @@ fn a_new_window_is_mapped_in_when_created() {
     // No lookup or insert touched it: every page is mapped already.
     wait_kb(&dir.join("seg").join(&files[0]), "Rss:", len / 1024);
 }
+
+#[test]
+fn the_rotation_does_not_wait_for_the_prefault_of_the_windows_created_ahead() {
+    let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+    let (_tmp, dir, clock, e, keys) = before_midnight();
+    let e = Arc::new(e);
+    let before = seg_files(&dir);
+    e.insert(b"https://example.com/late").unwrap();
+    wait_new_file(&dir, &before);
+    // The prefault twenty seconds before the boundary parks in its first
+    // step; the rotation takes the files anyway.
+    let (go, parked) = park(&dir, "prefault");
+    clock.set(at(T0 + 86_400 - 15));
+    parked
+        .recv_timeout(Duration::from_secs(30))
+        .expect("prefault parked");
+    clock.set(at(T0 + 86_400 + 1));
+    let e2 = Arc::clone(&e);
+    assert!(within(
+        Duration::from_secs(10),
+        "the rotating insert",
+        move || e2.insert(b"https://example.com/day-1").unwrap()
+    ));
+    assert_eq!(seg_files(&dir).len(), 2);
+    drop(go);
+    set_fault_hook(None);
+    assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
+    assert!(e.contains(b"https://example.com/day-1").unwrap());
+}

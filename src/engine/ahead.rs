@@ -10,9 +10,9 @@
 //! writable (`SubFilter::prefault`), so the first inserts in the new
 //! windows take no page faults: not earlier, because the kernel writes
 //! dirty pages back within about 30 s and write-protects them again. The
-//! rotation at the boundary takes the files (stopping the thread's wait, or waiting for
-//! it to finish creating them) and only has to name them in the manifest
-//! and publish them.
+//! rotation at the boundary takes the files (stopping the thread's wait
+//! or prefault, or waiting for it to finish creating them) and only has
+//! to name them in the manifest and publish them.
 //!
 //! Crash safety needs nothing new. A file created ahead is named by no
 //! manifest until the rotation commits it, like the file of a rotation
@@ -31,8 +31,8 @@
 
 use std::fs;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::clock::TimeSource;
@@ -57,10 +57,15 @@ pub(super) fn lead(window_secs: i64) -> i64 {
 /// it writes dirty pages back.
 pub(super) const PREFAULT_SECS: i64 = 20;
 
-/// A thread creating the next windows.
+/// A thread creating the next windows, then prefaulting them.
 pub(super) struct Ahead {
-    job: JoinHandle<Made>,
-    /// Set by the rotation: stop waiting for the prefault instant.
+    /// The files, sent as soon as they are created: the rotation never
+    /// waits for the prefault (a thread at nice 10 on busy cores could
+    /// make it wait long).
+    made: Receiver<Made>,
+    /// Set by the rotation or close: stop waiting for the prefault instant,
+    /// or stop prefaulting (the thread then ends within one 8 MiB step; it
+    /// holds only its own references to the files).
     stop: Arc<AtomicBool>,
 }
 
@@ -155,21 +160,25 @@ impl Engine {
         let write_zeros = self.policy != SyncPolicy::None;
         let stop = Arc::new(AtomicBool::new(false));
         let (clock, stopped) = (self.clock.clone(), Arc::clone(&stop));
+        let (tx, made) = mpsc::channel();
         let job = std::thread::Builder::new()
             .name("timebloom-ahead".into())
             .spawn(move || {
                 background();
                 let made = make(plans, seed_fp, write_zeros);
+                let subs: Vec<Arc<SubFilter>> =
+                    made.0.iter().map(|(_, _, s)| Arc::clone(s)).collect();
+                // Nobody to take them (the engine went): they are deleted.
+                let _ = tx.send(made);
                 if wait_until(&clock, b - PREFAULT_SECS, &stopped) {
-                    for (_, _, sub) in &made.0 {
+                    for sub in &subs {
                         sub.prefault(&stopped);
                     }
                 }
-                made
             });
         // No thread to be had: the rotation creates the windows itself.
-        if let Ok(job) = job {
-            *slot = Some(Ahead { job, stop });
+        if job.is_ok() {
+            *slot = Some(Ahead { made, stop });
         }
     }
 }
@@ -185,13 +194,13 @@ pub(super) fn background() {
     let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 10);
 }
 
-/// Takes what the thread in `slot` made: stops its wait for the prefault
-/// instant, and waits for it to finish creating.
+/// Takes what the thread in `slot` made: stops its prefault, and waits for
+/// it to finish creating (not prefaulting).
 pub(super) fn take(slot: &mut Option<Ahead>) -> Made {
     slot.take()
         .and_then(|a| {
             a.stop.store(true, Ordering::Relaxed);
-            a.job.join().ok()
+            a.made.recv().ok()
         })
         .unwrap_or_default()
 }
