@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The Python package: lints of its crate, a release wheel built by maturin
 # (from the package registry) in a fresh virtual environment, installed
-# there, and its tests (the API, and real Scrapy crawls of a site served on
-# 127.0.0.1 by the tests themselves). Exits non-zero on any failure,
-# including a pytest run that collected no test (exit 5).
+# there, and its tests (the API, RedisEngine against redis-server processes
+# the tests start on loopback ports, and real Scrapy crawls of a site served
+# on 127.0.0.1 by the tests themselves, alone and as a fleet sharing Redis).
+# Exits non-zero on any failure, including a pytest run that collected no
+# test (exit 5) and a missing redis-server (CI is set for pytest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -32,12 +34,17 @@ echo "== python: build the wheel and install it"
 "$work/venv/bin/maturin" build --release --quiet -m python/Cargo.toml --out "$work/wheels"
 "$py" -m pip install --quiet "$work"/wheels/timebloom-*.whl
 # The installed package, not the source folder, is what the tests import.
-(cd "$work" && "$py" -c 'import timebloom, timebloom.scrapy; print("installed", timebloom.__file__)')
+# The wheel has the Redis engine (the crate builds timebloom with `redis`).
+(cd "$work" && "$py" -c 'import timebloom, timebloom.scrapy; timebloom.RedisEngine; print("installed", timebloom.__file__)')
 
 echo "== python: the type stubs match the module (mypy stubtest)"
 (cd "$work" && "$py" -m mypy.stubtest timebloom)
 
+echo "== python: redis-server for the Redis tests"
+scripts/install-redis.sh
+
 echo "== python: pytest"
-# Run from outside python/ so that `import timebloom` finds the wheel.
+# Run from outside python/ so that `import timebloom` finds the wheel. With
+# CI set, a missing redis-server fails the Redis tests instead of skipping.
 cd "$work"
-"$work/venv/bin/pytest" -q -p no:cacheprovider "$root/python/tests"
+CI="${CI:-1}" "$work/venv/bin/pytest" -q -p no:cacheprovider "$root/python/tests"

@@ -5,14 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
-    echo "== installing redis-server and redis-tools"
-    SUDO=""
-    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-    $SUDO apt-get update
-    $SUDO apt-get install -y redis-server redis-tools
-fi
-redis-server --version
+scripts/install-redis.sh
 
 echo "== cargo clippy --features redis"
 cargo clippy --all-targets --all-features -- -D warnings

@@ -44,7 +44,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkFilter, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use serde_json::{json, Value};
-use timebloom::{Config, Engine, ManualClock, Options, Stats, Tier};
+use timebloom::{Config, Engine, ManualClock, Options, Stats, SyncPolicy, Tier};
 use xxhash_rust::xxh3::{xxh3_128, xxh3_64};
 
 // ---- memory accounting ----------------------------------------------------------
@@ -1018,6 +1018,25 @@ fn single_window(
     bench_lookup(&mut g, id("timebloom-sysclock", "neg"), neg, |ks| {
         ks.iter().filter(|k| tb_sys.contains(k).unwrap()).count()
     });
+    // Through a per-thread handle (the read path that writes no shared
+    // memory), and inserts of keys already present (a recrawl).
+    let mut th = tb.handle();
+    bench_lookup(&mut g, id("timebloom-handle", "pos"), pos, |ks| {
+        ks.iter().filter(|k| th.contains(k).unwrap()).count()
+    });
+    bench_lookup(&mut g, id("timebloom-handle", "neg"), neg, |ks| {
+        ks.iter().filter(|k| th.contains(k).unwrap()).count()
+    });
+    bench_lookup(
+        &mut g,
+        id("timebloom-handle", "insert_present"),
+        pos,
+        |ks| ks.iter().filter(|k| th.insert(k).unwrap()).count(),
+    );
+    bench_lookup(&mut g, id("timebloom", "insert_present"), pos, |ks| {
+        ks.iter().filter(|k| tb.insert(k).unwrap()).count()
+    });
+    drop(th);
     bench_lookup(&mut g, id("fastbloom-sip", "pos"), pos, |ks| {
         ks.iter().filter(|k| fb_sip.contains(**k)).count()
     });
@@ -1067,24 +1086,50 @@ fn single_window(
         |f, ks| ks.iter().filter(|k| f.insert(k, 1, &[0])).count(),
     );
     let mut serial = 0u32;
-    let mut fresh_engine = |tag: &str| {
+    let mut fresh_engine = |tag: &str, sync: SyncPolicy| {
         serial += 1;
         let dir = tmp.path().join(format!("{tag}-{serial}"));
-        let e = create(&dir, single_config(n, p), &clock);
+        let config = Config {
+            sync,
+            ..single_config(n, p)
+        };
+        let e = create(&dir, config, &clock);
         (e, Cleanup(dir))
     };
     bench_insert(
         &mut g,
         id("timebloom", "insert"),
         pos,
-        || fresh_engine("ins"),
+        || fresh_engine("ins", SyncPolicy::default()),
         |(e, _), ks| ks.iter().filter(|k| e.insert(k).unwrap()).count(),
+    );
+    bench_insert(
+        &mut g,
+        id("timebloom-handle", "insert"),
+        pos,
+        || fresh_engine("insh", SyncPolicy::default()),
+        |(e, _), ks| {
+            let mut h = e.handle();
+            ks.iter().filter(|k| h.insert(k).unwrap()).count()
+        },
+    );
+    // The same without the write-ahead log (`--sync none`): what the
+    // default policy's log append costs per insert.
+    bench_insert(
+        &mut g,
+        id("timebloom-handle-nolog", "insert"),
+        pos,
+        || fresh_engine("insn", SyncPolicy::None),
+        |(e, _), ks| {
+            let mut h = e.handle();
+            ks.iter().filter(|k| h.insert(k).unwrap()).count()
+        },
     );
     bench_insert(
         &mut g,
         id("timebloom", "insert_batch"),
         pos,
-        || fresh_engine("insb"),
+        || fresh_engine("insb", SyncPolicy::default()),
         |(e, _), ks| count(e.insert_batch(ks).unwrap()),
     );
     bench_insert(
@@ -1295,6 +1340,11 @@ fn windowed(c: &mut Criterion, setup: &Setup, n: usize, out: &mut Vec<Value>) {
     bench_lookup(&mut g, id("timebloom", "neg_batch"), &neg, |ks| {
         count(engine.contains_batch(ks).unwrap())
     });
+    let mut h = engine.handle();
+    bench_lookup(&mut g, id("timebloom-handle", "neg"), &neg, |ks| {
+        ks.iter().filter(|k| h.contains(k).unwrap()).count()
+    });
+    drop(h);
     // Insert floor: read the monthly segments, write the three open ones.
     bench_lookup(&mut g, id("floor", "insert"), &neg, |ks| {
         ks.iter()

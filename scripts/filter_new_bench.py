@@ -18,6 +18,16 @@ output is also kept to count lines: filter-new may drop a new URL that is a
 false positive, never print a repeat.
 
 Results go to <out>/filter_new.json; scripts/report.py turns them into tables.
+
+    python3 scripts/filter_new_bench.py --canonical-cost --runs 5
+
+measures only what `--canonical` costs: plain `filter-new --tiers 1d
+--items-per-day N --sync none` and the same with `--canonical`, interleaved,
+`--runs` times each, the engine directory removed before every run. It
+prints the medians of wall time and of CPU time (user + system, from the
+kernel's accounting of each child), their ratios and the load average, and
+writes <out>/canonical_cost.json. CPU time is the steadier measure on a
+shared machine: wall time also counts the time spent waiting for a core.
 """
 
 import argparse
@@ -111,12 +121,65 @@ def dir_bytes(d):
     return total
 
 
+def run_cpu(cmd, env):
+    """Runs cmd with its output to /dev/null; returns (wall s, user+sys s)."""
+    with open(os.devnull, "wb") as null:
+        t = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=null, stderr=subprocess.DEVNULL, env=env)
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        sys.exit("failed (exit %d): %s" % (p.returncode, " ".join(cmd)))
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def canonical_cost(tb, stream, distinct, runs, out, env):
+    """Plain filter-new against --canonical: interleaved runs, medians."""
+    d = os.path.join(out, "canonical-cost.tb")
+    base = [tb, "filter-new", "--tiers", "1d", "--items-per-day", str(distinct),
+            "--sync", "none"]
+    modes = [("plain", base + [d, stream]),
+             ("--canonical", base + ["--canonical", d, stream])]
+    load_before = os.getloadavg()
+    samples = {name: [] for name, _ in modes}
+    for _ in range(runs):
+        for name, cmd in modes:
+            shutil.rmtree(d, ignore_errors=True)
+            samples[name].append(run_cpu(cmd, env))
+    shutil.rmtree(d, ignore_errors=True)
+    load_after = os.getloadavg()
+    med = {name: (statistics.median(w for w, _ in xs), statistics.median(c for _, c in xs))
+           for name, xs in samples.items()}
+    for name, xs in samples.items():
+        print("%-12s wall %5.2f s (%s)  cpu %5.2f s (%s)" % (
+            name, med[name][0], " ".join("%.2f" % w for w, _ in xs),
+            med[name][1], " ".join("%.2f" % c for _, c in xs)))
+    ratio = (med["--canonical"][0] / med["plain"][0], med["--canonical"][1] / med["plain"][1])
+    print("--canonical / plain: wall %.2fx, cpu %.2fx; load average %s before, %s after" % (
+        ratio[0], ratio[1], "/".join("%.2f" % x for x in load_before),
+        "/".join("%.2f" % x for x in load_after)))
+    doc = {"stream": stream, "runs": runs, "commands": {n: c for n, c in modes},
+           "samples": {n: [{"wall_secs": w, "cpu_secs": c} for w, c in xs]
+                       for n, xs in samples.items()},
+           "median_wall_secs": {n: m[0] for n, m in med.items()},
+           "median_cpu_secs": {n: m[1] for n, m in med.items()},
+           "ratio_wall": ratio[0], "ratio_cpu": ratio[1],
+           "loadavg_before": load_before, "loadavg_after": load_after}
+    path = os.path.join(out, "canonical_cost.json")
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=2)
+    print("written", path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--distinct", type=float, default=1e6)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--bin", default=os.path.join(ROOT, "target/release/timebloom"))
     ap.add_argument("--out", default=os.path.join(ROOT, "target/timebloom-bench"))
+    ap.add_argument("--canonical-cost", action="store_true",
+                    help="only compare plain filter-new with --canonical (see above)")
     args = ap.parse_args()
     distinct = int(args.distinct)
     os.makedirs(args.out, exist_ok=True)
@@ -125,12 +188,15 @@ def main():
         t = time.perf_counter()
         lines = make_stream(stream, distinct)
         print("generated %s: %d lines in %.1f s" % (stream, lines, time.perf_counter() - t))
+    env = dict(os.environ, LC_ALL="C")
+    if args.canonical_cost:
+        canonical_cost(args.bin, stream, distinct, args.runs, args.out, env)
+        return
     lines = count_lines(stream)
     size = os.path.getsize(stream)
     work = os.path.join(args.out, "filter-new-work")
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    env = dict(os.environ, LC_ALL="C")
     tb = args.bin
     d_def, d_1d = os.path.join(work, "default.tb"), os.path.join(work, "1d.tb")
     commands = [

@@ -12,17 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The Redis tests start their own servers on loopback ports; they need the
-# binaries (and fail, rather than skip, when CI is set and they are missing).
-if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
-    echo "== installing redis-server and redis-tools"
-    SUDO=""
-    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq redis-server redis-tools
-fi
-# The tests start their own servers; a system one is not needed.
-redis-server --version
+scripts/install-redis.sh
 
 echo "== cargo test --all-features"
 CI="${CI:-1}" cargo test --all-features

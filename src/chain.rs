@@ -8,22 +8,26 @@
 //! Lookups read every sub-filter. Nothing here knows about files beyond the
 //! sub-filters it holds, or about time beyond the window index.
 
+use std::sync::Arc;
+
 use crate::filter::{self, Exclusive, Kind};
 use crate::hash::KeyHash;
 use crate::segment::{State, SubFilter};
 
-/// One window's filter.
+/// One window's filter. Cloning it shares its files (a new snapshot of the
+/// live set names the same sub-filters).
+#[derive(Clone)]
 pub(crate) struct Segment {
     /// The window index (see `window::index`).
     pub window: i64,
     /// The chain, oldest first; never empty.
-    pub subs: Vec<SubFilter>,
+    pub subs: Vec<Arc<SubFilter>>,
 }
 
 impl Segment {
     /// The sub-filter that takes inserts.
     pub(crate) fn tail(&self) -> Option<&SubFilter> {
-        self.subs.last()
+        self.subs.last().map(|s| &**s)
     }
 
     pub(crate) fn is_sealed(&self) -> bool {
@@ -32,7 +36,7 @@ impl Segment {
 
     /// True when the newest sub-filter has reached its planned fill.
     pub(crate) fn needs_growth(&self) -> bool {
-        self.tail().is_some_and(SubFilter::is_full)
+        self.tail().is_some_and(|s| s.is_full())
     }
 
     /// Issues the memory loads this key needs in every sub-filter.
@@ -52,7 +56,8 @@ impl Segment {
         self.subs.iter().rev().any(|s| s.contains(h))
     }
 
-    /// Records the key. False when the segment is sealed.
+    /// Records the key. False only on a read-only mapping. The caller
+    /// checked under its stripe that the segment takes writes.
     ///
     /// A Bloom key goes to the newest sub-filter, unless an older (full) one
     /// already holds it: adding it again would only fill the tail.
@@ -73,7 +78,7 @@ impl Segment {
         };
         let holder = older.iter().find(|s| s.contains(h));
         match (tail.header().kind, holder) {
-            (Kind::Bloom, Some(_)) => tail.state() == State::Open,
+            (Kind::Bloom, Some(_)) => true,
             (Kind::Counting, Some(s)) => s.insert(x, h),
             (_, None) => tail.insert(x, h),
         }
@@ -218,12 +223,12 @@ impl<'a> Lookup<'a> {
     pub(crate) fn new(segments: &'a [Segment]) -> Lookup<'a> {
         let views: Vec<View<'a>> = segments
             .iter()
-            .flat_map(|s| s.subs.iter().map(View::of))
+            .flat_map(|s| s.subs.iter().map(|sub| View::of(sub)))
             .collect();
         let group = (LOADS_PER_GROUP / views.len().max(1)).clamp(2, MAX_GROUP);
         Lookup {
-            addrs: Vec::with_capacity(group * views.len()),
-            hashes: Vec::with_capacity(group),
+            addrs: Vec::with_capacity(2 * group * views.len()),
+            hashes: Vec::with_capacity(2 * group),
             views,
             group,
         }
@@ -238,6 +243,13 @@ impl<'a> Lookup<'a> {
     pub(crate) fn clear(&mut self) {
         self.addrs.clear();
         self.hashes.clear();
+    }
+
+    /// Forgets the first `n` keys (a group that was tested), keeping those
+    /// pushed after them (the next group, whose loads are in flight).
+    pub(crate) fn consume(&mut self, n: usize) {
+        self.addrs.drain(..n * self.views.len());
+        self.hashes.drain(..n);
     }
 
     /// Adds a key to the group and prefetches its blocks.

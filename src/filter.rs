@@ -8,15 +8,16 @@
 //! * [`Kind::Counting`]: 128 four-bit counters per block (16 per word); a
 //!   counter that reaches 15 saturates and is never decremented again.
 //!
-//! **Concurrency.** Readers load words without any lock. Writers are
-//! serialized by one [`WriteLock`] per engine, and every function that
-//! changes a word takes an [`Exclusive`], the proof that its caller holds
-//! that lock. So a write is a plain atomic load and store: no
-//! read-modify-write instruction (on x86 a `lock`-prefixed one is a full
-//! barrier that waits for the key's cache miss and keeps consecutive keys
-//! from overlapping their loads), and still no lost update. A reader racing a
-//! writer sees each word either before or after the store: a key being
-//! inserted may test absent until its insert returns, never after.
+//! **Concurrency.** Readers load words without any lock. Writers change
+//! words with atomic read-modify-write instructions (`fetch_or` for Bloom
+//! cells, a compare-and-swap loop for counters), so writers of different
+//! keys run in parallel and no update is lost. Every function that changes
+//! a word takes an [`Exclusive`]: the proof that its caller holds the
+//! [`Stripes`] lock of the key it writes, which makes check-and-insert of
+//! one key atomic (of several threads inserting the same new key, exactly
+//! one is told it was new). A reader racing a writer sees each word either
+//! before or after the write: a key being inserted may test absent until its
+//! insert returns, never after.
 //!
 //! Nothing here knows about files or time.
 
@@ -26,21 +27,53 @@ use parking_lot::{Mutex, MutexGuard};
 
 use crate::hash::KeyHash;
 
-/// Serializes every write to the filter words of one engine.
-#[derive(Default)]
-pub(crate) struct WriteLock(Mutex<()>);
+/// Key-striped writer locks: a writer holds the stripe of the key it
+/// writes, so writers of one key are serialized and writers of different
+/// keys (almost always different stripes) are not. Taking every stripe
+/// ([`Stripes::lock_all`]) waits for every write in flight and keeps new
+/// ones out: a checkpoint's and a seal's quiescent point.
+pub(crate) struct Stripes(Box<[Stripe]>);
 
-impl WriteLock {
-    /// Waits for the lock; writes are allowed while the proof lives.
-    #[inline]
-    pub(crate) fn lock(&self) -> Exclusive<'_> {
-        Exclusive(self.0.lock())
+/// One stripe, alone on its cache line (128 bytes: adjacent-line prefetch
+/// pairs lines on x86) so that writers of different stripes share nothing.
+#[repr(align(128))]
+#[derive(Default)]
+struct Stripe(Mutex<()>);
+
+/// Stripes per engine: with a handful of writer threads, two of them
+/// rarely want the same stripe.
+const STRIPES: usize = 64;
+
+impl Default for Stripes {
+    fn default() -> Stripes {
+        Stripes((0..STRIPES).map(|_| Stripe::default()).collect())
     }
 }
 
-/// Proof that the caller holds its engine's [`WriteLock`]: the kernels that
-/// write take one, so no code path can write without the lock.
-pub(crate) struct Exclusive<'a>(#[allow(dead_code)] MutexGuard<'a, ()>);
+impl Stripes {
+    /// Waits for the stripe of key `h`; writes are allowed while the proof lives.
+    #[inline]
+    pub(crate) fn lock(&self, h: KeyHash) -> Exclusive<'_> {
+        // The low bits of `lo` pick probes' cells, `hi` picks blocks: mix
+        // both so a stripe is independent of where the key's cells lie.
+        let i = ((h.lo ^ h.hi).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize % self.0.len();
+        Exclusive(Guard::One(self.0[i].0.lock()))
+    }
+
+    /// Takes every stripe, in order: no write is in flight while it lives.
+    pub(crate) fn lock_all(&self) -> Exclusive<'_> {
+        Exclusive(Guard::All(self.0.iter().map(|s| s.0.lock()).collect()))
+    }
+}
+
+enum Guard<'a> {
+    One(#[allow(dead_code)] MutexGuard<'a, ()>),
+    All(#[allow(dead_code)] Vec<MutexGuard<'a, ()>>),
+}
+
+/// Proof that the caller holds a [`Stripes`] lock: the kernels that write
+/// take one, so no code path can write without it.
+pub(crate) struct Exclusive<'a>(#[allow(dead_code)] Guard<'a>);
 
 /// Words per block: 8 x 64 bits = one 64-byte cache line.
 pub(crate) const BLOCK_WORDS: usize = 8;
@@ -204,23 +237,26 @@ pub(crate) fn contains_masks(kind: Kind, block: &Block, masks: &[u64; BLOCK_WORD
     missing == 0
 }
 
-/// Sets a key's cells (Bloom kind), probe by probe. Returns how many cells
-/// went from empty to set; zero means the block held the key already.
+/// Sets a key's cells (Bloom kind). Returns how many cells went from empty
+/// to set; zero means the block held the key already.
+///
+/// One `fetch_or` per word the key needs bits in (a key's probes land in at
+/// most eight words), skipped for a word that holds its bits already: the
+/// count of newly set cells is exact even when writers of other keys set
+/// bits in the same word at the same time.
 #[inline]
 pub(crate) fn set_key(_: &Exclusive, block: &Block, lo: u64, k: u32) -> u64 {
-    let k = (k as usize).min(PROBE_MUL.len());
+    let m = masks(Kind::Bloom, lo, k);
     let mut newly = 0u64;
-    for mul in &PROBE_MUL[..k] {
-        let cell = lo.wrapping_mul(*mul) >> 55;
-        let w = &block[(cell >> 6) as usize];
-        let bit = 1u64 << (cell & 63);
-        let v = w.load(Ordering::Relaxed);
-        // Writers are serialized (`Exclusive`): nobody else stores here.
-        // Stored even when set already: for a new key, "already set" is
-        // close to a coin flip per probe, a branch mispredicted half the
-        // time, and the line is being written anyway.
-        w.store(v | bit, Ordering::Relaxed);
-        newly += u64::from(v & bit == 0);
+    for (w, &m) in block.iter().zip(&m) {
+        if m == 0 {
+            continue;
+        }
+        let mut old = w.load(Ordering::Relaxed);
+        if old & m != m {
+            old = w.fetch_or(m, Ordering::Relaxed);
+        }
+        newly += u64::from((m & !old).count_ones());
     }
     newly
 }
@@ -228,6 +264,8 @@ pub(crate) fn set_key(_: &Exclusive, block: &Block, lo: u64, k: u32) -> u64 {
 /// Increments the counters selected by `masks` (counting kind; one count
 /// per distinct cell, even when two probes pick the same one). Saturated
 /// counters stay at 15. Returns how many counters went from zero to one.
+/// A compare-and-swap per word: writers of other keys may change other
+/// counters of the same word meanwhile.
 #[inline]
 pub(crate) fn increment(_: &Exclusive, block: &Block, masks: &[u64; BLOCK_WORDS]) -> u64 {
     let mut newly = 0u64;
@@ -235,12 +273,20 @@ pub(crate) fn increment(_: &Exclusive, block: &Block, masks: &[u64; BLOCK_WORDS]
         if m == 0 {
             continue;
         }
-        let old = w.load(Ordering::Relaxed);
-        let inc = m & !nibbles_saturated(old);
-        if inc != 0 {
+        let mut old = w.load(Ordering::Relaxed);
+        loop {
+            let inc = m & !nibbles_saturated(old);
+            if inc == 0 {
+                break;
+            }
             // No carry crosses a nibble: every incremented nibble is below 15.
-            w.store(old + inc, Ordering::Relaxed);
-            newly += u64::from((inc & !nibbles_nonzero(old)).count_ones());
+            match w.compare_exchange_weak(old, old + inc, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => {
+                    newly += u64::from((inc & !nibbles_nonzero(old)).count_ones());
+                    break;
+                }
+                Err(now) => old = now,
+            }
         }
     }
     newly
@@ -255,12 +301,20 @@ pub(crate) fn decrement(_: &Exclusive, block: &Block, masks: &[u64; BLOCK_WORDS]
         if m == 0 {
             continue;
         }
-        let old = w.load(Ordering::Relaxed);
-        let dec = m & !nibbles_saturated(old) & nibbles_nonzero(old);
-        if dec != 0 {
+        let mut old = w.load(Ordering::Relaxed);
+        loop {
+            let dec = m & !nibbles_saturated(old) & nibbles_nonzero(old);
+            if dec == 0 {
+                break;
+            }
             // No borrow crosses a nibble: every decremented nibble is at least 1.
-            w.store(old - dec, Ordering::Relaxed);
-            emptied += u64::from((dec & nibbles_one(old)).count_ones());
+            match w.compare_exchange_weak(old, old - dec, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => {
+                    emptied += u64::from((dec & nibbles_one(old)).count_ones());
+                    break;
+                }
+                Err(now) => old = now,
+            }
         }
     }
     emptied
@@ -330,8 +384,8 @@ mod tests {
 
     #[test]
     fn bloom_insert_then_contains() {
-        let lock = WriteLock::default();
-        let x = lock.lock();
+        let lock = Stripes::default();
+        let x = lock.lock_all();
         let b = block();
         let lo = 0x1234_5678_9abc_def1;
         assert!(!contains_key(Kind::Bloom, &b, lo, 8));
@@ -348,8 +402,8 @@ mod tests {
 
     #[test]
     fn counting_saturates_and_sticks() {
-        let lock = WriteLock::default();
-        let x = lock.lock();
+        let lock = Stripes::default();
+        let x = lock.lock_all();
         let b = block();
         let m = masks(Kind::Counting, 0xdead_beef_cafe_f00d, 6);
         for _ in 0..20 {
@@ -370,8 +424,8 @@ mod tests {
 
     #[test]
     fn counting_insert_remove_roundtrip() {
-        let lock = WriteLock::default();
-        let x = lock.lock();
+        let lock = Stripes::default();
+        let x = lock.lock_all();
         let b = block();
         let lo = 0x0123_4567_89ab_cdef;
         let m = masks(Kind::Counting, lo, 7);
@@ -388,8 +442,8 @@ mod tests {
 
     #[test]
     fn masks_test_agrees_with_probe_by_probe_test() {
-        let lock = WriteLock::default();
-        let x = lock.lock();
+        let lock = Stripes::default();
+        let x = lock.lock_all();
         for kind in [Kind::Bloom, Kind::Counting] {
             let b = block();
             let mut lo = 0x0bad_cafe_u64;

@@ -71,7 +71,7 @@ pub mod redis;
 
 pub use clock::{Clock, ManualClock, Options, SystemClock};
 pub use config::{parse_tiers, Config, SyncPolicy, Tier};
-pub use engine::Engine;
+pub use engine::{Engine, Handle};
 pub use error::{Error, Result};
 #[doc(hidden)]
 pub use file::testing;

@@ -546,7 +546,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let (mut new, mut total) = (0u64, 0u64);
             let result = (|| -> CliResult<()> {
                 while reader.fill(&mut chunk)? {
-                    let (fresh, stopped) = engine.insert_batch(chunk.keys())?;
+                    let (fresh, stopped) = engine.insert_batch(&chunk.keys())?;
                     new += fresh.iter().filter(|n| **n).count() as u64;
                     total += fresh.len() as u64;
                     progress.update(total, new);
@@ -615,8 +615,8 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let result = (|| -> CliResult<()> {
                 while !out.closed && reader.fill(&mut chunk)? {
                     let seen = match within {
-                        None => engine.contains_batch(chunk.keys())?,
-                        Some(h) => engine.contains_within_batch(chunk.keys(), h)?,
+                        None => engine.contains_batch(&chunk.keys())?,
+                        Some(h) => engine.contains_within_batch(&chunk.keys(), h)?,
                     };
                     for (line, seen) in chunk.lines().iter().zip(seen) {
                         any_new |= !seen;
@@ -802,13 +802,14 @@ fn filter_new(
     let result = (|| -> CliResult<()> {
         while !out.closed && reader.fill(&mut chunk)? {
             let (fresh, stopped): (Vec<bool>, _) = if mode.dry_run {
-                let seen = engine.contains_batch(chunk.keys())?;
-                let fresh = (chunk.keys().iter().zip(seen))
+                let keys = chunk.keys();
+                let seen = engine.contains_batch(&keys)?;
+                let fresh = (keys.iter().zip(seen))
                     .map(|(k, seen)| !seen && printed.insert(xxhash_rust::xxh3::xxh3_128(k)))
                     .collect();
                 (fresh, None)
             } else {
-                engine.insert_batch(chunk.keys())?
+                engine.insert_batch(&chunk.keys())?
             };
             new += fresh.iter().filter(|n| **n).count() as u64;
             total += fresh.len() as u64;

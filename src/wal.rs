@@ -295,7 +295,7 @@ struct SyncState {
     failed: bool,
 }
 
-/// The open log: appends under the engine's writer lock, group commit.
+/// The open log: appends under the writers' stripes, group commit.
 pub(crate) struct Wal {
     dir: PathBuf,
     writer: Mutex<Writer>,
@@ -362,10 +362,27 @@ impl Wal {
         self.sync_to(upto)
     }
 
-    /// Appends a record; returns its LSN. Called under the engine's writer
-    /// lock, so LSN order is the order the writes were applied in.
+    /// Appends a record; returns its LSN. Called under the key's stripe,
+    /// after the write it logs: writes of one key are logged in the order
+    /// they were applied. (Bloom writes commute, so that order is all
+    /// replay needs; counting writes use `append_applying`.)
     pub(crate) fn append(&self, op: Op, t: i64, h: KeyHash) -> Result<u64> {
+        self.append_applying(op, t, h, || ()).map(|(lsn, ())| lsn)
+    }
+
+    /// Runs `apply` (the write) and appends its record under the log's
+    /// lock, so that LSN order is the order writes of all keys were applied
+    /// in: counting writes of different keys that share a saturating
+    /// counter do not commute, and replay must apply them in that order.
+    pub(crate) fn append_applying<R>(
+        &self,
+        op: Op,
+        t: i64,
+        h: KeyHash,
+        apply: impl FnOnce() -> R,
+    ) -> Result<(u64, R)> {
         let mut w = lock(&self.writer);
+        let r = apply();
         let lsn = w.next_lsn;
         w.next_lsn += 1;
         let rec = Record { lsn, t, h, op }.encode();
@@ -374,7 +391,7 @@ impl Wal {
         if w.buf.len() >= WRITE_AT {
             write_out(&mut w)?;
         }
-        Ok(lsn)
+        Ok((lsn, r))
     }
 
     /// The LSN the next record gets: every record below it is appended.

@@ -656,3 +656,238 @@ fn common_shapes_agree_with_the_parser() {
         }
     }
 }
+
+/// Asserts that every entry point gives for `s` what the full rules give.
+/// The full rules are reached with a leading space: rule 1 trims it, and
+/// no fast check accepts a string that does not start with the scheme, so
+/// `canonicalize(" " + s)` always goes through the URL parser, while
+/// `canonicalize(s)` takes the fast checks whenever they accept `s`.
+fn assert_paths_agree(c: &Canonicalizer, s: &str) {
+    let full = c.canonicalize(&format!(" {s}"));
+    assert_eq!(c.canonicalize(s), full, "{s:?} {c:?}");
+    let mut out = b"x".to_vec();
+    let into = c.canonicalize_into(s.as_bytes(), &mut out).map(|()| out);
+    let want = full.clone().map(|f| format!("x{f}").into_bytes());
+    assert_eq!(into, want, "{s:?} {c:?}");
+    let mut out = Vec::new();
+    match c.canonicalize_into_if_changed(s.as_bytes(), &mut out) {
+        Ok(false) => {
+            assert_eq!(full.as_deref(), Ok(s), "{s:?} {c:?}");
+            assert!(out.is_empty(), "{s:?} {c:?}");
+        }
+        Ok(true) => assert_eq!(Ok(out), full.map(String::into_bytes), "{s:?} {c:?}"),
+        Err(e) => assert_eq!(Err(e), full, "{s:?} {c:?}"),
+    }
+}
+
+/// The rule sets the agreement tests run.
+fn rule_sets() -> [Canonicalizer; 5] {
+    [
+        Canonicalizer::new(),
+        Canonicalizer::strict(),
+        Canonicalizer::new().drop_www(true),
+        Canonicalizer::new().drop_trailing_slash(true),
+        Canonicalizer::new().tracking_param("id"),
+    ]
+}
+
+/// The fast checks and the full rules agree on every input and expected
+/// output of the rule tables.
+#[test]
+fn fast_and_full_paths_agree_on_the_tables() {
+    for (_, input, want) in DEFAULT.iter().chain(STRICT) {
+        for c in &rule_sets() {
+            assert_paths_agree(c, input);
+            assert_paths_agree(c, want);
+        }
+    }
+}
+
+/// A URL of the shape of the benchmark stream of
+/// `scripts/filter_new_bench.py` (`url()` there): `https://`, `www.` on
+/// three hosts in four, a word, a number, a top-level domain, a path of
+/// sections and slugs, `?id=<hex>`.
+fn stream_url(i: u64, next: &mut impl FnMut() -> u64) -> String {
+    const WORDS: &[&str] = &[
+        "news", "shop", "blog", "wiki", "docs", "forum", "media", "store", "video", "travel",
+        "sports", "cloud", "music", "games", "photos", "health", "market", "press", "daily",
+        "local", "books", "recipes", "jobs", "auto",
+    ];
+    const TLDS: &[&str] = &[
+        "com", "org", "net", "io", "de", "co.uk", "fr", "jp", "com.br", "nl", "es", "info",
+    ];
+    const SECTIONS: &[&str] = &[
+        "article", "category", "product", "tag", "page", "search", "user", "2025", "2026", "item",
+        "view", "en", "archive", "static", "post", "topic",
+    ];
+    const SLUG: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789-";
+    let pick = |next: &mut dyn FnMut() -> u64, n: usize| (next() % n as u64) as usize;
+    let target = 60 + pick(next, 61);
+    let host = pick(next, 300_000);
+    let www = if pick(next, 4) < 3 { "www." } else { "" };
+    let head = format!(
+        "https://{www}{}{}.{}/",
+        WORDS[host % 24],
+        host / 24,
+        TLDS[pick(next, TLDS.len())]
+    );
+    let tail = format!("?id={i:x}");
+    let mut parts = Vec::new();
+    let mut room = target as i64 - head.len() as i64 - tail.len() as i64;
+    while room > 0 {
+        let mut seg = if pick(next, 2) == 0 {
+            SECTIONS[pick(next, SECTIONS.len())].to_string()
+        } else {
+            let len = 3 + pick(next, 12);
+            (0..len)
+                .map(|_| char::from(SLUG[pick(next, SLUG.len())]))
+                .collect()
+        };
+        seg.truncate(room as usize);
+        room -= seg.len() as i64 + 1;
+        parts.push(seg);
+    }
+    format!("{head}{}{tail}", parts.join("/"))
+}
+
+/// The fast checks and the full rules agree on URLs of the benchmark
+/// stream's shape, and on the same URLs with one to three changes at
+/// random places (a byte the parser encodes or rejects, a dot segment, an
+/// escape, a port, a fragment, a session id, a parameter out of order, an
+/// uppercase letter, a byte removed), so that every position of the
+/// 16-byte windows of the fast checks meets each kind of byte.
+#[test]
+fn fast_and_full_paths_agree_on_stream_shaped_urls() {
+    const CHANGES: &[&str] = &[
+        ".",
+        "/.",
+        "/..",
+        "/./",
+        "%2e",
+        "%2E",
+        "%41",
+        "%7e",
+        "%zz",
+        "%",
+        ";",
+        ";jsessionid=1",
+        "#",
+        "#x",
+        "?",
+        "&",
+        "&&",
+        "=",
+        ":",
+        ":80",
+        ":8080",
+        "@",
+        "u:p@",
+        "-",
+        "--",
+        "xn--",
+        "www.",
+        "..",
+        " ",
+        "\t",
+        "\n",
+        "é",
+        "'",
+        "\"",
+        "\\",
+        "_",
+        "~",
+        "^",
+        "|",
+        "{",
+        "`",
+        "<",
+        "!",
+        "$",
+        "*",
+        "+",
+        ",",
+        "(",
+        "[",
+        "0",
+        "9",
+        "\u{7f}",
+        "\u{0}",
+        "&sid=0123456789abcdef0123456789abcdef",
+        "&utm_source=x",
+        "&a=1",
+        "&zz=1",
+        "&PHPSESSID=1",
+        "&id=0",
+    ];
+    let rules = rule_sets();
+    let mut seed: u64 = 0x3c6e_f372_fe94_f82b;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut unchanged = 0;
+    for i in 0..60_000u64 {
+        let mut s = stream_url(i, &mut next);
+        let changes = if i % 4 == 0 { 0 } else { 1 + next() % 3 };
+        for _ in 0..changes {
+            let mut at = (next() % (s.len() as u64 + 1)) as usize;
+            while !s.is_char_boundary(at) {
+                at -= 1;
+            }
+            match next() % 8 {
+                0 if at < s.len() => {
+                    let c = s[at..].chars().next().unwrap();
+                    s.replace_range(at..at + c.len_utf8(), &c.to_uppercase().to_string());
+                }
+                1 if at < s.len() => {
+                    let c = s[at..].chars().next().unwrap();
+                    s.replace_range(at..at + c.len_utf8(), "");
+                }
+                _ => s.insert_str(at, CHANGES[(next() % CHANGES.len() as u64) as usize]),
+            }
+        }
+        for c in &rules {
+            assert_paths_agree(c, &s);
+        }
+        unchanged += usize::from(canonicalize(&s).as_deref() == Ok(s.as_str()));
+    }
+    assert!(
+        unchanged > 15_000,
+        "only {unchanged} URLs were already canonical: the fast path was hardly checked"
+    );
+}
+
+mod property {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// URL-like strings: a scheme in any case (or a wrong one), a host of
+    /// letters, digits, dots, hyphens and a few bytes a host may not have,
+    /// a port, a path, a query and a fragment, each from an alphabet of the
+    /// bytes the fast checks tell apart.
+    fn url_like() -> impl Strategy<Value = String> {
+        let pattern = concat!(
+            "(https?|HTTPS?|hTtP|ftp|http:/)://",
+            r"([a-z0-9.\-]{0,24}|[a-zA-Z0-9.\-_~%:@]{0,24}|[a-z0-9.\-]{0,10}[^/]{0,2})",
+            r"(:[0-9]{0,6})?",
+            r"(/[a-zA-Z0-9/._~!$&'()*+,;=:@%\-]{0,80}|/[a-z/.]{0,20}|/.{0,10})?",
+            r"(\?[a-zA-Z0-9=&_;/?%'\-]{0,40})?",
+            r"(#.{0,6})?",
+        );
+        proptest::string::string_regex(pattern).unwrap()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(5000))]
+
+        /// The fast checks and the full rules agree on URL-like strings.
+        #[test]
+        fn fast_and_full_paths_agree(s in url_like()) {
+            for c in &rule_sets() {
+                assert_paths_agree(c, &s);
+            }
+        }
+    }
+}

@@ -304,9 +304,22 @@ fn growth(b: &mut dyn Backend) {
         assert_eq!(r.len(), chunk.len());
         new += count(&r);
     }
-    assert!(new >= 19_900, "{new} of 20000 distinct keys new");
     assert!(e.contains_batch(&a).iter().all(|&x| x), "false negative");
     let s = e.stats();
+    // Each distinct key is reported seen only as a false positive, each
+    // with a chance of at most the window's share of the rate however full
+    // the chain is: the count of such keys is at most binomial with that
+    // mean. Fail when it is 4 standard deviations above it (a chance of
+    // about 3e-5 for an engine exactly at its share). The point bound this
+    // replaces (100 at a mean of up to 100) failed correct runs: 40 runs
+    // saw 57 to 101 such keys, median 75.
+    let mean = s.tiers[0].segment_fpr * 20_000.0;
+    let bound = mean + 4.0 * mean.sqrt();
+    let seen = 20_000 - new;
+    assert!(
+        (seen as f64) <= bound,
+        "{seen} of 20000 distinct keys reported seen (mean at the share {mean:.0}, bound {bound:.0})"
+    );
     let seg = s.tiers[0].segments.last().expect("a segment");
     assert!(
         seg.subfilters >= 4,
@@ -350,7 +363,7 @@ fn false_positive_rate(b: &mut dyn Backend) {
 }
 
 /// 8 clients insert overlapping keys at once: each key is new for exactly
-/// one of them.
+/// one of them (or, a false positive, for none).
 fn concurrency_exactly_one_new(b: &mut dyn Backend) {
     // A rate low enough that no distinct key is a false positive of another.
     eight_clients(
@@ -401,10 +414,26 @@ fn eight_clients(b: &mut dyn Backend, cfg: Config, n: u64) {
             .collect();
         hs.into_iter().map(|h| h.join().expect("client")).collect()
     });
+    // Exactly one client sees each key new, except a key that is a false
+    // positive before anyone inserts it: every client is told "seen" (the
+    // contract allows it, and the check below shows it is then found).
+    // Two winners would be a lost atomicity, and many keys with none a
+    // lost write: the callers' configurations expect at most 0.16 false
+    // positives (16,000 keys at 1e-5), so more than 3 (Poisson: 3e-5)
+    // fails the test.
+    let mut none = Vec::new();
     for i in 0..universe.len() {
         let n: u32 = news.iter().map(|g| g[i]).sum();
-        assert_eq!(n, 1, "key {i} was new for {n} clients");
+        assert!(n <= 1, "key {i} was new for {n} clients");
+        if n == 0 {
+            none.push(i);
+        }
     }
+    assert!(
+        none.len() <= 3,
+        "{} keys were new for no client: {none:?}",
+        none.len()
+    );
     for (c, e) in clients.iter().enumerate() {
         let found = count(&e.contains_batch(&universe));
         assert_eq!(found, universe.len(), "client {c} misses keys");

@@ -1,12 +1,13 @@
 """Per-key insert and lookup from Python: timebloom against pybloom-live and a set.
 
-    python bench/bench.py [--n 1000000] [--repeat 3]
+    python bench/bench.py [--n 1000000] [--repeat 3] [--only timebloom]
 
 Every structure gets the same N distinct URLs (``str``), sized for N at a
 0.1% false-positive rate where it has a size. Reports the best of
 ``--repeat`` runs in nanoseconds per key, and the false-positive rate each
 filter shows on N/2 URLs it never saw. pybloom-live is optional (``pip
-install pybloom-live``); its rows are left out without it.
+install pybloom-live``); its rows are left out without it. ``--only``
+runs only the structures whose name contains it.
 """
 
 from __future__ import annotations
@@ -47,12 +48,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", default="", help="only the structures whose name contains this")
     args = ap.parse_args()
     n, rep = args.n, args.repeat
     keys, absent = urls(n, "seen"), urls(n // 2, "never")
     tmp = Path(tempfile.mkdtemp(prefix="tb-bench-"))
     rows: list[tuple[str, str, float]] = []  # (structure, operation, ns per key)
     fprs: dict[str, float] = {}
+
+    def wanted(name: str) -> bool:
+        return args.only in name
 
     def row(name: str, op: str, secs: float, count: int) -> None:
         rows.append((name, op, secs / count * 1e9))
@@ -71,6 +76,8 @@ def main() -> None:
             return e
 
         tb = f"timebloom ({tiers})"
+        if not wanted(tb):
+            continue
         row(tb, "insert, new keys", best(rep, engine, lambda e: [e.insert(k) for k in keys]), n)
         row(tb, "insert_many, new keys", best(rep, engine, lambda e: e.insert_many(keys)), n)
         row(tb, "insert_many 10,000 a call", best(rep, engine, lambda e: [e.insert_many(keys[i : i + 10_000]) for i in range(0, n, 10_000)]), n)
@@ -95,37 +102,39 @@ def main() -> None:
     except ImportError:
         print("pybloom-live is not installed: its rows are left out")
     else:
-        fixed = f"pybloom-live BloomFilter({n}, {FPR})"
+        if wanted("pybloom-live"):
+            fixed = f"pybloom-live BloomFilter({n}, {FPR})"
 
-        def bf() -> BloomFilter:
-            return BloomFilter(capacity=n, error_rate=FPR)
+            def bf() -> BloomFilter:
+                return BloomFilter(capacity=n, error_rate=FPR)
 
-        def filled_bf() -> BloomFilter:
-            return filled(bf)
+            def filled_bf() -> BloomFilter:
+                return filled(bf)
 
-        row(fixed, "add, new keys", best(rep, bf, lambda b: [b.add(k) for k in keys]), n)
-        row(fixed, "in, present", best(rep, filled_bf, lambda b: [k in b for k in keys]), n)
-        row(fixed, "in, absent", best(rep, filled_bf, lambda b: [k in b for k in absent]), n // 2)
-        b = filled_bf()
-        fprs[fixed] = sum(k in b for k in absent) / len(absent)
+            row(fixed, "add, new keys", best(rep, bf, lambda b: [b.add(k) for k in keys]), n)
+            row(fixed, "in, present", best(rep, filled_bf, lambda b: [k in b for k in keys]), n)
+            row(fixed, "in, absent", best(rep, filled_bf, lambda b: [k in b for k in absent]), n // 2)
+            b = filled_bf()
+            fprs[fixed] = sum(k in b for k in absent) / len(absent)
 
-        scal = f"pybloom-live ScalableBloomFilter(error_rate={FPR})"
+            scal = f"pybloom-live ScalableBloomFilter(error_rate={FPR})"
 
-        def sbf() -> ScalableBloomFilter:
-            return ScalableBloomFilter(error_rate=FPR)
+            def sbf() -> ScalableBloomFilter:
+                return ScalableBloomFilter(error_rate=FPR)
 
-        def filled_sbf() -> ScalableBloomFilter:
-            return filled(sbf)
+            def filled_sbf() -> ScalableBloomFilter:
+                return filled(sbf)
 
-        row(scal, "add, new keys", best(rep, sbf, lambda s: [s.add(k) for k in keys]), n)
-        row(scal, "in, present", best(rep, filled_sbf, lambda s: [k in s for k in keys]), n)
-        s = filled_sbf()
-        fprs[scal] = sum(k in s for k in absent) / len(absent)
+            row(scal, "add, new keys", best(rep, sbf, lambda s: [s.add(k) for k in keys]), n)
+            row(scal, "in, present", best(rep, filled_sbf, lambda s: [k in s for k in keys]), n)
+            s = filled_sbf()
+            fprs[scal] = sum(k in s for k in absent) / len(absent)
 
     st = "Python set"
-    row(st, "add, new keys", best(rep, set, lambda s: [s.add(k) for k in keys]), n)
-    row(st, "in, present", best(rep, lambda: set(keys), lambda s: [k in s for k in keys]), n)
-    row(st, "in, absent", best(rep, lambda: set(keys), lambda s: [k in s for k in absent]), n // 2)
+    if wanted(st):
+        row(st, "add, new keys", best(rep, set, lambda s: [s.add(k) for k in keys]), n)
+        row(st, "in, present", best(rep, lambda: set(keys), lambda s: [k in s for k in keys]), n)
+        row(st, "in, absent", best(rep, lambda: set(keys), lambda s: [k in s for k in absent]), n // 2)
 
     shutil.rmtree(tmp, ignore_errors=True)
     print()

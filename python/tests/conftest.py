@@ -1,4 +1,20 @@
-"""Shared fixtures of the timebloom tests."""
+"""Shared fixtures of the timebloom tests: engine directories, and
+``redis-server`` processes started on free loopback ports.
+
+Without ``redis-server`` the Redis tests fail when the ``CI`` environment
+variable is set (.ci/python.sh sets it) and are skipped elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Iterator, Optional
 
 import pytest
 
@@ -7,3 +23,92 @@ import pytest
 def tb_dir(tmp_path):
     """A path for a new engine directory (not created)."""
     return str(tmp_path / "seen.tb")
+
+
+def free_port() -> int:
+    """A loopback port that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def redis_command(port: int, *args: str, password: Optional[str] = None) -> bytes:
+    """Sends one command to the server on ``port`` (RESP, no client library)
+    and returns the first line of the reply."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        commands = ([("AUTH", password)] if password else []) + [args]
+        for cmd in commands:
+            s.sendall(f"*{len(cmd)}\r\n".encode() + b"".join(f"${len(a.encode())}\r\n{a}\r\n".encode() for a in cmd))
+            reply = b""
+            while not reply.endswith(b"\r\n"):
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                reply += chunk
+        return reply.split(b"\r\n")[0]
+
+
+class RedisServer:
+    """One ``redis-server`` on 127.0.0.1 in its own directory, no persistence."""
+
+    def __init__(self, workdir: Path, *extra: str, password: Optional[str] = None) -> None:
+        """Starts the server and waits until it answers PING."""
+        binary = shutil.which("redis-server")
+        if binary is None:
+            msg = (
+                "redis-server is not installed (scripts/install-redis.sh, or "
+                "apt-get install -y redis-server redis-tools)"
+            )
+            if os.environ.get("CI"):
+                pytest.fail(f"{msg}; the Redis tests require it in CI", pytrace=False)
+            pytest.skip(f"{msg}; in CI this fails")
+        self.password = password
+        self.port = free_port()
+        self.dir = workdir
+        args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--daemonize", "no"]
+        args += ["--dir", str(workdir), "--logfile", "redis.log", "--save", "", "--appendonly", "no"]
+        if password:
+            args += ["--requirepass", password]
+        self.proc = subprocess.Popen([*args, *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                if redis_command(self.port, "PING", password=password) == b"+PONG":
+                    return
+            except OSError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                log = (workdir / "redis.log").read_text(errors="replace") if (workdir / "redis.log").exists() else ""
+                self.stop()
+                raise RuntimeError(f"redis-server on port {self.port} did not start:\n{log[-2000:]}")
+            time.sleep(0.05)
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:PORT``, with the password when there is one."""
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}"
+
+    def command(self, *args: str) -> bytes:
+        """The first line of the reply to one command."""
+        return redis_command(self.port, *args, password=self.password)
+
+    def stop(self) -> None:
+        """Kills the server."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory) -> Iterator[RedisServer]:
+    """A ``redis-server`` shared by the tests (each uses its own prefix)."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def prefix() -> str:
+    """A key prefix no other test uses."""
+    return f"t-{uuid.uuid4().hex[:12]}"

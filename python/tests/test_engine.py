@@ -28,6 +28,20 @@ def test_insert_reports_new_keys_and_str_equals_utf8_bytes(tb_dir):
         assert e.contains(b"")
 
 
+def test_a_str_that_is_not_valid_unicode_is_an_error_and_records_nothing(tb_dir):
+    bad = "https://example.com/\ud800"  # a lone surrogate has no UTF-8
+    with Engine.create(tb_dir, items_per_day=1000) as e:
+        with pytest.raises(UnicodeEncodeError):
+            e.insert(bad)
+        with pytest.raises(UnicodeEncodeError):
+            e.insert_many(["https://example.com/ok", bad])
+        with pytest.raises(UnicodeEncodeError):
+            e.contains(bad)
+        assert not e.contains("https://example.com/ok")
+        # Non-ASCII text is read as its UTF-8, in batches too.
+        assert e.insert_many(["ünïcode", "ünïcode".encode(), "ascii"]) == [True, False, True]
+
+
 def test_batches_match_single_calls(tb_dir):
     keys = [f"https://example.com/{i % 700}" for i in range(1000)]
     with Engine.create(tb_dir, items_per_day=10_000) as e:

@@ -7,6 +7,7 @@ import logging
 import os
 import subprocess
 import sys
+import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -36,17 +37,30 @@ def site():
 
 
 def crawl(site: Site, **settings) -> dict:
-    """One crawl in a fresh process; returns its Scrapy stats."""
+    """One crawl from page 0 in a fresh process; returns its Scrapy stats."""
+    return crawl_together(site, [(site.start_url, settings)])[0]
+
+
+def crawl_together(site: Site, runs: list) -> list:
+    """Crawls at once, one process each, from ``(start_url, settings)``;
+    returns their Scrapy stats. The site's counts start from zero."""
     site.reset()
-    p = subprocess.run(
-        [sys.executable, str(HERE / "crawl.py"), site.start_url, json.dumps(settings)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if p.returncode != 0:
-        raise AssertionError(f"crawl failed ({p.returncode}):\n{p.stderr[-4000:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(HERE / "crawl.py"), start, json.dumps(settings)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for start, settings in runs
+    ]
+    stats = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        if p.returncode != 0:
+            raise AssertionError(f"crawl failed ({p.returncode}):\n{err[-4000:]}")
+        stats.append(json.loads(out.strip().splitlines()[-1]))
+    return stats
 
 
 def fetched_once_each(site: Site) -> bool:
@@ -94,8 +108,8 @@ def test_jobdir_is_the_default_home_and_a_rerun_fetches_nothing(site, tmp_path):
         assert e.stats()["expected_items_per_day"] == 10_000
 
 
-def make_filter(settings: dict) -> TimebloomDupeFilter:
-    crawler = get_crawler(settings_dict=settings)
+def make_filter(settings: dict, spidercls=None) -> TimebloomDupeFilter:
+    crawler = get_crawler(spidercls, settings_dict=settings)
     return TimebloomDupeFilter.from_crawler(crawler)
 
 
@@ -210,3 +224,104 @@ def test_parse_duration():
             parse_duration(bad)
     with pytest.raises(TypeError):
         parse_duration(True)
+
+
+# ---- Redis: TIMEBLOOM_REDIS_URL ------------------------------------------
+
+# Noon UTC today: the windows a crawl at TIMEBLOOM_NOW writes expire in
+# Redis (EXPIREAT, by Redis's own clock) days after the real now.
+T_REDIS = datetime.now(timezone.utc).replace(hour=12, minute=0, second=0, microsecond=0)
+
+
+def test_a_fleet_shares_one_redis_engine_across_runs_and_recrawls_after_the_horizon(site, redis_server, prefix):
+    """One crawl, then another process an hour later fetches nothing, then
+    three days later (past TIMEBLOOM_RECRAWL_AFTER) every page again."""
+    common = {
+        "DUPEFILTER_CLASS": FILTER,
+        "TIMEBLOOM_REDIS_URL": redis_server.url,
+        "TIMEBLOOM_REDIS_PREFIX": prefix,
+        "TIMEBLOOM_ITEMS_PER_DAY": 10_000,
+        "TIMEBLOOM_RECRAWL_AFTER": "1d",
+    }
+    stats = crawl(site, TIMEBLOOM_NOW=T_REDIS.isoformat(), **common)
+    assert fetched_once_each(site), (sorted(site.hits.items())[:20], site.other)
+    assert stats["downloader/response_count"] == N_PAGES
+    assert stats["dupefilter/filtered"] > 5 * N_PAGES
+
+    stats = crawl(site, TIMEBLOOM_NOW=(T_REDIS + timedelta(hours=1)).isoformat(), **common)
+    assert sum(site.hits.values()) == 0 and not site.other
+    assert stats.get("downloader/response_count", 0) == 0
+    assert stats["dupefilter/filtered"] == 1  # the start URL
+
+    crawl(site, TIMEBLOOM_NOW=(T_REDIS + timedelta(days=3)).isoformat(), **common)
+    assert fetched_once_each(site)
+
+    # Without a horizon, anything the live windows hold is a duplicate.
+    del common["TIMEBLOOM_RECRAWL_AFTER"]
+    crawl(site, TIMEBLOOM_NOW=(T_REDIS + timedelta(days=4)).isoformat(), **common)
+    assert sum(site.hits.values()) == 0
+    with timebloom.RedisEngine.open(redis_server.url, prefix) as e:
+        assert e.stats()["expected_items_per_day"] == 10_000
+
+
+def test_spiders_crawling_at_once_fetch_every_page_once_between_them(site, redis_server, prefix):
+    """Three processes crawl the site at the same time from different pages,
+    sharing one engine in Redis: every page is fetched exactly once."""
+    settings = {"DUPEFILTER_CLASS": FILTER, "TIMEBLOOM_REDIS_URL": redis_server.url, "TIMEBLOOM_REDIS_PREFIX": prefix}
+    starts = [f"http://127.0.0.1:{site.port}/page?id={i}&lang=en" for i in (0, N_PAGES // 3, 2 * N_PAGES // 3)]
+    stats = crawl_together(site, [(start, settings) for start in starts])
+    assert fetched_once_each(site), (sorted(site.hits.items())[:20], site.other)
+    assert sum(s.get("downloader/response_count", 0) for s in stats) == N_PAGES
+    assert all(s.get("downloader/response_count", 0) > 0 for s in stats)
+
+
+def test_redis_settings_reach_the_engine(redis_server, prefix):
+    df = make_filter(
+        {
+            "TIMEBLOOM_REDIS_URL": redis_server.url,
+            "TIMEBLOOM_REDIS_PREFIX": prefix,
+            "TIMEBLOOM_ITEMS_PER_DAY": "5000",
+            "TIMEBLOOM_FPR": "0.01",
+            "TIMEBLOOM_TIERS": "3d,2w",
+            "TIMEBLOOM_RECRAWL_AFTER": "36h",
+            "JOBDIR": "/nonexistent/job",  # the scheduler's; the filter is in Redis
+        }
+    )
+    try:
+        assert isinstance(df.engine, timebloom.RedisEngine) and df.path is None
+        s = df.engine.stats()
+        assert (s["expected_items_per_day"], s["fpr"], df.engine.tiers, df.engine.prefix) == (5000, 0.01, "3d,2w", prefix)
+        assert not df.request_seen(Request("http://a.example/x"))
+        assert df.request_seen(Request("http://a.example/x#frag"))
+    finally:
+        df.close("finished")
+    assert df.engine.closed
+    # The filters stay in Redis; an engine that exists keeps its configuration.
+    df = make_filter({"TIMEBLOOM_REDIS_URL": redis_server.url, "TIMEBLOOM_REDIS_PREFIX": prefix, "TIMEBLOOM_TIERS": "7d"})
+    try:
+        assert df.engine.tiers == "3d,2w"
+        assert df.request_seen(Request("http://a.example/x"))
+    finally:
+        df.close("finished")
+
+
+def test_the_default_redis_prefix_is_the_spider_name(redis_server):
+    import scrapy
+
+    name = f"spider-{uuid.uuid4().hex[:8]}"
+    spidercls = type("NamedSpider", (scrapy.Spider,), {"name": name})
+    df = make_filter({"TIMEBLOOM_REDIS_URL": redis_server.url}, spidercls)
+    try:
+        assert df.engine.prefix == f"timebloom:{name}"
+    finally:
+        df.close("finished")
+
+
+def test_redis_url_with_a_directory_or_a_sync_policy_is_refused(redis_server, tmp_path, prefix):
+    base = {"TIMEBLOOM_REDIS_URL": redis_server.url, "TIMEBLOOM_REDIS_PREFIX": prefix}
+    with pytest.raises(ValueError, match="TIMEBLOOM_DIR"):
+        make_filter({**base, "TIMEBLOOM_DIR": str(tmp_path / "tb")})
+    with pytest.raises(ValueError, match="TIMEBLOOM_SYNC"):
+        make_filter({**base, "TIMEBLOOM_SYNC": "always"})
+    with pytest.raises(timebloom.HorizonTooLongError):
+        make_filter({**base, "TIMEBLOOM_TIERS": "7d", "TIMEBLOOM_RECRAWL_AFTER": "30d"})

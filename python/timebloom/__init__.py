@@ -15,6 +15,14 @@ Keys are ``str`` (encoded as UTF-8) or ``bytes``; a ``str`` and its UTF-8
 bytes are the same key. Batch calls (``insert_many``, ``contains_many``)
 release the GIL; one engine may be shared between threads.
 
+A :class:`RedisEngine` keeps the same windows in Redis, shared by every
+process that connects to the same URL and prefix (a crawler fleet)::
+
+    from timebloom import RedisEngine
+
+    with RedisEngine.create("redis://10.0.0.5:6379", "crawl", exist_ok=True) as seen:
+        new = seen.insert_many(urls)   # one bool per URL, in order
+
 :mod:`timebloom.scrapy` holds a Scrapy duplicate filter.
 """
 
@@ -22,6 +30,7 @@ from timebloom._timebloom import (
     AlreadyExistsError,
     ClockJumpError,
     ClosedError,
+    ConfigMismatchError,
     CorruptError,
     Engine,
     HorizonTooLongError,
@@ -32,10 +41,14 @@ from timebloom._timebloom import (
     ManualClock,
     NotEmptyError,
     NotFoundError,
+    NotReplicatedError,
     QuarantinedError,
     ReadOnlyError,
+    RedisEngine,
+    RedisError,
     RemoveUnsupportedError,
     TimebloomError,
+    UnsupportedError,
     UnsupportedVersionError,
     WindowUnavailableError,
 )
@@ -44,6 +57,7 @@ __all__ = [
     "AlreadyExistsError",
     "ClockJumpError",
     "ClosedError",
+    "ConfigMismatchError",
     "CorruptError",
     "Engine",
     "HorizonTooLongError",
@@ -54,10 +68,14 @@ __all__ = [
     "ManualClock",
     "NotEmptyError",
     "NotFoundError",
+    "NotReplicatedError",
     "QuarantinedError",
     "ReadOnlyError",
+    "RedisEngine",
+    "RedisError",
     "RemoveUnsupportedError",
     "TimebloomError",
+    "UnsupportedError",
     "UnsupportedVersionError",
     "WindowUnavailableError",
 ]

@@ -74,6 +74,29 @@ class NotEmptyError(TimebloomError):
 class ClosedError(TimebloomError):
     """The engine was closed."""
 
+class RedisError(TimebloomError):
+    """Redis, or the connection to it, failed after every retry, or answered
+    something unexpected; ``path`` is the URL (password masked) and prefix."""
+
+class NotReplicatedError(RedisError):
+    """An insert batch was applied, but fewer replicas than ``wait_replicas``
+    confirmed it in time."""
+
+    answers: list[bool]
+    """The batch's answers, one per key (valid: the keys are recorded)."""
+    acked: int
+    """Replicas that confirmed."""
+    wanted: int
+    """Replicas asked for."""
+
+class ConfigMismatchError(TimebloomError):
+    """``RedisEngine.create(..., exist_ok=True)`` found an engine with another
+    configuration under the prefix."""
+
+class UnsupportedError(TimebloomError):
+    """The Redis engine does not do this (counting tiers, a window string over
+    512 MiB, a key layout this build does not read)."""
+
 @final
 class ManualClock:
     """A clock that moves only when told to, for tests and replays (whole seconds)."""
@@ -174,10 +197,100 @@ class Engine:
     ) -> bool:
         """Closes the engine."""
 
+@final
+class RedisEngine:
+    """A timebloom engine kept in Redis, shared by every process that uses the
+    same URL and prefix. Every call that talks to Redis releases the GIL."""
+
+    @staticmethod
+    def create(
+        url: str,
+        prefix: str,
+        tiers: str = "7d,4w,12m",
+        items_per_day: int = 1_000_000,
+        fpr: float = 0.001,
+        *,
+        utc_offset_secs: int = 0,
+        shards: int = 16,
+        exist_ok: bool = False,
+        clock: Optional[ManualClock] = None,
+        connect_timeout: Optional[_Seconds] = None,
+        io_timeout: Optional[_Seconds] = None,
+        retries: Optional[int] = None,
+        cluster: bool = False,
+        wait_replicas: int = 0,
+        wait_timeout: Optional[_Seconds] = None,
+    ) -> "RedisEngine":
+        """Creates a new engine under ``prefix`` in the Redis at ``url``;
+        ``exist_ok=True`` opens an existing one with the same configuration
+        (what each process of a fleet calls)."""
+    @staticmethod
+    def open(
+        url: str,
+        prefix: str,
+        *,
+        clock: Optional[ManualClock] = None,
+        connect_timeout: Optional[_Seconds] = None,
+        io_timeout: Optional[_Seconds] = None,
+        retries: Optional[int] = None,
+        cluster: bool = False,
+        wait_replicas: int = 0,
+        wait_timeout: Optional[_Seconds] = None,
+    ) -> "RedisEngine":
+        """Opens the engine under ``prefix``; its configuration comes from Redis."""
+    def insert(self, key: _Key) -> bool:
+        """Records ``key``; True when it was absent from every live window before."""
+    def insert_many(self, keys: Iterable[_Key]) -> list[bool]:
+        """``insert`` for every key, in one pipeline; one bool per key."""
+    def insert_at(self, key: _Key, when: _Instant) -> bool:
+        """Records ``key`` as seen at ``when`` (a backfill); True when it was new."""
+    def contains(self, key: _Key) -> bool:
+        """Whether ``key`` is in any live window."""
+    def contains_many(self, keys: Iterable[_Key]) -> list[bool]:
+        """``contains`` for every key."""
+    def contains_within(self, key: _Key, horizon: _Seconds) -> bool:
+        """Whether ``key`` was inserted within ``horizon`` of now."""
+    def contains_within_many(self, keys: Iterable[_Key], horizon: _Seconds) -> list[bool]:
+        """``contains_within`` for every key."""
+    def stats(self) -> dict[str, Any]:
+        """Tiers, windows, fill, estimated keys and rates."""
+    def close(self) -> None:
+        """Closes the connection; the filters stay in Redis."""
+    @property
+    def url(self) -> str:
+        """The URL, its password masked."""
+    @property
+    def prefix(self) -> str:
+        """The prefix of every key of this engine."""
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` has been called."""
+    @property
+    def tiers(self) -> str:
+        """The tiers, as given to ``create``."""
+    @property
+    def shards(self) -> int:
+        """Strings per window."""
+    @property
+    def is_cluster(self) -> bool:
+        """Whether the engine talks to a Redis Cluster."""
+    def __contains__(self, key: _Key, /) -> bool:
+        """``key in engine`` is ``engine.contains(key)``."""
+    def __enter__(self) -> "RedisEngine":
+        """The engine itself."""
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool:
+        """Closes the connection."""
+
 __all__ = [
     "AlreadyExistsError",
     "ClockJumpError",
     "ClosedError",
+    "ConfigMismatchError",
     "CorruptError",
     "Engine",
     "HorizonTooLongError",
@@ -188,10 +301,14 @@ __all__ = [
     "ManualClock",
     "NotEmptyError",
     "NotFoundError",
+    "NotReplicatedError",
     "QuarantinedError",
     "ReadOnlyError",
+    "RedisEngine",
+    "RedisError",
     "RemoveUnsupportedError",
     "TimebloomError",
+    "UnsupportedError",
     "UnsupportedVersionError",
     "WindowUnavailableError",
 ]

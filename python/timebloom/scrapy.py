@@ -11,6 +11,18 @@ Settings:
     The engine directory. Default: ``<JOBDIR>/timebloom`` when ``JOBDIR`` is
     set; otherwise a temporary directory deleted when the spider closes
     (every run starts empty, like Scrapy's built-in filter without JOBDIR).
+``TIMEBLOOM_REDIS_URL``
+    Keep the filters in Redis instead of a directory, shared by every
+    spider process that uses the same URL and prefix (a fleet): of several
+    processes that reach the same new request, exactly one fetches it.
+    ``redis://[user:password@]host:6379[/db]``, ``rediss://`` for TLS,
+    comma-separated URLs for a Cluster, ``redis+sentinel://host:26379/<master>``
+    (see ``timebloom.RedisEngine``). Not with ``TIMEBLOOM_DIR`` or
+    ``TIMEBLOOM_SYNC``. The filters stay in Redis when the spider closes.
+``TIMEBLOOM_REDIS_PREFIX``
+    The prefix of the engine's Redis keys. Default: ``timebloom:<spider
+    name>``, so the processes of one spider share an engine and different
+    spiders do not.
 ``TIMEBLOOM_RECRAWL_AFTER``
     A request is a duplicate only if its fingerprint was seen within this
     horizon: seconds, a ``timedelta``, or a string such as ``"90m"``,
@@ -26,7 +38,8 @@ Settings:
     of new requests wrongly dropped as duplicates.
 ``TIMEBLOOM_TIERS``
     The engine's tiers when it is created (default ``"7d,4w,12m"``). An
-    existing directory keeps the configuration it was created with.
+    existing engine (directory or Redis prefix) keeps the configuration it
+    was created with.
 ``TIMEBLOOM_SYNC``
     When a recorded request survives a power loss: ``"always"``,
     ``"interval=1s"`` or ``"none"`` (see ``Engine.create``). Stored in a new
@@ -47,6 +60,12 @@ The filter keys the engine with the request fingerprint of the crawler's
 ``REQUEST_FINGERPRINTER_CLASS`` (the 20 raw bytes), so requests that Scrapy's
 own filter treats as one are one here too. The engine is closed when the
 spider closes.
+
+With ``TIMEBLOOM_RECRAWL_AFTER``, a request is looked up within the horizon
+and then inserted: two calls, not one atomic check. With Redis, two
+processes that reach the same request at the same moment, when it is new or
+due again, may then both fetch it; without ``TIMEBLOOM_RECRAWL_AFTER`` the
+one check-and-insert lets exactly one of them through.
 """
 
 from __future__ import annotations
@@ -62,7 +81,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.request import referer_str
 
-from timebloom import Engine, ManualClock, NotFoundError
+from timebloom import Engine, ManualClock, NotFoundError, RedisEngine
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -103,13 +122,41 @@ def _instant(value: Union[str, int, float, datetime]) -> Union[datetime, float]:
     return value
 
 
+def _open_dir(
+    path: str, tiers: str, items_per_day: int, fpr: float, clock: Optional[ManualClock], sync: Optional[str]
+) -> Engine:
+    """The engine in ``path``, created from the settings when there is none."""
+    try:
+        return Engine.open(path, clock=clock, sync=sync)
+    except NotFoundError:
+        if sync is None:
+            return Engine.create(path, tiers, items_per_day, fpr, clock=clock)
+        return Engine.create(path, tiers, items_per_day, fpr, clock=clock, sync=sync)
+
+
+def _open_redis(
+    url: str, prefix: str, tiers: str, items_per_day: int, fpr: float, clock: Optional[ManualClock]
+) -> RedisEngine:
+    """The engine under ``prefix`` in Redis, created from the settings when
+    there is none."""
+    try:
+        return RedisEngine.open(url, prefix, clock=clock)
+    except NotFoundError:
+        # Another process may create it meanwhile: exist_ok opens it then
+        # (ConfigMismatchError if its configuration differs).
+        return RedisEngine.create(url, prefix, tiers, items_per_day, fpr, clock=clock, exist_ok=True)
+
+
 class TimebloomDupeFilter(BaseDupeFilter):
     """Scrapy duplicate filter (``DUPEFILTER_CLASS``) over a timebloom engine.
 
     A request is a duplicate when its fingerprint is in the engine (within
-    ``recrawl_after`` when set). Unlike Scrapy's built-in filter, memory does
-    not grow with the number of requests seen, old fingerprints expire with
-    their windows, and "fetch again after N days" is one setting.
+    ``recrawl_after`` when set): an :class:`~timebloom.Engine` directory, or
+    with ``TIMEBLOOM_REDIS_URL`` a :class:`~timebloom.RedisEngine` that a
+    fleet of spider processes shares. Unlike Scrapy's built-in filter,
+    memory does not grow with the number of requests seen, old fingerprints
+    expire with their windows, and "fetch again after N days" is one
+    setting.
     """
 
     def __init__(
@@ -124,12 +171,15 @@ class TimebloomDupeFilter(BaseDupeFilter):
         fingerprinter: Any = None,
         now: Optional[Union[str, int, float, datetime]] = None,
         sync: Optional[str] = None,
+        redis_url: Optional[str] = None,
+        redis_prefix: Optional[str] = None,
     ) -> None:
         """Opens (or creates) the engine in ``path``; a temporary directory,
         deleted at close, when ``path`` is None. ``sync`` is a sync policy
         (stored in a new engine, for this crawl only in an existing one;
-        None: the engine's own). ``now`` is the test hook of
-        ``TIMEBLOOM_NOW``."""
+        None: the engine's own). With ``redis_url``, the engine under
+        ``redis_prefix`` in that Redis instead (``path`` and ``sync`` must
+        be None). ``now`` is the test hook of ``TIMEBLOOM_NOW``."""
         if fingerprinter is None:
             from scrapy.utils.request import RequestFingerprinter
 
@@ -142,36 +192,46 @@ class TimebloomDupeFilter(BaseDupeFilter):
             None if recrawl_after is None else parse_duration(recrawl_after)
         )
         self._tempdir: Optional[str] = None
-        if path is None:
+        self.path: Optional[str] = None
+        self.redis_url, self.redis_prefix = redis_url, redis_prefix
+        clock = None if now is None else ManualClock(_instant(now))
+        if redis_url:
+            if path is not None or sync is not None:
+                raise ValueError(
+                    "TIMEBLOOM_REDIS_URL keeps the filters in Redis: TIMEBLOOM_DIR and TIMEBLOOM_SYNC do not apply"
+                )
+            if not redis_prefix:
+                raise ValueError("TIMEBLOOM_REDIS_URL needs a prefix (TIMEBLOOM_REDIS_PREFIX)")
+        elif path is None:
             self._tempdir = tempfile.mkdtemp(prefix="timebloom-dupefilter-")
             path = Path(self._tempdir, "seen.tb")
-        self.path = str(path)
-        clock = None if now is None else ManualClock(_instant(now))
+        engine: Union[Engine, RedisEngine, None] = None
         try:
-            try:
-                self.engine = Engine.open(self.path, clock=clock, sync=sync)
-            except NotFoundError:
-                if sync is None:
-                    self.engine = Engine.create(self.path, tiers, items_per_day, fpr, clock=clock)
-                else:
-                    self.engine = Engine.create(
-                        self.path, tiers, items_per_day, fpr, clock=clock, sync=sync
-                    )
+            if redis_url and redis_prefix:
+                engine = _open_redis(redis_url, redis_prefix, tiers, items_per_day, fpr, clock)
+            else:
+                self.path = str(path)
+                engine = _open_dir(self.path, tiers, items_per_day, fpr, clock, sync)
             if self.recrawl_after is not None:
                 # Fails now, not at the first request, when no tier keeps
                 # the horizon (HorizonTooLongError).
-                self.engine.contains_within(b"", self.recrawl_after)
+                engine.contains_within(b"", self.recrawl_after)
         except BaseException:
+            if engine is not None:
+                engine.close()
             self._remove_tempdir()
             raise
+        self.engine: Union[Engine, RedisEngine] = engine
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> TimebloomDupeFilter:
         """The filter configured from the crawler's settings (see the module docs)."""
         s = crawler.settings
+        redis_url = s.get("TIMEBLOOM_REDIS_URL") or None
         path = s.get("TIMEBLOOM_DIR")
-        if not path and s.get("JOBDIR"):
+        if not path and s.get("JOBDIR") and not redis_url:
             path = str(Path(s.get("JOBDIR"), "timebloom"))
+        spider = getattr(crawler, "spider", None) or crawler.spidercls
         return cls(
             path or None,
             recrawl_after=s.get("TIMEBLOOM_RECRAWL_AFTER") or None,
@@ -182,6 +242,8 @@ class TimebloomDupeFilter(BaseDupeFilter):
             fingerprinter=crawler.request_fingerprinter,
             now=s.get("TIMEBLOOM_NOW") or None,
             sync=s.get("TIMEBLOOM_SYNC") or None,
+            redis_url=redis_url,
+            redis_prefix=s.get("TIMEBLOOM_REDIS_PREFIX") or f"timebloom:{spider.name}",
         )
 
     def request_seen(self, request: Request) -> bool:
@@ -195,7 +257,8 @@ class TimebloomDupeFilter(BaseDupeFilter):
         return False
 
     def close(self, reason: str) -> None:
-        """Closes the engine (and deletes a temporary directory)."""
+        """Closes the engine (and deletes a temporary directory); the
+        filters of a Redis engine stay in Redis."""
         try:
             self.engine.close()
         finally:

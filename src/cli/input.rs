@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
+use std::ops::Range;
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -231,11 +232,16 @@ fn read_line(r: &mut dyn BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<L
 }
 
 /// The lines of one batch and the keys made from them; the buffers are
-/// reused from batch to batch.
+/// reused from batch to batch. A key that is a part of its line (the whole
+/// line, the line trimmed, a URL already canonical) is not copied.
 #[derive(Default)]
 pub struct Chunk {
     lines: Vec<Vec<u8>>,
+    /// Keys that are not a part of their line (rewritten URLs).
     keys: Vec<Vec<u8>>,
+    /// Where each key is when `transformed`: a range of its line, or
+    /// (`None`) in `keys`.
+    spans: Vec<Option<Range<usize>>>,
     len: usize,
     transformed: bool,
 }
@@ -247,12 +253,17 @@ impl Chunk {
     }
 
     /// The keys the engine sees.
-    pub fn keys(&self) -> &[Vec<u8>] {
-        if self.transformed {
-            &self.keys[..self.len]
-        } else {
-            &self.lines[..self.len]
+    pub fn keys(&self) -> Vec<&[u8]> {
+        let lines = self.lines().iter();
+        if !self.transformed {
+            return lines.map(Vec::as_slice).collect();
         }
+        (lines.zip(&self.spans).zip(&self.keys))
+            .map(|((line, span), key)| match span {
+                Some(r) => &line[r.clone()],
+                None => key.as_slice(),
+            })
+            .collect()
     }
 }
 
@@ -457,26 +468,29 @@ fn push_key(
     }
     if chunk.len == chunk.keys.len() {
         chunk.keys.push(Vec::new());
+        chunk.spans.push(None);
     }
     let line = &chunk.lines[chunk.len];
     let key = &mut chunk.keys[chunk.len];
     key.clear();
     let text = if rules.trim {
-        line.trim_ascii()
+        let start = line.len() - line.trim_ascii_start().len();
+        start..start + line[start..].trim_ascii_end().len()
     } else {
-        line.as_slice()
+        0..line.len()
     };
     if text.is_empty() {
         return Ok(());
     }
-    match &rules.canonical {
-        None => key.extend_from_slice(text),
-        Some(c) => match c.canonicalize_into(text, key) {
-            Ok(()) => {}
+    let span = match &rules.canonical {
+        None => Some(text),
+        Some(c) => match c.canonicalize_into_if_changed(&line[text.clone()], key) {
+            Ok(false) => Some(text),
+            Ok(true) => None,
             Err(e) => {
                 counts.not_urls += 1;
                 match rules.not_url {
-                    NotUrl::Keep => key.extend_from_slice(text),
+                    NotUrl::Keep => Some(text),
                     NotUrl::Skip => {
                         counts.not_urls_skipped += 1;
                         return Ok(());
@@ -490,7 +504,8 @@ fn push_key(
                 }
             }
         },
-    }
+    };
+    chunk.spans[chunk.len] = span;
     chunk.len += 1;
     counts.keys += 1;
     Ok(())

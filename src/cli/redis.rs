@@ -128,19 +128,22 @@ impl RedisStore {
         )
     }
 
-    pub fn insert_batch(&self, keys: &[Vec<u8>]) -> CliResult<(Vec<bool>, Option<CliError>)> {
+    pub fn insert_batch<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+    ) -> CliResult<(Vec<bool>, Option<CliError>)> {
         let answers = self.engine.insert_batch(keys).map_err(|e| self.err(e))?;
         Ok((per_key(keys.len(), answers)?, None))
     }
 
-    pub fn contains_batch(&self, keys: &[Vec<u8>]) -> CliResult<Vec<bool>> {
+    pub fn contains_batch<K: AsRef<[u8]>>(&self, keys: &[K]) -> CliResult<Vec<bool>> {
         let answers = self.engine.contains_batch(keys).map_err(|e| self.err(e))?;
         per_key(keys.len(), answers)
     }
 
-    pub fn contains_within_batch(
+    pub fn contains_within_batch<K: AsRef<[u8]>>(
         &self,
-        keys: &[Vec<u8>],
+        keys: &[K],
         horizon: Duration,
     ) -> CliResult<Vec<bool>> {
         let answers = (self.engine)

@@ -150,7 +150,10 @@ pub enum Store {
 impl Store {
     /// Check-and-insert of a batch: the answers of the keys recorded, and
     /// the error that stopped the batch part way, if one did.
-    pub fn insert_batch(&self, keys: &[Vec<u8>]) -> CliResult<(Vec<bool>, Option<CliError>)> {
+    pub fn insert_batch<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+    ) -> CliResult<(Vec<bool>, Option<CliError>)> {
         match self {
             Store::Dir(e) => recorded(keys.len(), e.insert_batch(keys)),
             #[cfg(feature = "redis")]
@@ -159,7 +162,7 @@ impl Store {
     }
 
     /// Whether each key is in a live window.
-    pub fn contains_batch(&self, keys: &[Vec<u8>]) -> CliResult<Vec<bool>> {
+    pub fn contains_batch<K: AsRef<[u8]>>(&self, keys: &[K]) -> CliResult<Vec<bool>> {
         match self {
             Store::Dir(e) => Ok(e.contains_batch(keys)?),
             #[cfg(feature = "redis")]
@@ -168,15 +171,15 @@ impl Store {
     }
 
     /// Whether each key was recorded within `horizon` of now.
-    pub fn contains_within_batch(
+    pub fn contains_within_batch<K: AsRef<[u8]>>(
         &self,
-        keys: &[Vec<u8>],
+        keys: &[K],
         horizon: Duration,
     ) -> CliResult<Vec<bool>> {
         match self {
             Store::Dir(e) => Ok(keys
                 .iter()
-                .map(|k| e.contains_within(k, horizon))
+                .map(|k| e.contains_within(k.as_ref(), horizon))
                 .collect::<Result<_, Error>>()?),
             #[cfg(feature = "redis")]
             Store::Redis(r) => r.contains_within_batch(keys, horizon),

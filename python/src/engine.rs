@@ -1,0 +1,355 @@
+//! `Engine`: an engine directory.
+//!
+//! Single-key calls keep the GIL (they take well under a microsecond),
+//! except writes under the `always` sync policy, which wait for an fsync;
+//! batch calls, `verify`, `flush`, `close`, `open` and `create` release it.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+use timebloom::{Config, SyncPolicy};
+
+use crate::clock::PyManualClock;
+use crate::convert::{config_of, duration_of, instant_of, key_bytes, tiers_text, to_dict};
+use crate::errors::to_py;
+use crate::slot::Slot;
+
+fn options(
+    clock: Option<&Bound<'_, PyManualClock>>,
+    verify: bool,
+    allow_clock_jump: bool,
+    degraded: bool,
+) -> timebloom::Options {
+    let o = timebloom::Options::default()
+        .verify_on_open(verify)
+        .allow_clock_jump(allow_clock_jump)
+        .degraded(degraded);
+    match clock {
+        Some(c) => o.clock(c.get().inner.clone()),
+        None => o,
+    }
+}
+
+/// A sync policy as the library reads it (`always`, `interval=1s`,
+/// `interval=250ms`, `none`); a bad one is an `InvalidConfigError` naming
+/// `path`.
+fn sync_policy(s: &str, path: &Path) -> PyResult<SyncPolicy> {
+    s.parse().map_err(|e| to_py(e, path))
+}
+
+/// An open timebloom engine: a directory of time-windowed Bloom filters.
+///
+/// Create one with `Engine.create(path, ...)`, open one with
+/// `Engine.open(path)`. Use it as a context manager (`with ... as engine:`)
+/// or call `close()`; an engine that is never closed is recovered at the
+/// next open. Safe to share between threads.
+#[pyclass(module = "timebloom", name = "Engine", frozen)]
+pub(crate) struct PyEngine {
+    slot: Slot<timebloom::Engine>,
+    /// The injected clock, if any (`maintain()` reads it).
+    clock: Option<timebloom::ManualClock>,
+    /// The sync policy of this open: the one given to `open`, else the
+    /// stored one.
+    policy: SyncPolicy,
+}
+
+impl PyEngine {
+    fn wrap(
+        engine: timebloom::Engine,
+        clock: Option<&Bound<'_, PyManualClock>>,
+        sync: Option<SyncPolicy>,
+    ) -> PyEngine {
+        PyEngine {
+            policy: sync.unwrap_or(engine.config().sync),
+            clock: clock.map(|c| c.get().inner.clone()),
+            slot: Slot::new(engine.path().to_path_buf(), engine),
+        }
+    }
+
+    /// Runs a single-key write `f`: with the GIL held, except under the
+    /// `always` policy, where the call waits for an fsync (other Python
+    /// threads run meanwhile, and their writes share that fsync).
+    fn write_one<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&timebloom::Engine) -> timebloom::Result<T> + Send,
+    ) -> PyResult<T> {
+        if self.policy == SyncPolicy::Always {
+            self.slot.detached(py, f)
+        } else {
+            self.slot.with(f)
+        }
+    }
+}
+
+#[pymethods]
+impl PyEngine {
+    /// Creates a new engine in `path` (created if missing).
+    ///
+    /// `tiers`: comma-separated windows and retentions, default `7d,4w,12m`
+    /// (a `:counting` suffix makes a tier support `remove`). `items_per_day`:
+    /// planned distinct keys per day (a window grows past it, at a cost in
+    /// memory). `fpr`: false-positive rate bound of one query.
+    /// `utc_offset_secs`: where window boundaries fall. `clock`: a
+    /// `ManualClock` to read the time from instead of the system clock.
+    /// `sync`: when an acknowledged insert survives a power loss, stored in
+    /// the engine: `"always"` (before the call returns: one fsync per call,
+    /// shared by a batch), `"interval=1s"` (all but at most the last
+    /// interval; `250ms`, `2s`, `1m` also work) or `"none"` (what the
+    /// operating system wrote back). A process crash loses nothing under
+    /// any policy.
+    #[staticmethod]
+    #[pyo3(signature = (path, tiers="7d,4w,12m", items_per_day=1_000_000, fpr=0.001, *, utc_offset_secs=0, clock=None, sync="interval=1s"))]
+    #[allow(clippy::too_many_arguments)]
+    fn create(
+        py: Python<'_>,
+        path: PathBuf,
+        tiers: &str,
+        items_per_day: u64,
+        fpr: f64,
+        utc_offset_secs: i32,
+        clock: Option<&Bound<'_, PyManualClock>>,
+        sync: &str,
+    ) -> PyResult<PyEngine> {
+        let config = Config {
+            sync: sync_policy(sync, &path)?,
+            ..config_of(tiers, items_per_day, fpr, utc_offset_secs).map_err(|e| to_py(e, &path))?
+        };
+        let opts = options(clock, false, false, false);
+        py.detach(|| timebloom::Engine::create_with(&path, config, opts))
+            .map(|e| PyEngine::wrap(e, clock, None))
+            .map_err(|e| to_py(e, &path))
+    }
+
+    /// Opens the engine in `path`; its configuration comes from the directory.
+    ///
+    /// `verify=True` checks every sealed segment's checksum while opening.
+    /// `read_only=True` opens for lookups only: no lock is taken (a writer
+    /// may keep running), nothing is written, writes raise `ReadOnlyError`.
+    /// `clock`: a `ManualClock` to read the time from.
+    /// `allow_clock_jump=True` accepts a clock that jumped past every
+    /// window holding keys (they all expire) instead of `ClockJumpError`.
+    /// `sync`: a sync policy (as in `create`) for this open only, in place
+    /// of the stored one, which stays as it is; not with `read_only=True`,
+    /// which writes nothing. A segment file that fails its checks is moved
+    /// to `quarantine/` and the open raises `QuarantinedError`;
+    /// `degraded=True` goes on without that window instead (`stats()`
+    /// lists it under `lost_windows`).
+    #[staticmethod]
+    #[pyo3(signature = (path, *, verify=false, read_only=false, clock=None, allow_clock_jump=false, sync=None, degraded=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn open(
+        py: Python<'_>,
+        path: PathBuf,
+        verify: bool,
+        read_only: bool,
+        clock: Option<&Bound<'_, PyManualClock>>,
+        allow_clock_jump: bool,
+        sync: Option<&str>,
+        degraded: bool,
+    ) -> PyResult<PyEngine> {
+        let sync = sync.map(|s| sync_policy(s, &path)).transpose()?;
+        if read_only && sync.is_some() {
+            return Err(PyValueError::new_err(
+                "sync= applies to writes; a read_only=True open writes nothing",
+            ));
+        }
+        let mut opts = options(clock, verify, allow_clock_jump, degraded);
+        if let Some(p) = sync {
+            opts = opts.sync(p);
+        }
+        py.detach(|| {
+            if read_only {
+                timebloom::Engine::open_read_only_with(&path, opts)
+            } else {
+                timebloom::Engine::open_with(&path, opts)
+            }
+        })
+        .map(|e| PyEngine::wrap(e, clock, sync))
+        .map_err(|e| to_py(e, &path))
+    }
+
+    /// Records `key` (str or bytes) in every tier's open window. Returns
+    /// True when the key was new: absent from every live window before.
+    fn insert(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let k = key_bytes(key)?;
+        let k: &[u8] = k.as_bytes();
+        self.write_one(py, |e| e.insert(k))
+    }
+
+    /// `insert` for every key of an iterable, with the GIL released; one
+    /// bool per key, in order.
+    fn insert_many(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
+        self.slot.batch(py, keys, |e, k| e.insert_batch(k))
+    }
+
+    /// Whether `key` is in any live window (at most `fpr` false positives,
+    /// never a false negative within the retention).
+    fn contains(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let k = key_bytes(key)?;
+        let k: &[u8] = k.as_bytes();
+        self.slot.with(|e| e.contains(k))
+    }
+
+    /// `contains` for every key of an iterable, with the GIL released.
+    fn contains_many(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
+        self.slot.batch(py, keys, |e, k| e.contains_batch(k))
+    }
+
+    /// Whether `key` was inserted within `horizon` (a timedelta or seconds)
+    /// of now. True for every key inserted within the horizon; may be True
+    /// for a key up to one window of the answering tier older.
+    fn contains_within(
+        &self,
+        key: &Bound<'_, PyAny>,
+        horizon: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let k = key_bytes(key)?;
+        let k: &[u8] = k.as_bytes();
+        let h = duration_of(horizon)?;
+        self.slot.with(|e| e.contains_within(k, h))
+    }
+
+    /// Records `key` as seen at `when` (an aware datetime or seconds since
+    /// the epoch): a backfill into every tier that still keeps that window.
+    /// Returns True when the key was new.
+    fn insert_at(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        when: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let k = key_bytes(key)?;
+        let k: &[u8] = k.as_bytes();
+        let t = instant_of(when)?;
+        self.write_one(py, |e| e.insert_at(k, t))
+    }
+
+    /// Takes `key` back (counting tiers only: `RemoveUnsupportedError`
+    /// otherwise). Returns whether any window held it. Remove only keys you
+    /// inserted: removing another may remove a key that shares its counters.
+    fn remove(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let k = key_bytes(key)?;
+        let k: &[u8] = k.as_bytes();
+        self.write_one(py, |e| e.remove(k))
+    }
+
+    /// Takes back one insert of `key` made at `when` (an aware datetime or
+    /// seconds since the epoch): counting tiers only. Returns whether it did.
+    fn remove_at(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        when: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let k = key_bytes(key)?;
+        let k: &[u8] = k.as_bytes();
+        let t = instant_of(when)?;
+        self.write_one(py, |e| e.remove_at(k, t))
+    }
+
+    /// Rotates and expires windows as of `now` (default: the engine's
+    /// clock) and returns what changed: `{"opened": [...], "sealed": [...],
+    /// "expired": [...]}`, window labels per tier. Calls do this by
+    /// themselves; call it to move across a clock jump on purpose.
+    #[pyo3(signature = (now=None))]
+    fn maintain<'py>(
+        &self,
+        py: Python<'py>,
+        now: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let now = now.map(instant_of).transpose()?;
+        let now = now.unwrap_or_else(|| match &self.clock {
+            Some(c) => timebloom::Clock::now(c),
+            None => SystemTime::now(),
+        });
+        let m = self.slot.detached(py, |e| e.maintain(now))?;
+        to_dict(py, &m)
+    }
+
+    /// The engine's state: tiers, segments, fill, estimated keys and rates.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let stats = self.slot.with(|e| e.stats())?;
+        to_dict(py, &stats)
+    }
+
+    /// Checks every sealed segment's body checksum and fill count;
+    /// `CorruptError` names the first bad file.
+    fn verify(&self, py: Python<'_>) -> PyResult<()> {
+        self.slot.detached(py, |e| e.verify())
+    }
+
+    /// Makes every insert so far durable (msync, header, fsync).
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        self.slot.detached(py, |e| e.flush())
+    }
+
+    /// Closes the engine cleanly (later calls raise `ClosedError`). Closing
+    /// a closed engine does nothing.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.slot.close(py, timebloom::Engine::close)
+    }
+
+    /// The engine directory.
+    #[getter]
+    fn path(&self) -> String {
+        self.slot.place().display().to_string()
+    }
+
+    /// Whether `close` has been called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.slot.is_closed()
+    }
+
+    /// Whether the engine was opened with `read_only=True`.
+    #[getter]
+    fn read_only(&self) -> PyResult<bool> {
+        self.slot.get(|e| e.is_read_only())
+    }
+
+    /// Whether `remove` works here (every tier is a counting tier).
+    #[getter]
+    fn supports_remove(&self) -> PyResult<bool> {
+        self.slot.get(|e| e.supports_remove())
+    }
+
+    /// The sync policy of this open (`"always"`, `"interval=1s"`, `"none"`):
+    /// the one given to `open`, else the one stored at `create`.
+    #[getter]
+    fn sync(&self) -> String {
+        self.policy.to_string()
+    }
+
+    /// The tiers, as given to `create` (`"7d,4w,12m"`).
+    #[getter]
+    fn tiers(&self) -> PyResult<String> {
+        self.slot.get(|e| tiers_text(e.config()))
+    }
+
+    fn __contains__(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        self.contains(key)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.closed() { "closed" } else { "open" };
+        format!(
+            "<timebloom.Engine {:?} {state}>",
+            self.slot.place().display().to_string()
+        )
+    }
+}

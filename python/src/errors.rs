@@ -1,0 +1,239 @@
+//! The exception classes, and the mapping of engine errors onto them.
+
+use std::path::Path;
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+use timebloom::Error;
+
+use crate::slot::Failure;
+
+create_exception!(
+    timebloom,
+    TimebloomError,
+    PyException,
+    "Base class of every error timebloom raises; `path` names the engine directory or file."
+);
+create_exception!(
+    timebloom,
+    InvalidConfigError,
+    TimebloomError,
+    "The configuration given to `Engine.create` is not valid; nothing was written."
+);
+create_exception!(
+    timebloom,
+    LockedError,
+    TimebloomError,
+    "Another process (or another open `Engine`) holds the directory: one writer at a time."
+);
+create_exception!(
+    timebloom,
+    AlreadyExistsError,
+    TimebloomError,
+    "`Engine.create` found an engine in the directory already."
+);
+create_exception!(
+    timebloom,
+    NotFoundError,
+    TimebloomError,
+    "`Engine.open` found no engine (no MANIFEST) in the directory."
+);
+create_exception!(
+    timebloom,
+    CorruptError,
+    TimebloomError,
+    "A file's bytes are wrong: bad magic, checksum, length or field. The message names the file."
+);
+create_exception!(
+    timebloom,
+    QuarantinedError,
+    CorruptError,
+    "A segment file failed its checks at open and was moved to the engine's `quarantine/`; `path` is where it is now, `window` the window it held. Restore it from a backup, or open with `degraded=True` to go on without that window."
+);
+create_exception!(
+    timebloom,
+    UnsupportedVersionError,
+    TimebloomError,
+    "A file was written by a format version this build does not read."
+);
+create_exception!(
+    timebloom,
+    WindowUnavailableError,
+    TimebloomError,
+    "`insert_at` named an instant whose window has expired in every tier, or lies in the future."
+);
+create_exception!(
+    timebloom,
+    HorizonTooLongError,
+    TimebloomError,
+    "`contains_within` asked for a horizon longer than any tier keeps."
+);
+create_exception!(
+    timebloom,
+    RemoveUnsupportedError,
+    TimebloomError,
+    "`remove` on an engine whose tiers are not all counting tiers (`7d:counting`)."
+);
+create_exception!(
+    timebloom,
+    IoError,
+    TimebloomError,
+    "An operating-system I/O call failed, or an earlier one left the engine unusable (reopen it)."
+);
+create_exception!(
+    timebloom,
+    ReadOnlyError,
+    TimebloomError,
+    "A write on an engine opened with `read_only=True`."
+);
+create_exception!(
+    timebloom,
+    ClockJumpError,
+    TimebloomError,
+    "The clock jumped so far forward that every window holding keys would expire at once; nothing changed. Call `maintain(now)` to move there on purpose."
+);
+create_exception!(
+    timebloom,
+    IncompleteError,
+    TimebloomError,
+    "`insert_many` stopped part way: `answers` holds the answers of the keys recorded before the error (the first `len(answers)` keys); the rest were not recorded. `__cause__` is the error that stopped it."
+);
+create_exception!(
+    timebloom,
+    NotEmptyError,
+    TimebloomError,
+    "`Engine.create` refused a directory that holds files it did not make."
+);
+create_exception!(
+    timebloom,
+    RedisError,
+    TimebloomError,
+    "Redis, or the connection to it, failed after every retry, or answered something unexpected; the message names the command and the Redis key."
+);
+create_exception!(
+    timebloom,
+    NotReplicatedError,
+    RedisError,
+    "An insert batch was applied, but fewer replicas than `wait_replicas` confirmed it in time: `answers` holds its answers (valid: the keys are recorded on the master), `acked` and `wanted` the replica counts. A failover may lose these writes."
+);
+create_exception!(
+    timebloom,
+    ConfigMismatchError,
+    TimebloomError,
+    "`RedisEngine.create(..., exist_ok=True)` found an engine created with another configuration (tiers, sizing, shards) under the prefix; nothing was written."
+);
+create_exception!(
+    timebloom,
+    UnsupportedError,
+    TimebloomError,
+    "The Redis engine does not do this: counting tiers, a window string over Redis's 512 MiB, or a key layout this build does not read."
+);
+create_exception!(
+    timebloom,
+    ClosedError,
+    TimebloomError,
+    "The engine was closed; open it again."
+);
+
+/// The Python exception for an engine error, its message naming `path`.
+pub(crate) fn to_py(err: Error, path: &Path) -> PyErr {
+    let shown = path.display().to_string();
+    let text = err.to_string();
+    let msg = if text.contains(&shown) {
+        text
+    } else {
+        format!("{shown}: {text}")
+    };
+    let e = match err {
+        Error::InvalidConfig { .. } => InvalidConfigError::new_err(msg),
+        Error::Locked { .. } => LockedError::new_err(msg),
+        Error::AlreadyExists { .. } => AlreadyExistsError::new_err(msg),
+        Error::NotFound { .. } => NotFoundError::new_err(msg),
+        Error::Corrupt { .. } => CorruptError::new_err(msg),
+        Error::UnsupportedVersion { .. } => UnsupportedVersionError::new_err(msg),
+        Error::WindowUnavailable { .. } => WindowUnavailableError::new_err(msg),
+        Error::HorizonTooLong { .. } => HorizonTooLongError::new_err(msg),
+        Error::RemoveUnsupported { .. } => RemoveUnsupportedError::new_err(msg),
+        Error::Io { .. } | Error::PreviousIo => IoError::new_err(msg),
+        Error::ReadOnly { .. } => ReadOnlyError::new_err(msg),
+        Error::ClockJump { .. } => ClockJumpError::new_err(msg),
+        Error::NotEmpty { .. } => NotEmptyError::new_err(msg),
+        Error::Quarantined {
+            path: file, window, ..
+        } => {
+            let e = with_path(QuarantinedError::new_err(msg), &file);
+            Python::attach(|py| {
+                // As for `path`: setting an attribute on a fresh exception
+                // does not fail, and the message names the window too.
+                let _ = e.value(py).setattr("window", window);
+            });
+            return e;
+        }
+        Error::Incomplete { answers, cause } => {
+            let e = with_path(IncompleteError::new_err(msg), path);
+            let cause = to_py(*cause, path);
+            Python::attach(|py| {
+                let v = e.value(py);
+                // As for `path`: setting attributes on a fresh exception
+                // does not fail, and the message says how many were recorded.
+                let _ = v.setattr("answers", answers);
+                v.setattr("__cause__", cause.value(py)).ok();
+            });
+            return e;
+        }
+        _ => TimebloomError::new_err(msg),
+    };
+    with_path(e, path)
+}
+
+impl Failure for Error {
+    fn into_py(self, place: &Path) -> PyErr {
+        to_py(self, place)
+    }
+}
+
+impl Failure for timebloom::redis::RedisError {
+    /// The exception for an error of the Redis engine; `place` is the URL
+    /// (password masked) and the prefix.
+    fn into_py(self, place: &Path) -> PyErr {
+        use timebloom::redis::RedisError as E;
+        let msg = format!("{}: {self}", place.display());
+        let e = match self {
+            E::Engine(e) => return to_py(e, place),
+            E::NotFound { .. } => NotFoundError::new_err(msg),
+            E::AlreadyExists { .. } => AlreadyExistsError::new_err(msg),
+            E::ConfigMismatch { .. } => ConfigMismatchError::new_err(msg),
+            E::Unsupported { .. } => UnsupportedError::new_err(msg),
+            E::NotReplicated {
+                acked,
+                wanted,
+                answers,
+            } => {
+                let e = NotReplicatedError::new_err(msg);
+                Python::attach(|py| {
+                    let v = e.value(py);
+                    // As for `path`: setting attributes on a fresh
+                    // exception does not fail.
+                    let _ = v.setattr("answers", answers);
+                    let _ = v.setattr("acked", acked);
+                    let _ = v.setattr("wanted", wanted);
+                });
+                e
+            }
+            _ => RedisError::new_err(msg),
+        };
+        with_path(e, place)
+    }
+}
+
+/// Sets the exception's `path` attribute (the message names it too).
+pub(crate) fn with_path(e: PyErr, path: &Path) -> PyErr {
+    Python::attach(|py| {
+        // Setting an attribute on a fresh exception object does not fail;
+        // if it did, the message still names the path.
+        let _ = e.value(py).setattr("path", path.display().to_string());
+    });
+    e
+}

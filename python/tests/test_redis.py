@@ -1,0 +1,243 @@
+"""The Python API of timebloom.RedisEngine against a real redis-server on loopback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+import timebloom
+from timebloom import ManualClock, RedisEngine
+
+from conftest import RedisServer, free_port  # tests/conftest.py; pytest puts tests/ on sys.path
+
+# Noon UTC today: windows named by this clock expire (EXPIREAT, Redis's own
+# clock) days from now, however the tests move it forward.
+T0 = datetime.now(timezone.utc).replace(hour=12, minute=0, second=0, microsecond=0)
+DAY = timedelta(days=1)
+
+
+def test_insert_and_lookups(redis_server, prefix):
+    with RedisEngine.create(redis_server.url, prefix, items_per_day=10_000) as e:
+        assert e.insert("https://example.com/é") is True
+        assert e.insert("https://example.com/é".encode()) is False
+        assert e.contains("https://example.com/é") and "https://example.com/é" in e
+        assert not e.contains("https://example.com/other")
+        keys = [f"https://example.com/{i % 70}" for i in range(100)]
+        assert e.insert_many(keys) == [i < 70 for i in range(100)]
+        assert e.insert_many(iter(["new", b"new", keys[3]])) == [True, False, False]
+        assert e.contains_many(keys[:5] + ["absent"]) == [True] * 5 + [False]
+        assert e.insert_many([]) == [] and e.contains_many(x for x in ()) == []
+        assert (e.url, e.prefix, e.tiers, e.shards, e.is_cluster) == (redis_server.url, prefix, "7d,4w,12m", 16, False)
+
+
+def test_bad_keys_are_type_errors_and_record_nothing(redis_server, prefix):
+    with RedisEngine.create(redis_server.url, prefix, items_per_day=1000) as e:
+        for bad in (1, None, ["a"], bytearray(b"a")):
+            with pytest.raises(TypeError):
+                e.insert(bad)
+        with pytest.raises(TypeError):
+            e.insert_many("abc")  # one str, not an iterable of keys
+        with pytest.raises(TypeError):
+            e.insert_many(["a", 3])
+        with pytest.raises(UnicodeEncodeError):
+            e.insert_many(["a", "\ud800"])
+        assert not e.contains("a")
+
+
+def test_open_reads_the_configuration_from_redis(redis_server, prefix):
+    RedisEngine.create(redis_server.url, prefix, "3d,2w", 5000, 0.01, shards=4).close()
+    with RedisEngine.open(redis_server.url, prefix) as e:
+        s = e.stats()
+        assert (e.tiers, e.shards, s["expected_items_per_day"], s["fpr"]) == ("3d,2w", 4, 5000, 0.01)
+        assert [t["tier"] for t in s["tiers"]] == ["3d", "2w"]
+
+
+def test_processes_share_what_they_have_seen(redis_server, prefix):
+    """A second process (another interpreter) sees the first one's keys."""
+    with RedisEngine.create(redis_server.url, prefix, items_per_day=10_000, exist_ok=True) as e:
+        e.insert_many([f"k{i}" for i in range(500)])
+    code = (
+        "import sys, timebloom\n"
+        f"e = timebloom.RedisEngine.create({redis_server.url!r}, {prefix!r}, items_per_day=10_000, exist_ok=True)\n"
+        "print(sum(e.insert_many([f'k{i}' for i in range(1000)])))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "500"  # only k500..k999 were new
+
+
+def test_of_many_clients_each_key_is_new_exactly_once(redis_server, prefix):
+    """Eight threads, each with its own connection (and two sharing one),
+    insert overlapping keys: every key is new for exactly one of them."""
+    n_threads, per = 8, 3000
+    RedisEngine.create(redis_server.url, prefix, items_per_day=100_000).close()
+    shared = RedisEngine.open(redis_server.url, prefix)
+    results: list = [None] * n_threads
+
+    def work(t: int) -> None:
+        e = shared if t < 2 else RedisEngine.open(redis_server.url, prefix)
+        keys = [f"k{(t * per // 2) + i}" for i in range(per)]  # half overlaps the next thread
+        if t % 2:
+            results[t] = list(zip(keys, e.insert_many(keys)))
+        else:
+            results[t] = [(k, e.insert(k)) for k in keys[:300]]
+            results[t] += list(zip(keys[300:], e.insert_many(keys[300:])))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(n_threads)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    new: dict = {}
+    for r in results:
+        for k, was_new in r:
+            new[k] = new.get(k, 0) + was_new
+    assert sorted(set(new.values())) == [1], "every key new exactly once"
+    assert all(shared.contains_many(sorted(new)))
+    shared.close()
+
+
+def test_calls_release_the_gil_while_they_wait_for_redis(tmp_path):
+    """While Redis holds a call back, other Python threads run."""
+    server = RedisServer(tmp_path)
+    try:
+        e = RedisEngine.create(server.url, "gil", items_per_day=1000)
+        ticks = [0]
+        stop = threading.Event()
+
+        def count() -> None:
+            while not stop.is_set():
+                ticks[0] += 1
+
+        for call in (lambda: e.insert("k"), lambda: e.insert_many(["a", "b"]), lambda: e.contains("k")):
+            assert server.command("CLIENT", "PAUSE", "400") == b"+OK"
+            counter = threading.Thread(target=count)
+            ticks[0] = 0
+            stop.clear()
+            counter.start()
+            t = time.monotonic()
+            call()
+            waited = time.monotonic() - t
+            stop.set()
+            counter.join()
+            assert waited > 0.2  # the pause held the call back
+            assert ticks[0] > 1000  # and the counting thread ran meanwhile
+        e.close()
+    finally:
+        server.stop()
+
+
+def test_contains_within_and_recrawl_with_a_manual_clock(redis_server, prefix):
+    clock = ManualClock(T0)
+    with RedisEngine.create(redis_server.url, prefix, "7d,4w", 1000, clock=clock) as e:
+        e.insert_many(["a", "b"])
+        clock.advance(timedelta(hours=1))
+        assert e.contains_within("a", 3600 * 2) and e.contains_within("a", timedelta(days=1))
+        assert e.contains_within_many(["a", "b", "c"], DAY) == [True, True, False]
+        clock.advance(3 * DAY)
+        assert not e.contains_within("a", DAY)  # older than the horizon and one window
+        assert e.contains_within("a", 5 * DAY) and e.contains("a")
+        assert e.insert("a") is False  # still in the live windows
+        assert e.insert_at("old", T0 - 2 * DAY) is True
+        assert e.contains_within("old", 6 * DAY) and not e.contains_within("old", DAY)
+        with pytest.raises(timebloom.HorizonTooLongError):
+            e.contains_within("a", timedelta(days=60))
+        with pytest.raises(timebloom.WindowUnavailableError):
+            e.insert_at("x", T0 - timedelta(days=90))
+        with pytest.raises(timebloom.WindowUnavailableError):
+            e.insert_at("x", T0 + 30 * DAY)
+
+
+def test_errors_are_typed_and_name_the_url_and_prefix(redis_server, prefix):
+    url = redis_server.url
+    with pytest.raises(timebloom.NotFoundError) as ex:
+        RedisEngine.open(url, prefix)
+    assert ex.value.path == f"{url} (prefix {prefix})" and prefix in str(ex.value)
+    RedisEngine.create(url, prefix, items_per_day=1000).close()
+    with pytest.raises(timebloom.AlreadyExistsError):
+        RedisEngine.create(url, prefix, items_per_day=1000)
+    RedisEngine.create(url, prefix, items_per_day=1000, exist_ok=True).close()
+    with pytest.raises(timebloom.ConfigMismatchError):
+        RedisEngine.create(url, prefix, items_per_day=2000, exist_ok=True)
+    with pytest.raises(timebloom.ConfigMismatchError):
+        RedisEngine.create(url, prefix, items_per_day=1000, shards=8, exist_ok=True)
+    with pytest.raises(timebloom.UnsupportedError):
+        RedisEngine.create(url, prefix + "-c", "7d:counting")
+    for bad in ({"tiers": "7x"}, {"fpr": 2.0}, {"items_per_day": 0}):
+        with pytest.raises(timebloom.InvalidConfigError):
+            RedisEngine.create(url, prefix + "-b", **bad)
+    with pytest.raises(timebloom.InvalidConfigError):
+        RedisEngine.create(url, "has space")
+    with pytest.raises(timebloom.InvalidConfigError):
+        RedisEngine.open(url, "{braces}")
+    with pytest.raises(ValueError):
+        RedisEngine.open(url, prefix, connect_timeout=-1)
+    # Nothing was created by the refused calls.
+    for p in (prefix + "-c", prefix + "-b"):
+        with pytest.raises(timebloom.NotFoundError):
+            RedisEngine.open(url, p)
+
+
+def test_an_unreachable_server_is_a_redis_error():
+    port = free_port()  # nothing listens there
+    t = time.monotonic()
+    with pytest.raises(timebloom.RedisError) as ex:
+        RedisEngine.open(f"redis://127.0.0.1:{port}", "x", retries=0, connect_timeout=1)
+    assert time.monotonic() - t < 10
+    assert isinstance(ex.value, timebloom.TimebloomError)
+    assert f"127.0.0.1:{port}" in str(ex.value)
+
+
+def test_passwords_never_appear_in_messages_or_attributes(tmp_path):
+    server = RedisServer(tmp_path, password="s3cr3t-pw")
+    try:
+        with RedisEngine.create(server.url, "auth", items_per_day=1000) as e:
+            assert e.insert("k")
+            assert e.url == f"redis://:***@127.0.0.1:{server.port}"
+            assert "s3cr3t" not in repr(e)
+        wrong = f"redis://default:wrong-pw@127.0.0.1:{server.port}"
+        with pytest.raises(timebloom.RedisError) as ex:
+            RedisEngine.open(wrong, "auth", retries=0)
+        assert "wrong-pw" not in str(ex.value) and "wrong-pw" not in ex.value.path
+        assert f"default:***@127.0.0.1:{server.port}" in str(ex.value)
+    finally:
+        server.stop()
+
+
+def test_close_is_idempotent_and_later_calls_raise(redis_server, prefix):
+    e = RedisEngine.create(redis_server.url, prefix, items_per_day=1000)
+    assert repr(e).endswith("open>") and not e.closed
+    e.close()
+    e.close()
+    assert e.closed and repr(e).endswith("closed>")
+    for call in (lambda: e.insert("a"), lambda: e.contains_many(["a"]), e.stats, lambda: e.tiers):
+        with pytest.raises(timebloom.ClosedError):
+            call()
+    # The filters stay in Redis.
+    with RedisEngine.open(redis_server.url, prefix) as again:
+        assert again.tiers == "7d,4w,12m"
+
+
+def test_stats_is_a_plain_dict(redis_server, prefix):
+    clock = ManualClock(T0)
+    with RedisEngine.create(redis_server.url, prefix, "7d,12m", 10_000, clock=clock) as e:
+        e.insert_many([f"k{i}" for i in range(2000)])
+        s = e.stats()
+    assert isinstance(s, dict) and s["now"] == int(T0.timestamp())
+    day, month = s["tiers"]
+    assert (day["tier"], month["tier"]) == ("7d", "12m")
+    assert len(day["segments"]) == 1 and day["segments"][0]["state"] == "open"
+    assert 1800 < day["segments"][0]["estimated_items"] < 2200
+
+
+def test_every_public_item_has_a_docstring():
+    for name in dir(RedisEngine):
+        if not name.startswith("_"):
+            assert getattr(RedisEngine, name).__doc__, name
+    for name in ("RedisError", "NotReplicatedError", "ConfigMismatchError", "UnsupportedError"):
+        assert issubclass(getattr(timebloom, name), timebloom.TimebloomError)
+    assert issubclass(timebloom.NotReplicatedError, timebloom.RedisError)

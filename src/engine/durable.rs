@@ -1,0 +1,328 @@
+//! Durability: the write-ahead log's recovery and checkpoints, the
+//! manifest, and `flush`.
+
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::config::SyncPolicy;
+use crate::error::{Error, Result};
+use crate::filter::Kind;
+use crate::manifest::{Manifest, SegmentEntry};
+use crate::wal::{self, Op, Wal};
+use crate::window;
+
+use super::snapshot::Snapshot;
+use super::{Engine, Maint, Syncer, BOOT, MANIFEST, WAL_DIR};
+
+/// Msyncs every body not sealed on disk and rewrites its header.
+fn flush_bodies(snap: &Snapshot) -> Result<()> {
+    for t in &snap.tiers {
+        for seg in &t.segments {
+            for s in &seg.subs {
+                s.flush()?;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Engine {
+    /// At a writer's open (and at create): recovers from the log a previous
+    /// session left, then starts this session's log under the `always` and
+    /// `interval` policies (see docs/format.md, "Write-ahead log").
+    pub(super) fn start_durability(
+        &mut self,
+        assume_power_loss: bool,
+        degraded: bool,
+    ) -> Result<()> {
+        let wal_dir = self.dir.join(WAL_DIR);
+        let had_log = !wal::list(&wal_dir)?.is_empty();
+        let snap = self.current.load_full();
+        let mut m = std::mem::replace(
+            self.maint.get_mut(),
+            Maint {
+                checkpoint_lsn: 0,
+                sealing: Vec::new(),
+            },
+        );
+        let r = self.start_durability_with(
+            &mut m,
+            &snap,
+            &wal_dir,
+            had_log,
+            assume_power_loss,
+            degraded,
+        );
+        *self.maint.get_mut() = m;
+        r
+    }
+
+    fn start_durability_with(
+        &mut self,
+        m: &mut Maint,
+        snap: &Snapshot,
+        wal_dir: &Path,
+        had_log: bool,
+        assume_power_loss: bool,
+        degraded: bool,
+    ) -> Result<()> {
+        let c = m.checkpoint_lsn;
+        let records = if had_log {
+            wal::replay_records(wal_dir, c)?
+        } else {
+            Vec::new()
+        };
+        let mut need_checkpoint = !records.is_empty();
+        // While the operating system has not restarted, the page cache
+        // holds every write of the crashed process: the bodies are whole
+        // and replaying would count counting windows twice. After a restart
+        // (a power loss, perhaps), the bodies are whatever reached the
+        // disk: restore counting windows from their shadow copies and
+        // replay the log.
+        let recorded = fs::read_to_string(wal_dir.join(BOOT)).ok();
+        let same_boot = match (recorded, wal::boot_id()) {
+            (Some(a), Some(b)) => a.trim() == b,
+            _ => false,
+        };
+        if had_log && (assume_power_loss || !same_boot) {
+            // Damage in the middle of the log (not a torn tail) would end
+            // the replay early and silently drop the acknowledged writes
+            // after it: refused, unless opened degraded.
+            if let Err(e) = wal::verify_logs(wal_dir) {
+                if !degraded {
+                    return Err(e);
+                }
+            }
+            if !records.is_empty() {
+                self.replay(snap, wal_dir, c, &records)?;
+            }
+        }
+        if self.policy == SyncPolicy::None {
+            if had_log {
+                // Leaving the logged policies: make the bodies durable, then
+                // drop the log and the shadow copies.
+                flush_bodies(snap)?;
+                wal::remove_older(wal_dir, u64::MAX)?;
+                wal::remove_shadows_except(wal_dir, u64::MAX)?;
+            }
+            return Ok(());
+        }
+        fs::create_dir_all(wal_dir).map_err(|e| Error::io("create directory", wal_dir, e))?;
+        if let Some(id) = wal::boot_id() {
+            let p = wal_dir.join(BOOT);
+            if fs::read_to_string(&p).ok().as_deref() != Some(id.as_str()) {
+                fs::write(&p, id).map_err(|e| Error::io("write", &p, e))?;
+            }
+        }
+        let next = match records.last() {
+            None => c,
+            Some(r) => r.lsn.checked_add(1).ok_or_else(|| {
+                Error::corrupt(
+                    wal_dir,
+                    "the log reached its last position (LSN 2^64 - 1); the manifest or log is damaged",
+                )
+            })?,
+        };
+        let log = Arc::new(Wal::create(wal_dir, next)?);
+        self.wal = Some(Arc::clone(&log));
+        // Every counting sub-filter not sealed on disk needs a shadow copy
+        // at the checkpoint the log starts from.
+        need_checkpoint |= snap.tiers.iter().any(|t| {
+            t.tier.kind == Kind::Counting
+                && t.segments.iter().flat_map(|s| &s.subs).any(|s| {
+                    !s.sealed_on_disk() && !wal::shadow_path(wal_dir, &s.file_name(), c).exists()
+                })
+        });
+        if need_checkpoint || next != c {
+            self.checkpoint(m, snap)?;
+        }
+        if let SyncPolicy::Interval(every) = self.policy {
+            *self.syncer.get_mut() = Some(Syncer::start(log, every));
+        }
+        Ok(())
+    }
+
+    /// Recovery after a possible power loss: counting windows back to their
+    /// shadow copies at checkpoint `c`, then every logged write since.
+    fn replay(
+        &self,
+        snap: &Snapshot,
+        wal_dir: &Path,
+        c: u64,
+        records: &[wal::Record],
+    ) -> Result<()> {
+        let x = self.stripes.lock_all();
+        for t in &snap.tiers {
+            if t.tier.kind != Kind::Counting {
+                continue;
+            }
+            for s in t.segments.iter().flat_map(|s| &s.subs) {
+                if s.sealed_on_disk() {
+                    continue;
+                }
+                let p = wal::shadow_path(wal_dir, &s.file_name(), c);
+                // No shadow at this checkpoint: the sub-filter was created
+                // or reopened after it, and a checkpoint always follows
+                // that before any write, so its body is still the state
+                // the checkpoint describes.
+                if !p.exists() {
+                    continue;
+                }
+                let body = wal::read_shadow(&p, s.body().len())?;
+                s.restore(&x, &body);
+            }
+        }
+        for r in records {
+            let mut targets = Vec::with_capacity(snap.tiers.len());
+            for t in &snap.tiers {
+                let Some(w) = window::index(t.tier.span, r.t, self.config.utc_offset_secs) else {
+                    continue;
+                };
+                // A sealed window holds what was logged before its seal; an
+                // expired one is gone.
+                if let Some(seg) = t.segments.iter().find(|s| s.window == w && !s.is_sealed()) {
+                    targets.push(seg);
+                }
+            }
+            match r.op {
+                Op::Insert => {
+                    for seg in &targets {
+                        seg.insert(&x, r.h);
+                    }
+                }
+                Op::Remove => {
+                    if !targets.is_empty() && targets.iter().all(|s| s.contains(r.h)) {
+                        for seg in &targets {
+                            seg.remove(&x, r.h);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A checkpoint: every logged write made durable in the segments
+    /// (msync), a shadow copy of every counting body not sealed on disk,
+    /// the manifest naming the checkpoint's log position (the commit
+    /// point), then a new log file; older logs and shadows are deleted.
+    ///
+    /// Every stripe is held throughout, so no write runs meanwhile: the
+    /// bodies hold exactly the writes logged before the checkpoint's
+    /// position, which counting windows' shadows need. Lookups go on.
+    pub(super) fn checkpoint(&self, m: &mut Maint, snap: &Snapshot) -> Result<()> {
+        let Some(log) = &self.wal else {
+            return Ok(());
+        };
+        let _x = self.stripes.lock_all();
+        let l = log.next_lsn();
+        log.sync_to(l)?;
+        let wal_dir = self.dir.join(WAL_DIR);
+        let mut shadows = false;
+        for t in &snap.tiers {
+            for seg in &t.segments {
+                for s in &seg.subs {
+                    // A sealed body is durable; `flush` waits for a seal
+                    // running in the background (it holds the header lock).
+                    if s.sealed_on_disk() {
+                        continue;
+                    }
+                    s.flush()?;
+                    if t.tier.kind == Kind::Counting && !s.sealed_on_disk() {
+                        let p = wal::shadow_path(&wal_dir, &s.file_name(), l);
+                        wal::write_shadow(&p, s.body())?;
+                        shadows = true;
+                    }
+                }
+            }
+        }
+        if shadows {
+            crate::file::fsync_dir(&wal_dir)?;
+        }
+        m.checkpoint_lsn = l;
+        self.store_manifest(m, snap)?;
+        log.restart(l)?;
+        wal::remove_shadows_except(&wal_dir, l)
+    }
+
+    /// Under `always`, returns once every logged write is durable (group
+    /// commit: two loads when it already is); then checkpoints if the log
+    /// has grown past its limit.
+    pub(super) fn sync_writes(&self) -> Result<()> {
+        let Some(log) = &self.wal else {
+            return Ok(());
+        };
+        if self.policy == SyncPolicy::Always {
+            let r = log.sync_appended();
+            self.latch(r)?;
+        }
+        if log.checkpoint_due() {
+            let mut m = self.maint.lock();
+            let snap = self.current.load_full();
+            self.check_usable(&snap)?;
+            if log.checkpoint_due() {
+                let r = self.checkpoint(&mut m, &snap);
+                self.latch(r)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the manifest naming `snap`'s windows (the commit point of
+    /// every change to the live set).
+    pub(super) fn store_manifest(&self, m: &Maint, snap: &Snapshot) -> Result<()> {
+        let mut segments = Vec::new();
+        for (ti, t) in snap.tiers.iter().enumerate() {
+            for seg in &t.segments {
+                let files = (0..seg.subs.len() as u32)
+                    .map(|i| Engine::file_name(&t.tier, &t.code, seg.window, i))
+                    .collect::<Result<Vec<_>>>()?;
+                segments.push(SegmentEntry {
+                    tier: ti,
+                    window: seg.window,
+                    files,
+                });
+            }
+        }
+        let generation = self
+            .manifest_generation
+            .load(std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let manifest = Manifest {
+            config: self.config.clone(),
+            seed: self.seed,
+            generation,
+            segments,
+            checkpoint_lsn: m.checkpoint_lsn,
+        };
+        manifest.store(&self.dir.join(MANIFEST))?;
+        self.manifest_generation
+            .store(generation, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Makes every insert so far durable (msync, header, fsync), and
+    /// reseals segments that a backfill or remove reopened.
+    pub fn flush(&self) -> Result<()> {
+        self.writable()?;
+        let now = self.now()?;
+        let mut m = self.maint.lock();
+        let cur = self.current.load_full();
+        self.check_usable(&cur)?;
+        if !self.allow_clock_jump {
+            self.check_clock_jump(&cur, now)?;
+        }
+        drop(cur);
+        let r = (|| {
+            self.rotate(&mut m, now, false)?;
+            self.join_seals(&mut m)?;
+            let snap = self.current.load_full();
+            if self.wal.is_some() {
+                return self.checkpoint(&mut m, &snap);
+            }
+            flush_bodies(&snap)
+        })();
+        self.latch(r)
+    }
+}

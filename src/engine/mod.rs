@@ -1,0 +1,785 @@
+//! The engine: opens and recovers a directory, answers inserts and lookups,
+//! rotates windows, expires old ones, and reports stats.
+//!
+//! The work is split by responsibility:
+//! - this file: the engine value, create, open and recovery of the files,
+//!   close;
+//! - `snapshot`: the live set as an immutable snapshot, and [`Handle`];
+//! - `read`: lookups, horizons, stats and verification;
+//! - `write`: inserts, backfills and removes;
+//! - `rotate`: the clock, rotation, expiry, sealing and chain growth;
+//! - `durable`: the write-ahead log, recovery, checkpoints and the manifest.
+//!
+//! Concurrency (docs/design.md, "Concurrency"): lookups read a snapshot and
+//! the mapped words with plain atomic loads, and take no lock. A writer of
+//! a key takes the key's stripe lock (`filter::Stripes`), checks again
+//! there, and sets cells with atomic read-modify-writes, so writers of
+//! different keys run in parallel and check-and-insert stays atomic per
+//! key. A key that every open window holds already is answered without
+//! any lock. Rotation, growth, unsealing and checkpoints take the
+//! maintenance lock (one at a time); none of them blocks a lookup.
+
+use std::fs::{self, File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use parking_lot::{Condvar, Mutex};
+
+use crate::chain::Segment;
+use crate::clock::{Options, TimeSource};
+use crate::config::{Config, SyncPolicy, Tier};
+use crate::error::{Error, Result};
+use crate::filter::{Kind, Stripes};
+use crate::hash::{hash_key, random_seed, seed_fingerprint, KeyHash};
+use crate::manifest::Manifest;
+use crate::segment::{Identity, SubFilter};
+use crate::wal::Wal;
+use crate::window;
+
+mod ahead;
+mod durable;
+mod read;
+mod rotate;
+mod snapshot;
+mod write;
+
+pub use snapshot::Handle;
+use snapshot::{Snapshot, TierState};
+
+const MANIFEST: &str = "MANIFEST";
+const LOCK: &str = "LOCK";
+const SEG_DIR: &str = "seg";
+const WAL_DIR: &str = "wal";
+/// The boot the engine was last opened for writing in (see `wal::boot_id`).
+const BOOT: &str = "BOOT";
+/// Sub-filters one segment may grow to; at growth factor 2 that is far more
+/// keys than any disk holds.
+const MAX_CHAIN: usize = 64;
+
+/// What the maintenance lock guards: the state that rotation, growth,
+/// checkpoints and close change (the live set itself is the snapshot).
+struct Maint {
+    /// The write-ahead log position of the last checkpoint (see `wal`).
+    checkpoint_lsn: u64,
+    /// Seals running in the background (see `rotate`), joined before
+    /// anything that needs them finished.
+    sealing: Vec<JoinHandle<Result<()>>>,
+}
+
+/// An open timebloom engine directory.
+///
+/// `Engine` is `Send + Sync`: share it between threads with an `Arc` or a
+/// scoped borrow. Its methods are safe to call from any thread; a worker
+/// thread that makes many calls does better with its own [`Handle`]
+/// (`engine.handle()`), whose lookups write no shared memory. Dropping the
+/// engine closes it cleanly; [`Engine::close`] does the same and reports
+/// errors.
+pub struct Engine {
+    dir: PathBuf,
+    /// The exclusive directory lock; `None` for a read-only engine.
+    _lock: Option<File>,
+    /// Opened with [`Engine::open_read_only`]: nothing is ever written.
+    read_only: bool,
+    /// How far the clock may step forward by itself (see `Options`).
+    max_clock_jump: Option<Duration>,
+    allow_clock_jump: bool,
+    seed: u64,
+    config: Config,
+    clock: TimeSource,
+    /// The live set (see `snapshot`).
+    current: ArcSwap<Snapshot>,
+    /// The generation of `current`: handles compare it on every call.
+    generation: AtomicU64,
+    /// The latest instant a lookup read past the snapshot's boundary (the
+    /// clock-jump guard's evidence that the clock moved step by step).
+    seen: AtomicI64,
+    /// The manifest's generation, for `stats`.
+    manifest_generation: AtomicU64,
+    /// Windows left out at a degraded open (`TIER WINDOW`).
+    lost: Vec<String>,
+    /// Serializes rotation, growth, unsealing, checkpoints and close.
+    maint: Mutex<Maint>,
+    /// The thread creating the next boundary's windows ahead of it (see
+    /// `ahead`); a rotation holds this until it has published.
+    ahead: Mutex<Option<ahead::Ahead>>,
+    /// The boundary whose windows were last started ahead.
+    ahead_for: AtomicI64,
+    /// Writers hold the stripe of their key (see the module docs).
+    stripes: Stripes,
+    /// A write failed on I/O: later writes report `PreviousIo`.
+    failed: Arc<AtomicBool>,
+    /// When writes become durable (the stored policy, or this open's).
+    policy: SyncPolicy,
+    /// The write-ahead log, under the `always` and `interval` policies.
+    wal: Option<Arc<Wal>>,
+    /// Syncs the log every interval (`interval` policy).
+    syncer: Mutex<Option<Syncer>>,
+}
+
+struct Syncer {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Syncer {
+    fn start(wal: Arc<Wal>, every: Duration) -> Syncer {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let flag = Arc::clone(&stop);
+        let handle = std::thread::Builder::new()
+            .name("timebloom-sync".into())
+            .spawn(move || {
+                let (m, cv) = &*flag;
+                let mut stopped = m.lock();
+                while !*stopped {
+                    cv.wait_for(&mut stopped, every);
+                    if *stopped {
+                        break;
+                    }
+                    drop(stopped);
+                    // A failure is latched in the log: the next write reports it.
+                    let _ = wal.sync_appended();
+                    stopped = m.lock();
+                }
+            })
+            .ok();
+        Syncer { stop, handle }
+    }
+
+    fn stop(&mut self) {
+        let (m, cv) = &*self.stop;
+        *m.lock() = true;
+        cv.notify_all();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("dir", &self.dir)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock_dir(dir: &Path) -> Result<File> {
+    let path = dir.join(LOCK);
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| Error::io("open lock file", &path, e))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(fs::TryLockError::WouldBlock) => Err(Error::Locked {
+            path: dir.to_path_buf(),
+        }),
+        Err(fs::TryLockError::Error(e)) => Err(Error::io("lock", &path, e)),
+    }
+}
+
+const QUARANTINE: &str = "quarantine";
+
+/// Moves a segment file that failed its checks to `quarantine/`, so that
+/// it is never used again yet kept for inspection; returns where it is.
+/// `None` when the error is not about the file's bytes (an I/O error), so
+/// the open fails as it is. A read-only open moves nothing.
+fn quarantine(dir: &Path, name: &str, err: &Error, read_only: bool) -> Result<Option<PathBuf>> {
+    let from = dir.join(SEG_DIR).join(name);
+    let to = dir.join(QUARANTINE).join(name);
+    let missing =
+        matches!(err, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
+    if missing && to.exists() {
+        return Ok(Some(to)); // moved by an earlier open
+    }
+    if !err.is_damage() {
+        return Ok(None);
+    }
+    if read_only {
+        return Ok(None); // never moves anything; see `open_inner`
+    }
+    let qdir = dir.join(QUARANTINE);
+    fs::create_dir_all(&qdir).map_err(|e| Error::io("create directory", &qdir, e))?;
+    crate::file::check("quarantine segment", &from)?;
+    fs::rename(&from, &to).map_err(|e| Error::io("quarantine segment", &from, e))?;
+    crate::file::fsync_dir(&qdir)?;
+    crate::file::fsync_dir(&dir.join(SEG_DIR))?;
+    Ok(Some(to))
+}
+
+/// A window as messages and `Maintenance` name it: `TIER WINDOW`
+/// (`1d 20261201`), the index in decimal where no label exists.
+fn window_name(tier: &Tier, w: i64) -> String {
+    format!(
+        "{tier} {}",
+        window::label(tier.span, w).unwrap_or_else(|| w.to_string())
+    )
+}
+
+/// Makes `dir` (and missing parents); true when this call made `dir` itself.
+fn make_dir(dir: &Path) -> Result<bool> {
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
+    }
+    match fs::create_dir(dir) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(false),
+        Err(e) => Err(Error::io("create directory", dir, e)),
+    }
+}
+
+/// Refuses a directory that holds anything but a `LOCK`, an empty `seg/`
+/// and a `MANIFEST.tmp` (left by a create that died before its commit).
+fn check_empty(dir: &Path) -> Result<()> {
+    let list = |d: &Path| -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        for e in fs::read_dir(d).map_err(|e| Error::io("list directory", d, e))? {
+            let e = e.map_err(|e| Error::io("list directory", d, e))?;
+            names.push(e.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        Ok(names)
+    };
+    // A MANIFEST.tmp without a MANIFEST is a create that died while
+    // writing its first manifest; it is replaced.
+    let tmp = format!("{MANIFEST}.tmp");
+    let mut found: Vec<String> = list(dir)?
+        .into_iter()
+        .filter(|n| n != LOCK && n != SEG_DIR && *n != tmp)
+        .collect();
+    let seg = dir.join(SEG_DIR);
+    if seg.is_dir() {
+        found.extend(list(&seg)?.into_iter().map(|n| format!("{SEG_DIR}/{n}")));
+    } else if seg.exists() {
+        found.push(SEG_DIR.to_string());
+    }
+    if found.is_empty() {
+        return Ok(());
+    }
+    let more = found.len().saturating_sub(5);
+    found.truncate(5);
+    if more > 0 {
+        found.push(format!("and {more} more"));
+    }
+    Err(Error::NotEmpty {
+        path: dir.to_path_buf(),
+        found,
+    })
+}
+
+impl Engine {
+    /// Creates a new engine in `dir` (created if missing) with the system clock.
+    pub fn create(dir: impl AsRef<Path>, config: Config) -> Result<Engine> {
+        Engine::create_with(dir, config, Options::default())
+    }
+
+    /// Creates a new engine with explicit [`Options`].
+    ///
+    /// `dir` must be new or empty (an empty `seg/` and a `LOCK` left by an
+    /// earlier failed create are accepted); anything else is
+    /// [`Error::NotEmpty`] and nothing is touched. Of several processes or
+    /// threads creating the same directory at once, exactly one succeeds;
+    /// the others get [`Error::Locked`] or [`Error::AlreadyExists`] and
+    /// change nothing. A create that fails removes only what it made, while
+    /// it still holds the directory lock.
+    pub fn create_with(dir: impl AsRef<Path>, config: Config, options: Options) -> Result<Engine> {
+        let dir = dir.as_ref();
+        config.validate()?;
+        let now = options.clock.now_secs()?;
+        if dir.join(MANIFEST).exists() {
+            return Err(Error::AlreadyExists {
+                path: dir.to_path_buf(),
+            });
+        }
+        let made_dir = make_dir(dir)?;
+        let lock = lock_dir(dir)?;
+        // From here on this call holds the lock: whatever it finds, no other
+        // timebloom process is writing here.
+        if dir.join(MANIFEST).exists() {
+            return Err(Error::AlreadyExists {
+                path: dir.to_path_buf(),
+            });
+        }
+        check_empty(dir)?;
+        // The lock travels into the engine; a second descriptor of the same
+        // open file keeps it held while a failed create cleans up.
+        let guard = lock
+            .try_clone()
+            .map_err(|e| Error::io("duplicate lock descriptor", dir.join(LOCK), e))?;
+        let made_seg = !dir.join(SEG_DIR).exists();
+        let r = (|| {
+            if made_seg {
+                fs::create_dir(dir.join(SEG_DIR))
+                    .map_err(|e| Error::io("create directory", dir.join(SEG_DIR), e))?;
+            }
+            let mut engine = Engine::assemble(
+                dir,
+                Some(lock),
+                false,
+                random_seed(),
+                config,
+                options,
+                Vec::new(),
+                0,
+                Vec::new(),
+                0,
+            );
+            // The first manifest (no windows yet) is the commit point of the
+            // create, written before any other file: a create killed after
+            // it leaves an engine that opens (the open makes the windows and
+            // deletes what the manifest does not name); one killed before it
+            // leaves only what `check_empty` accepts (LOCK, an empty seg/, a
+            // MANIFEST.tmp), so the next create goes ahead.
+            {
+                let m = engine.maint.lock();
+                engine.store_manifest(&m, &engine.current.load())?;
+            }
+            engine.start_durability(false, false)?;
+            engine.maintain_at(now, true, false)?;
+            // The new directory's entry in its parent, and the engine's own
+            // entries, reach the disk before the create returns.
+            crate::file::fsync_dir(dir)?;
+            if made_dir {
+                let parent = match dir.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => p,
+                    _ => Path::new("."),
+                };
+                crate::file::fsync_dir(parent)?;
+            }
+            Ok(engine)
+        })();
+        if r.is_err() {
+            // The engine (if any) is dropped, but `guard` still holds the lock.
+            if made_dir {
+                let _ = fs::remove_dir_all(dir);
+            } else {
+                // `check_empty` saw no engine files and an empty `seg/`:
+                // every file there now is this call's.
+                let _ = fs::remove_file(dir.join(MANIFEST));
+                let _ = fs::remove_file(dir.join(MANIFEST).with_extension("tmp"));
+                if let Ok(entries) = fs::read_dir(dir.join(SEG_DIR)) {
+                    for e in entries.flatten() {
+                        let _ = fs::remove_file(e.path());
+                    }
+                }
+                if made_seg {
+                    let _ = fs::remove_dir(dir.join(SEG_DIR));
+                }
+            }
+        }
+        drop(guard);
+        r
+    }
+
+    /// Whether [`Engine::remove`] works here: every tier is a counting tier.
+    pub fn supports_remove(&self) -> bool {
+        self.config.tiers.iter().all(|t| t.kind == Kind::Counting)
+    }
+
+    /// Opens the engine in `dir` with the system clock; its configuration
+    /// comes from its manifest.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Engine> {
+        Engine::open_with(dir, Options::default())
+    }
+
+    /// Opens an existing engine with explicit [`Options`].
+    ///
+    /// Opening maps the segment files; it reads only their headers (and the
+    /// bodies of open segments that were not closed cleanly, to recount
+    /// their fill). Files in `seg/` that the manifest does not name are
+    /// leftovers of an interrupted rotation and are deleted.
+    pub fn open_with(dir: impl AsRef<Path>, options: Options) -> Result<Engine> {
+        Engine::open_inner(dir.as_ref(), options, false)
+    }
+
+    /// Opens an existing engine for lookups only, with the system clock.
+    ///
+    /// A read-only engine never writes a byte: it takes no lock (a writer
+    /// may keep running; the read-only engine sees the segments named by
+    /// the manifest at open, and the writer's later inserts into them),
+    /// never rotates, expires or recounts, and works on read-only media.
+    /// A lookup at an instant past some windows' retention does not read
+    /// them, but their files stay. Writes return [`Error::ReadOnly`].
+    ///
+    /// ```
+    /// use timebloom::{Config, Engine, Error, Tier};
+    /// # fn main() -> timebloom::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("crawl.tb");
+    /// let writer = Engine::create(&path, Config {
+    ///     tiers: vec![Tier::daily(7)],
+    ///     expected_items_per_day: 1_000,
+    ///     ..Config::default()
+    /// })?;
+    /// writer.insert(b"https://example.com/a")?;
+    /// // Beside the running writer: no lock, no write.
+    /// let reader = Engine::open_read_only(&path)?;
+    /// assert!(reader.contains(b"https://example.com/a")?);
+    /// assert!(matches!(reader.insert(b"x"), Err(Error::ReadOnly { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Engine> {
+        Engine::open_read_only_with(dir, Options::default())
+    }
+
+    /// [`Engine::open_read_only`] with explicit [`Options`].
+    pub fn open_read_only_with(dir: impl AsRef<Path>, options: Options) -> Result<Engine> {
+        let dir = dir.as_ref();
+        // A writer may replace the manifest and delete the files it no longer
+        // names between our reading the one and mapping the other: read again.
+        let mut tries = 0;
+        loop {
+            match Engine::open_inner(dir, options.clone(), true) {
+                Err(Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound && tries < 5 =>
+                {
+                    tries += 1;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// Whether the engine was opened with [`Engine::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn open_inner(dir: &Path, options: Options, read_only: bool) -> Result<Engine> {
+        if !dir.join(MANIFEST).exists() {
+            return Err(Error::NotFound {
+                path: dir.to_path_buf(),
+            });
+        }
+        let lock = if read_only {
+            None
+        } else {
+            Some(lock_dir(dir)?)
+        };
+        let manifest = Manifest::load(&dir.join(MANIFEST))?.ok_or_else(|| Error::NotFound {
+            path: dir.to_path_buf(),
+        })?;
+        let seed_fp = seed_fingerprint(manifest.seed);
+        let mut tiers: Vec<Vec<Segment>> =
+            manifest.config.tiers.iter().map(|_| Vec::new()).collect();
+        let mut lost = Vec::new();
+        'segments: for e in &manifest.segments {
+            let tier = manifest.config.tiers[e.tier];
+            let mut subs = Vec::with_capacity(e.files.len());
+            for (i, f) in e.files.iter().enumerate() {
+                let id = Identity {
+                    span: tier.span,
+                    window: e.window,
+                    index: i as u32,
+                };
+                let path = dir.join(SEG_DIR).join(f);
+                let opened = if read_only {
+                    SubFilter::open_read_only(&path, id, seed_fp, options.verify_on_open)
+                } else {
+                    SubFilter::open(&path, id, seed_fp, options.verify_on_open)
+                };
+                let opened = opened.and_then(|sub| {
+                    if sub.header().kind != tier.kind {
+                        return Err(Error::corrupt(
+                            &path,
+                            "segment kind differs from its tier's kind",
+                        ));
+                    }
+                    Ok(sub)
+                });
+                match opened {
+                    Ok(sub) => subs.push(Arc::new(sub)),
+                    Err(err) => {
+                        let window = window_name(&tier, e.window);
+                        if read_only && err.is_damage() && options.degraded {
+                            // A read-only open moves nothing; it only leaves
+                            // the window out.
+                            lost.push(window);
+                            continue 'segments;
+                        }
+                        let Some(moved) = quarantine(dir, f, &err, read_only)? else {
+                            return Err(err);
+                        };
+                        if !options.degraded {
+                            return Err(Error::Quarantined {
+                                path: moved,
+                                window,
+                                reason: err.to_string(),
+                            });
+                        }
+                        // Degraded: go on without the whole window.
+                        lost.push(window);
+                        continue 'segments;
+                    }
+                }
+            }
+            tiers[e.tier].push(Segment {
+                window: e.window,
+                subs,
+            });
+        }
+        for t in &mut tiers {
+            t.sort_by_key(|s| s.window);
+        }
+        let named: Vec<&str> = manifest
+            .segments
+            .iter()
+            .flat_map(|e| e.files.iter().map(String::as_str))
+            .collect();
+        let now = options.clock.now_secs()?;
+        let assume_power_loss = options.assume_power_loss;
+        let degraded = options.degraded;
+        let mut engine = Engine::assemble(
+            dir,
+            lock,
+            read_only,
+            manifest.seed,
+            manifest.config.clone(),
+            options,
+            tiers,
+            manifest.generation,
+            lost,
+            manifest.checkpoint_lsn,
+        );
+        if !read_only {
+            if !engine.lost.is_empty() {
+                // The manifest stops naming the lost windows' files.
+                let m = engine.maint.lock();
+                engine.store_manifest(&m, &engine.current.load())?;
+            }
+            engine.remove_unnamed_files(&named)?;
+            engine.start_durability(assume_power_loss, degraded)?;
+        }
+        engine.maintain_at(now, engine.allow_clock_jump, false)?;
+        Ok(engine)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        dir: &Path,
+        lock: Option<File>,
+        read_only: bool,
+        seed: u64,
+        config: Config,
+        options: Options,
+        segments: Vec<Vec<Segment>>,
+        generation: u64,
+        lost: Vec<String>,
+        checkpoint_lsn: u64,
+    ) -> Engine {
+        let policy = options.sync.unwrap_or(config.sync);
+        let tiers = config
+            .tiers
+            .iter()
+            .zip(segments.into_iter().chain(std::iter::repeat_with(Vec::new)))
+            .map(|(t, segments)| TierState {
+                tier: *t,
+                code: t.code(),
+                segments,
+            })
+            .collect();
+        Engine {
+            dir: dir.to_path_buf(),
+            _lock: lock,
+            read_only,
+            max_clock_jump: options.max_clock_jump,
+            allow_clock_jump: options.allow_clock_jump,
+            seed,
+            config,
+            clock: options.clock,
+            current: ArcSwap::from_pointee(Snapshot::empty(tiers)),
+            generation: AtomicU64::new(0),
+            seen: AtomicI64::new(i64::MIN),
+            manifest_generation: AtomicU64::new(generation),
+            lost,
+            maint: Mutex::new(Maint {
+                checkpoint_lsn,
+                sealing: Vec::new(),
+            }),
+            stripes: Stripes::default(),
+            failed: Arc::new(AtomicBool::new(false)),
+            policy,
+            wal: None,
+            syncer: Mutex::new(None),
+            ahead: Mutex::new(None),
+            ahead_for: AtomicI64::new(i64::MIN),
+        }
+    }
+
+    /// The configuration the engine was created with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The engine directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    fn seg_path(&self, name: &str) -> PathBuf {
+        self.dir.join(SEG_DIR).join(name)
+    }
+
+    fn remove_unnamed_files(&self, named: &[&str]) -> Result<()> {
+        let seg = self.dir.join(SEG_DIR);
+        let entries = fs::read_dir(&seg).map_err(|e| Error::io("list directory", &seg, e))?;
+        let mut removed = false;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("list directory", &seg, e))?;
+            let name = entry.file_name();
+            if !named.iter().any(|n| name.to_str() == Some(n)) && entry.path().is_file() {
+                crate::file::check("remove leftover file", &entry.path())?;
+                fs::remove_file(entry.path())
+                    .map_err(|e| Error::io("remove leftover file", entry.path(), e))?;
+                removed = true;
+            }
+        }
+        let tmp = self.dir.join(MANIFEST).with_extension("tmp");
+        if tmp.exists() {
+            fs::remove_file(&tmp).map_err(|e| Error::io("remove leftover file", &tmp, e))?;
+        }
+        if removed {
+            crate::file::fsync_dir(&seg)?;
+        }
+        Ok(())
+    }
+
+    fn now(&self) -> Result<i64> {
+        self.clock.now_secs()
+    }
+
+    #[inline]
+    fn hash(&self, key: &[u8]) -> KeyHash {
+        hash_key(self.seed, key)
+    }
+
+    fn writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly {
+                path: self.dir.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes and maintenance need an open engine whose writes never failed.
+    fn check_usable(&self, snap: &Snapshot) -> Result<()> {
+        let log_failed = self.wal.as_ref().is_some_and(|w| w.failed());
+        if self.failed.load(Ordering::Relaxed) || log_failed || snap.closed {
+            return Err(Error::PreviousIo);
+        }
+        Ok(())
+    }
+
+    /// Lookups work as long as the engine is open, even after a write failed.
+    #[inline]
+    fn check_open(&self, snap: &Snapshot) -> Result<()> {
+        if snap.closed {
+            return Err(Error::PreviousIo);
+        }
+        Ok(())
+    }
+
+    /// Latches an I/O error: every later write reports `PreviousIo`.
+    fn latch<T>(&self, r: Result<T>) -> Result<T> {
+        if let Err(Error::Io { .. }) = &r {
+            self.failed.store(true, Ordering::Relaxed);
+        }
+        r
+    }
+
+    /// A lookup past its snapshot's boundary (no writer has rotated yet):
+    /// the clock-jump guard applies as it would to a write, and the instant
+    /// is noted as the guard's evidence that the clock moved step by step.
+    /// Checked and written at most once per second of clock.
+    #[cold]
+    fn past_boundary(&self, snap: &Snapshot, now: i64) -> Result<()> {
+        if now <= self.seen.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        if !self.read_only && !self.allow_clock_jump {
+            self.check_clock_jump(snap, now)?;
+        }
+        self.seen.fetch_max(now, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn window_index(&self, span: window::Span, t: i64) -> Result<i64> {
+        window::index(span, t, self.config.utc_offset_secs).ok_or_else(|| {
+            Error::WindowUnavailable {
+                reason: format!("no {span:?} window holds instant {t}"),
+            }
+        })
+    }
+
+    /// Closes the engine cleanly, reporting any error (dropping it does the
+    /// same silently).
+    pub fn close(self) -> Result<()> {
+        self.close_inner()
+    }
+
+    fn close_inner(&self) -> Result<()> {
+        let mut m = self.maint.lock();
+        let cur = self.current.load_full();
+        if cur.closed {
+            return Ok(());
+        }
+        // Every later call fails; writes in flight finish first.
+        let mut closed = (*cur).clone();
+        closed.closed = true;
+        self.publish(closed);
+        drop(self.stripes.lock_all());
+        if self.read_only {
+            return Ok(());
+        }
+        // Windows created ahead of a boundary not reached: deleted.
+        drop(ahead::take(&mut self.ahead.lock()));
+        if let Some(mut syncer) = self.syncer.lock().take() {
+            syncer.stop();
+        }
+        let sealed = self.join_seals(&mut m);
+        if self.failed.load(Ordering::Relaxed) || self.wal.as_ref().is_some_and(|w| w.failed()) {
+            // Nothing is written after an I/O error; the caller learns that
+            // the last writes may not have reached the disk.
+            return Err(Error::PreviousIo);
+        }
+        sealed?;
+        // Everything logged reaches the segments; the log restarts empty.
+        if self
+            .wal
+            .as_ref()
+            .is_some_and(|w| w.next_lsn() != m.checkpoint_lsn)
+        {
+            let r = self.checkpoint(&mut m, &cur);
+            self.latch(r)?;
+        }
+        for t in &cur.tiers {
+            let newest = t.segments.len().saturating_sub(1);
+            for (i, seg) in t.segments.iter().enumerate() {
+                for s in &seg.subs {
+                    if i == newest {
+                        s.close()?;
+                    } else {
+                        s.seal()?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let _ = self.close_inner();
+    }
+}

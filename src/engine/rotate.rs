@@ -1,0 +1,522 @@
+//! Time and the live set: rotation, expiry, sealing, chain growth and the
+//! windows a backfill reopens.
+//!
+//! Every change here runs under the maintenance lock and ends by
+//! publishing a new snapshot (see `snapshot`). Lookups never wait for it:
+//! they go on reading the snapshot they have, and past a window boundary
+//! that no writer has rotated yet they work out the live windows from the
+//! clock themselves (`read`). Sealing a window that stopped taking inserts
+//! (msync and a checksum of its whole body, the slow part) runs on a
+//! background thread after the new snapshot is published.
+
+use std::fs;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use crate::chain::Segment;
+use crate::clock::instant;
+use crate::config::{SyncPolicy, Tier};
+use crate::error::{Error, Result};
+use crate::filter::Kind;
+use crate::manifest::file_name;
+use crate::segment::{Identity, SubFilter};
+use crate::stats::Maintenance;
+use crate::window;
+
+use super::ahead;
+use super::snapshot::{Snapshot, TierState};
+use super::{window_name, Engine, Maint, MAX_CHAIN, SEG_DIR};
+
+impl Engine {
+    /// Rotates and expires as of `now`, reseals segments that a backfill or
+    /// a remove reopened, and says what changed. Inserts do this by
+    /// themselves when a window boundary passes; call it to do it at a
+    /// chosen moment (lookups never rotate: they skip expired windows by
+    /// the clock, and their files are deleted at the next write or
+    /// `maintain`).
+    ///
+    /// This is the one way to move the engine forward across a clock jump
+    /// that the writer refuses by itself ([`Error::ClockJump`]): it takes
+    /// any forward step, even one that expires every window.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use timebloom::{Config, Engine, Tier};
+    /// # fn main() -> timebloom::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let engine = Engine::create(dir.path().join("crawl.tb"), Config {
+    ///     tiers: vec![Tier::daily(2)],
+    ///     expected_items_per_day: 1_000,
+    ///     ..Config::default()
+    /// })?;
+    /// let later = SystemTime::now() + Duration::from_secs(10 * 86_400);
+    /// let done = engine.maintain(later)?;
+    /// assert!(!done.opened.is_empty() && !done.expired.is_empty());
+    /// print!("{done}"); // "opened 2d 2026...", "expired 2d 2026..."
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn maintain(&self, now: SystemTime) -> Result<Maintenance> {
+        self.writable()?;
+        self.maintain_at(instant(now)?, true, false)
+    }
+
+    /// Rotation under the maintenance lock. `lazy`: only if a boundary
+    /// passed (another writer may have rotated while this one waited), and
+    /// seals in the background.
+    pub(super) fn maintain_at(
+        &self,
+        now: i64,
+        allow_jump: bool,
+        lazy: bool,
+    ) -> Result<Maintenance> {
+        let mut m = self.maint.lock();
+        let cur = self.current.load_full();
+        self.check_usable(&cur)?;
+        if lazy && now < cur.next_boundary {
+            return Ok(Maintenance::default());
+        }
+        if !allow_jump && !self.read_only {
+            self.check_clock_jump(&cur, now)?;
+        }
+        drop(cur); // the expired windows' space returns with the last holder
+        let r = self.rotate(&mut m, now, lazy);
+        self.latch(r)
+    }
+
+    /// Refuses a forward step of the clock that would expire every live
+    /// window holding keys at once, or that passes the first window boundary
+    /// the engine has not crossed by more than `max_clock_jump`.
+    pub(super) fn check_clock_jump(&self, snap: &Snapshot, now: i64) -> Result<()> {
+        let off = self.config.utc_offset_secs;
+        // The first boundary not yet crossed: the end of the newest window
+        // of the tier with the shortest windows.
+        let Some(boundary) = snap
+            .tiers
+            .iter()
+            .filter_map(|t| {
+                let w = t.segments.last()?.window;
+                window::end(t.tier.span, w, off)
+            })
+            .min()
+        else {
+            return Ok(());
+        };
+        if now < boundary {
+            return Ok(());
+        }
+        // Lookups do not rotate, but past a boundary they note the instants
+        // they read: a clock that lookups saw move there step by step did
+        // not jump.
+        let from = boundary.max(self.seen.load(Ordering::Relaxed));
+        let refuse = || Error::ClockJump { from, to: now };
+        if let Some(limit) = self.max_clock_jump {
+            if (now - from).unsigned_abs() > limit.as_secs() {
+                return Err(refuse());
+            }
+        }
+        // Every window of every tier expires at once, and at least one
+        // whole window of each tier passes unseen (a tier keeping one window
+        // expires it at every boundary by design).
+        for t in &snap.tiers {
+            let Some(newest) = t.segments.last() else {
+                continue;
+            };
+            let cur = self.window_index(t.tier.span, now)?;
+            let last = newest.window.max(self.window_index(t.tier.span, from - 1)?);
+            let skip = i64::from(t.tier.retention.max(2));
+            if cur < last.saturating_add(skip) {
+                return Ok(());
+            }
+        }
+        Err(refuse())
+    }
+
+    /// The file name of sub-filter `index` of `window` in a tier.
+    pub(super) fn file_name(tier: &Tier, code: &str, window: i64, index: u32) -> Result<String> {
+        file_name(code, tier.span, window, index).ok_or_else(|| Error::WindowUnavailable {
+            reason: format!("window {window} of tier {tier} has no file name (year out of range)"),
+        })
+    }
+
+    /// Creates the file of sub-filter `index` of `window` in a tier, sized
+    /// by the chain's plan for that position.
+    fn new_subfilter(
+        &self,
+        tier: &Tier,
+        code: &str,
+        window: i64,
+        index: u32,
+    ) -> Result<Arc<SubFilter>> {
+        let name = Engine::file_name(tier, code, window, index)?;
+        let (capacity, rate) = self.config.subfilter_plan(tier, index);
+        let id = Identity {
+            span: tier.span,
+            window,
+            index,
+        };
+        let sub = SubFilter::create(
+            &self.seg_path(&name),
+            tier.kind,
+            id,
+            crate::hash::seed_fingerprint(self.seed),
+            capacity,
+            rate,
+            self.policy != SyncPolicy::None,
+        )?;
+        Ok(Arc::new(sub))
+    }
+
+    /// Creates a new segment (its sub-filter 0) for `window` of a tier.
+    fn new_segment(&self, t: &TierState, window: i64) -> Result<Segment> {
+        let sub = self.new_subfilter(&t.tier, &t.code, window, 0)?;
+        Ok(Segment {
+            window,
+            subs: vec![sub],
+        })
+    }
+
+    /// The rotation protocol (see docs/format.md):
+    /// 1. expire: write the manifest without the expired segments (the
+    ///    commit point of expiry), then delete their files (snapshots that
+    ///    still map them keep reading valid memory);
+    /// 2. create the new windows' files (or take those created ahead of
+    ///    the boundary, see `ahead`), fsync them and the directory;
+    /// 3. write the manifest naming the new set (the commit point) and
+    ///    publish it as the new snapshot;
+    /// 4. stop writes to every segment that is no longer the newest of its
+    ///    tier, wait for the writes in flight, and seal them (in the
+    ///    background when `background`).
+    ///
+    /// Expiry comes first so that a rotation on a nearly full disk frees
+    /// the expired windows' space before it asks for the new ones'.
+    /// A read-only engine only stops reading expired windows (in memory).
+    pub(super) fn rotate(&self, m: &mut Maint, now: i64, background: bool) -> Result<Maintenance> {
+        let off = self.config.utc_offset_secs;
+        let cur = self.current.load_full();
+        let mut next: Snapshot = (*cur).clone();
+        drop(cur);
+        let mut done = Maintenance::default();
+        let label = |t: &TierState, w: i64| window_name(&t.tier, w);
+        let mut expired = Vec::new();
+        for t in &mut next.tiers {
+            let c = self.window_index(t.tier.span, now)?;
+            let keep_from = t.tier.oldest_live(c);
+            let n = t.segments.partition_point(|s| s.window < keep_from);
+            for seg in &t.segments[..n] {
+                done.expired.push(label(t, seg.window));
+            }
+            expired.extend(t.segments.drain(..n));
+        }
+        if !self.read_only && !expired.is_empty() {
+            // A seal still running holds its window's mapping: done first
+            // (it started a window or more ago).
+            self.join_seals(m)?;
+            self.store_manifest(m, &next)?;
+            // Published before the files go: no new call reads them.
+            self.publish(next.clone());
+            let paths: Vec<PathBuf> = expired
+                .iter()
+                .flat_map(|seg| seg.subs.iter().map(|s| s.path().to_path_buf()))
+                .collect();
+            drop(expired);
+            for p in &paths {
+                crate::file::check("delete expired segment", p)?;
+                match fs::remove_file(p) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(Error::io("delete expired segment", p, e)),
+                }
+            }
+            crate::file::fsync_dir(&self.dir.join(SEG_DIR))?;
+        } else {
+            drop(expired);
+        }
+        let mut created = false;
+        let mut unsealed = false;
+        let mut counting_changed = false;
+        let mut to_seal: Vec<Arc<SubFilter>> = Vec::new();
+        // Held until the publish: no window is created ahead meanwhile.
+        let mut slot = self.ahead.lock();
+        if !self.read_only {
+            // Files created ahead for this boundary; any not taken below
+            // (the clock skipped their window) are deleted.
+            let mut made = ahead::take(&mut slot);
+            for (ti, t) in next.tiers.iter_mut().enumerate() {
+                let c = self.window_index(t.tier.span, now)?;
+                if t.segments.last().is_none_or(|s| s.window < c) {
+                    let seg = match made.take(ti, c) {
+                        Some(sub) => Segment {
+                            window: c,
+                            subs: vec![sub],
+                        },
+                        None => self.new_segment(t, c)?,
+                    };
+                    done.opened.push(label(t, c));
+                    t.segments.push(seg);
+                    created = true;
+                    counting_changed |= t.tier.kind == Kind::Counting;
+                }
+            }
+            if created {
+                crate::file::fsync_dir(&self.dir.join(SEG_DIR))?;
+            }
+            for t in &next.tiers {
+                let newest = t.segments.len().saturating_sub(1);
+                for (i, seg) in t.segments.iter().enumerate() {
+                    if i == newest {
+                        // The newest segment takes inserts: after a crash
+                        // between sealing and the manifest it may be sealed.
+                        for s in &seg.subs {
+                            if s.unseal()? {
+                                unsealed = true;
+                                counting_changed |= t.tier.kind == Kind::Counting;
+                            }
+                        }
+                    } else if seg.subs.iter().any(|s| !s.sealed_on_disk()) {
+                        // Also reseals what a backfill or remove reopened.
+                        if !seg.is_sealed() {
+                            done.sealed.push(label(t, seg.window));
+                        }
+                        to_seal.extend(seg.subs.iter().cloned());
+                    }
+                }
+            }
+        }
+        // Which tier reaches furthest back, and when the next boundary comes.
+        let mut boundary = i64::MAX;
+        let mut ahead_from = i64::MAX;
+        let mut oldest = i64::MAX;
+        for (ti, t) in next.tiers.iter().enumerate() {
+            let c = self.window_index(t.tier.span, now)?;
+            if let Some(end) = window::end(t.tier.span, c, off) {
+                if end < boundary {
+                    boundary = end;
+                    let start = window::start(t.tier.span, c, off).unwrap_or(end);
+                    ahead_from = end - ahead::lead(end - start);
+                }
+            }
+            let from = t.tier.oldest_live(c);
+            let start = window::start(t.tier.span, from, off).unwrap_or(i64::MIN);
+            if start < oldest {
+                oldest = start;
+                next.full_tier = ti;
+            }
+        }
+        next.next_boundary = boundary;
+        next.ahead_from = ahead_from;
+        // A counting window under the log needs its shadow copy (and a
+        // reopened one its state) in a checkpoint before it takes writes;
+        // a Bloom window needs only the manifest naming it (replaying a
+        // Bloom insert twice changes nothing).
+        let checkpoint = self.wal.is_some() && counting_changed;
+        if checkpoint {
+            // The windows about to be sealed are not sealed on disk yet, so
+            // the checkpoint msyncs them and copies their counting bodies
+            // like any open window: what the log holds for them up to here
+            // is in them. They are sealed only after the publish below (a
+            // writer of the current snapshot may still write them until
+            // then), and recovery skips them only once their seal is
+            // durable.
+            self.checkpoint(m, &next)?;
+        } else if created || unsealed {
+            self.store_manifest(m, &next)?;
+        }
+        self.publish(next);
+        drop(slot);
+        if !to_seal.is_empty() {
+            if background && !self.read_only {
+                self.stop_writes(&to_seal);
+                self.seal_in_background(m, to_seal);
+            } else {
+                self.seal_now(&to_seal)?;
+            }
+        }
+        Ok(done)
+    }
+
+    /// No write reaches `subs` once this returns: stops new ones, then
+    /// waits for those in flight (writers check the generation and the
+    /// state under their stripe).
+    fn stop_writes(&self, subs: &[Arc<SubFilter>]) {
+        for s in subs {
+            s.stop_writes();
+        }
+        drop(self.stripes.lock_all());
+    }
+
+    /// Seals sub-filters, in this thread.
+    fn seal_now(&self, subs: &[Arc<SubFilter>]) -> Result<()> {
+        self.stop_writes(subs);
+        for s in subs {
+            s.seal()?;
+        }
+        Ok(())
+    }
+
+    /// Seals on a thread of its own: lookups and writes go on meanwhile.
+    /// A failure latches like any write error; a crash before the seal is
+    /// durable leaves a window that the next open seals.
+    fn seal_in_background(&self, m: &mut Maint, subs: Vec<Arc<SubFilter>>) {
+        let failed = Arc::clone(&self.failed);
+        let spawned = std::thread::Builder::new()
+            .name("timebloom-seal".into())
+            .spawn(move || {
+                ahead::background();
+                for s in &subs {
+                    if let Err(e) = s.seal() {
+                        if matches!(e, Error::Io { .. }) {
+                            failed.store(true, Ordering::Relaxed);
+                        }
+                        return Err(e);
+                    }
+                }
+                Ok(())
+            });
+        // No thread to be had: the next `flush`, `close` or open seals.
+        if let Ok(h) = spawned {
+            m.sealing.push(h);
+        }
+    }
+
+    /// Waits for the seals running in the background; the first error.
+    pub(super) fn join_seals(&self, m: &mut Maint) -> Result<()> {
+        let mut r = Ok(());
+        for h in m.sealing.drain(..) {
+            let out = h.join().unwrap_or_else(|_| {
+                Err(Error::Io {
+                    op: "seal segment",
+                    path: self.dir.join(SEG_DIR),
+                    source: std::io::Error::other("the sealing thread panicked"),
+                })
+            });
+            if r.is_ok() {
+                r = out;
+            }
+        }
+        r
+    }
+
+    /// Appends a sub-filter to every open segment whose newest one is full.
+    pub(super) fn grow(&self) -> Result<()> {
+        let mut m = self.maint.lock();
+        let cur = self.current.load_full();
+        self.check_usable(&cur)?;
+        let r = self.grow_locked(&mut m, &cur);
+        self.latch(r)
+    }
+
+    fn grow_locked(&self, m: &mut Maint, cur: &Snapshot) -> Result<()> {
+        let mut next = cur.clone();
+        let mut grown = false;
+        let mut counting = false;
+        for t in &mut next.tiers {
+            for seg in &mut t.segments {
+                if !growth_due(seg) {
+                    continue;
+                }
+                let index = seg.subs.len() as u32;
+                seg.subs
+                    .push(self.new_subfilter(&t.tier, &t.code, seg.window, index)?);
+                grown = true;
+                counting |= t.tier.kind == Kind::Counting;
+            }
+        }
+        if !grown {
+            return Ok(());
+        }
+        // Nothing is published unless a manifest names the new files, so a
+        // failure leaves no write where a reopen won't look.
+        crate::file::fsync_dir(&self.dir.join(SEG_DIR))?;
+        if self.wal.is_some() && counting {
+            self.checkpoint(m, &next)?;
+        } else {
+            self.store_manifest(m, &next)?;
+        }
+        self.publish(next);
+        Ok(())
+    }
+
+    /// Creates or unseals the segments a backfill at `t` needs.
+    pub(super) fn open_windows(&self, now: i64, t: i64) -> Result<()> {
+        let mut m = self.maint.lock();
+        let cur = self.current.load_full();
+        self.check_usable(&cur)?;
+        let r = (|| {
+            // A window being sealed in the background finishes first.
+            self.join_seals(&mut m)?;
+            let mut next = (*cur).clone();
+            let targets = self.backfill_targets(&next, now, t)?;
+            let mut created = false;
+            let mut unsealed = false;
+            for (ti, w) in targets {
+                let ts = &next.tiers[ti];
+                match ts.segments.binary_search_by_key(&w, |s| s.window) {
+                    Ok(i) => {
+                        for s in &ts.segments[i].subs {
+                            unsealed |= s.unseal()?;
+                        }
+                    }
+                    Err(i) => {
+                        let seg = self.new_segment(ts, w)?;
+                        next.tiers[ti].segments.insert(i, seg);
+                        created = true;
+                    }
+                }
+            }
+            if created {
+                crate::file::fsync_dir(&self.dir.join(SEG_DIR))?;
+            }
+            if self.wal.is_some() && (created || unsealed) {
+                // A reopened counting window needs its shadow copy before
+                // it takes writes, and a new one a manifest that names it.
+                self.checkpoint(&mut m, &next)?;
+            } else if created {
+                self.store_manifest(&m, &next)?;
+            }
+            if created || unsealed {
+                self.publish(next);
+            }
+            Ok(())
+        })();
+        self.latch(r)
+    }
+
+    /// `(tier, window)` pairs that a backfill at `t` writes.
+    pub(super) fn backfill_targets(
+        &self,
+        snap: &Snapshot,
+        now: i64,
+        t: i64,
+    ) -> Result<Vec<(usize, i64)>> {
+        let mut out = Vec::new();
+        for (ti, ts) in snap.tiers.iter().enumerate() {
+            let cur = self.window_index(ts.tier.span, now)?;
+            let w = self.window_index(ts.tier.span, t)?;
+            if w > cur {
+                return Err(Error::WindowUnavailable {
+                    reason: format!("instant {t} lies in a future window of tier {}", ts.tier),
+                });
+            }
+            if w >= ts.tier.oldest_live(cur) {
+                out.push((ti, w));
+            }
+        }
+        if out.is_empty() {
+            return Err(Error::WindowUnavailable {
+                reason: format!("instant {t} is older than every tier keeps"),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// True when an open segment's newest sub-filter is full and its chain may
+/// still grow. Writers grow such a chain before they write (so no key is
+/// recorded by a call that then fails on growth).
+#[inline]
+pub(super) fn growth_due(seg: &Segment) -> bool {
+    seg.needs_growth() && !seg.is_sealed() && seg.subs.len() < MAX_CHAIN
+}

@@ -1,0 +1,505 @@
+//! Inserts, backfills and removes.
+//!
+//! A writer reads one snapshot (see `snapshot`). A key that every open
+//! window holds already (most keys of a crawl) is answered from the
+//! snapshot alone, with no lock and no write. Otherwise the writer takes
+//! the key's stripe (`filter::Stripes`) and, under it, checks that its
+//! snapshot is still the current one (a rotation or growth bumps the
+//! generation and then waits for every stripe), checks the key again and
+//! writes it with atomic read-modify-writes. So writers of different keys
+//! share no lock, and of several threads inserting the same new key
+//! exactly one is told it was new.
+
+use std::sync::atomic::Ordering;
+use std::time::SystemTime;
+
+use crate::chain::{any_contains, Lookup, Segment, MAX_GROUP};
+use crate::clock::instant;
+use crate::error::{Error, Result};
+use crate::filter::{Exclusive, Kind};
+use crate::hash::KeyHash;
+use crate::wal::Op;
+
+use super::rotate::growth_due;
+use super::snapshot::{Snapshot, Source};
+use super::Engine;
+
+/// How one attempt at a write ended.
+enum Step<T> {
+    Done(T),
+    /// An open window is full: grow its chain, then try again.
+    Grow,
+    /// A newer snapshot was published: pick it up and try again.
+    Stale,
+}
+
+impl Engine {
+    /// Records `key` in the open window of every tier. Returns `true` when
+    /// the key was not present in any live segment before (check-and-insert).
+    ///
+    /// Of several threads inserting the same new key at once, exactly one
+    /// gets `true`. An error means the key was not recorded by this call.
+    #[inline]
+    pub fn insert(&self, key: &[u8]) -> Result<bool> {
+        self.insert_in(&mut self.current(), key)
+    }
+
+    /// The clock for a write, rotating first if a boundary passed: the
+    /// snapshot in `src` covers the returned instant.
+    #[inline]
+    fn ready<S: Source>(&self, src: &mut S) -> Result<i64> {
+        loop {
+            let snap = src.snap();
+            self.check_usable(snap)?;
+            let now = self.now()?;
+            if now < snap.next_boundary {
+                if now >= snap.ahead_from {
+                    self.create_ahead(snap.next_boundary);
+                }
+                return Ok(now);
+            }
+            // Writers wait for the rotation (a key is recorded in the window
+            // of the instant it was inserted at), holding no snapshot: the
+            // expired windows' space returns before the new ones need it.
+            src.release();
+            let r = self.maintain_at(now, self.allow_clock_jump, true);
+            src.refresh(self);
+            r?;
+        }
+    }
+
+    #[inline]
+    pub(super) fn insert_in<S: Source>(&self, src: &mut S, key: &[u8]) -> Result<bool> {
+        self.writable()?;
+        let h = self.hash(key);
+        loop {
+            let now = self.ready(src)?;
+            match self.insert_one(src.snap(), h, now)? {
+                Step::Done(new) => {
+                    self.sync_writes()?;
+                    return Ok(new);
+                }
+                // A full open window grows before it takes the write.
+                Step::Grow => self.grow()?,
+                Step::Stale => {}
+            }
+            src.refresh(self);
+        }
+    }
+
+    /// One check-and-insert against `snap`.
+    #[inline]
+    fn insert_one(&self, snap: &Snapshot, h: KeyHash, now: i64) -> Result<Step<bool>> {
+        for t in &snap.tiers {
+            if let Some(seg) = t.segments.last() {
+                seg.prefetch(h);
+            }
+        }
+        let present = any_contains(&snap.tiers[snap.full_tier].segments, h);
+        if present && settled(snap, h) {
+            return Ok(Step::Done(false));
+        }
+        let x = self.stripes.lock(h);
+        if let Some(step) = self.recheck(snap, &x) {
+            return Ok(step);
+        }
+        self.write_locked(snap, &x, h, present, now).map(Step::Done)
+    }
+
+    /// Under a stripe, before writing the open windows of `snap`: `Stale`
+    /// when a newer snapshot was published (its open windows may have
+    /// stopped taking writes), `Grow` when one of them is full.
+    #[inline]
+    fn recheck<T>(&self, snap: &Snapshot, _x: &Exclusive) -> Option<Step<T>> {
+        if self.generation.load(Ordering::Acquire) != snap.generation {
+            return Some(Step::Stale);
+        }
+        if tails_due(snap) {
+            return Some(Step::Grow);
+        }
+        None
+    }
+
+    /// The write half of check-and-insert, under the key's stripe: checks
+    /// again a key that tested absent (another writer of the same key may
+    /// have inserted it since; it held the same stripe), then records it in
+    /// every tier's open window. Returns whether the key was new.
+    #[inline]
+    fn write_locked(
+        &self,
+        snap: &Snapshot,
+        x: &Exclusive,
+        h: KeyHash,
+        present: bool,
+        now: i64,
+    ) -> Result<bool> {
+        let present = present || any_contains(&snap.tiers[snap.full_tier].segments, h);
+        let refused = self.logged(Op::Insert, now, h, || {
+            snap.tiers
+                .iter()
+                .filter_map(|t| t.segments.last())
+                .find(|seg| !seg.insert(x, h))
+        })?;
+        if let Some(seg) = refused {
+            return Err(Error::corrupt(
+                seg.tail()
+                    .map(|s| s.path().to_path_buf())
+                    .unwrap_or_default(),
+                "the open segment is mapped read-only",
+            ));
+        }
+        Ok(!present)
+    }
+
+    /// Applies a write and logs it (under the logged policies): counting
+    /// writes inside the log's lock, so replay applies them in the order
+    /// they happened (see `Wal::append_applying`); Bloom writes, which
+    /// commute, before it.
+    #[inline]
+    fn logged<R>(&self, op: Op, t: i64, h: KeyHash, apply: impl FnOnce() -> R) -> Result<R> {
+        let Some(log) = &self.wal else {
+            return Ok(apply());
+        };
+        if self.config.tiers.iter().any(|t| t.kind == Kind::Counting) {
+            let r = log.append_applying(op, t, h, apply).map(|(_, r)| r);
+            return self.latch(r);
+        }
+        let r = apply();
+        self.latch(log.append(op, t, h).map(drop))?;
+        Ok(r)
+    }
+
+    /// [`Engine::insert`] for many keys: one clock read, and per group of
+    /// keys every memory load issued before any key is tested; only keys
+    /// that need a write take their stripe.
+    ///
+    /// Answers come in input order. If an error stops the batch after some
+    /// keys were recorded, the error is [`Error::Incomplete`] with the
+    /// answers for those keys (a prefix of `keys`); no key is ever recorded
+    /// without its answer reaching the caller.
+    ///
+    /// ```
+    /// use timebloom::{Config, Engine, Error, Tier};
+    /// # fn main() -> timebloom::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let engine = Engine::create(dir.path().join("crawl.tb"), Config {
+    /// #     tiers: vec![Tier::daily(7)], expected_items_per_day: 1_000, ..Config::default() })?;
+    /// let urls = ["https://a.example/1", "https://a.example/2", "https://a.example/1"];
+    /// match engine.insert_batch(&urls) {
+    ///     Ok(new) => assert_eq!(new, [true, true, false]),
+    ///     // urls[..answers.len()] were recorded; fetch those that are new,
+    ///     // then report the cause.
+    ///     Err(Error::Incomplete { answers, cause }) => panic!("{} recorded: {cause}", answers.len()),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn insert_batch<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<bool>> {
+        self.insert_batch_in(&mut self.current(), keys)
+    }
+
+    pub(super) fn insert_batch_in<S: Source, K: AsRef<[u8]>>(
+        &self,
+        src: &mut S,
+        keys: &[K],
+    ) -> Result<Vec<bool>> {
+        self.writable()?;
+        let mut out = Vec::with_capacity(keys.len());
+        let r = self.insert_batch_steps(src, keys, &mut out);
+        // Under `always`, one sync for the whole batch (group commit).
+        let synced = self.sync_writes();
+        match (r, synced) {
+            (Ok(()), Ok(())) => Ok(out),
+            (Err(e), Ok(())) => Err(incomplete(out, e)),
+            (_, Err(e)) => Err(e),
+        }
+    }
+
+    fn insert_batch_steps<S: Source, K: AsRef<[u8]>>(
+        &self,
+        src: &mut S,
+        keys: &[K],
+        out: &mut Vec<bool>,
+    ) -> Result<()> {
+        let mut rest = keys;
+        let mut now = self.ready(src)?;
+        while !rest.is_empty() {
+            match self.insert_groups(src.snap(), &mut rest, out, now)? {
+                Step::Done(()) => break,
+                Step::Grow => self.grow()?,
+                Step::Stale => {}
+            }
+            src.refresh(self);
+            now = self.ready(src)?;
+        }
+        Ok(())
+    }
+
+    /// Inserts groups of keys from `rest` against `snap` until done, or
+    /// until a chain must grow or a newer snapshot appears; `rest` is left
+    /// at the first key not answered, `out` holds the answers.
+    fn insert_groups<K: AsRef<[u8]>>(
+        &self,
+        snap: &Snapshot,
+        rest: &mut &[K],
+        out: &mut Vec<bool>,
+        now: i64,
+    ) -> Result<Step<()>> {
+        let mut look = Lookup::new(&snap.tiers[snap.full_tier].segments);
+        // The open windows of the other tiers take writes too.
+        let tails: Vec<&Segment> = (snap.tiers.iter().enumerate())
+            .filter(|&(ti, _)| ti != snap.full_tier)
+            .filter_map(|(_, t)| t.segments.last())
+            .collect();
+        while !rest.is_empty() {
+            let (group, tail) = rest.split_at(look.group().min(rest.len()));
+            look.clear();
+            for k in group {
+                let h = self.hash(k.as_ref());
+                look.push(h);
+                for seg in &tails {
+                    seg.prefetch(h);
+                }
+            }
+            // Which keys are present, and which need no write at all.
+            let first = out.len();
+            let mut todo = [false; MAX_GROUP]; // key i needs a write
+            for (i, h) in look.hashes().iter().enumerate() {
+                let present = look.contains(i);
+                out.push(!present);
+                todo[i] = !(present && settled(snap, *h));
+            }
+            for (i, h) in look.hashes().iter().enumerate() {
+                if !todo[i] {
+                    continue;
+                }
+                let x = self.stripes.lock(*h);
+                // Fill counts are checked under the stripe, before the
+                // write that would overfill a tail: grow first, then go on
+                // from key i.
+                if let Some(step) = self.recheck(snap, &x) {
+                    out.truncate(first + i);
+                    *rest = &rest[i..];
+                    return Ok(step);
+                }
+                let was_present = !out[first + i];
+                match self.write_locked(snap, &x, *h, was_present, now) {
+                    Ok(new) => out[first + i] = new,
+                    Err(e) => {
+                        out.truncate(first + i);
+                        return Err(e);
+                    }
+                }
+            }
+            *rest = tail;
+        }
+        Ok(Step::Done(()))
+    }
+
+    /// Records `key` as seen at `time` (a backfill from a crawl log or a
+    /// database): into the window holding `time` in every tier that still
+    /// keeps it. Returns `true` when the key was not present in any live
+    /// segment before. An instant whose window has expired in every tier,
+    /// or that lies in a future window, is an error.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use timebloom::{Config, Engine, Error, Tier};
+    /// # fn main() -> timebloom::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let engine = Engine::create(dir.path().join("crawl.tb"), Config {
+    ///     tiers: vec![Tier::daily(7)],
+    ///     expected_items_per_day: 1_000,
+    ///     ..Config::default()
+    /// })?;
+    /// let day = Duration::from_secs(86_400);
+    /// // A crawl log line from two days ago.
+    /// assert!(engine.insert_at(b"https://example.com/a", SystemTime::now() - 2 * day)?);
+    /// assert!(engine.contains_within(b"https://example.com/a", 3 * day)?);
+    /// // Older than every tier keeps: an error, not a silent drop.
+    /// let old = engine.insert_at(b"https://example.com/b", SystemTime::now() - 30 * day);
+    /// assert!(matches!(old, Err(Error::WindowUnavailable { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn insert_at(&self, key: &[u8], time: SystemTime) -> Result<bool> {
+        self.writable()?;
+        let t = instant(time)?;
+        let h = self.hash(key);
+        let mut src = self.current();
+        loop {
+            let now = self.ready(&mut src)?;
+            let snap = src.snap();
+            let targets = self.backfill_targets(snap, now, t)?;
+            let segs: Vec<Option<&Segment>> = targets
+                .iter()
+                .map(|&(ti, w)| snap.tiers[ti].segments.iter().find(|s| s.window == w))
+                .collect();
+            if segs.iter().all(Option::is_some) {
+                if segs.iter().flatten().any(|s| growth_due(s)) {
+                    self.grow()?;
+                    src.refresh(self);
+                    continue;
+                }
+                let x = self.stripes.lock(h);
+                if self.generation.load(Ordering::Acquire) != snap.generation {
+                    drop(x);
+                    src.refresh(self);
+                    continue;
+                }
+                // Checked under the stripe: a seal that starts now waits
+                // for it, so the write below lands before the seal reads.
+                if segs.iter().flatten().all(|s| !s.is_sealed()) {
+                    let present = any_contains(&snap.tiers[snap.full_tier].segments, h);
+                    self.logged(Op::Insert, t, h, || {
+                        for seg in segs.into_iter().flatten() {
+                            seg.insert(&x, h);
+                        }
+                    })?;
+                    drop(x);
+                    self.sync_writes()?;
+                    return Ok(!present);
+                }
+            }
+            // A past window is missing or sealed: make or reopen it.
+            self.open_windows(now, t)?;
+            src.refresh(self);
+        }
+    }
+
+    /// Takes back one insert of `key` made now: decrements its counters in
+    /// the windows inserts go to now (the open window of every tier), and
+    /// only if every one of them holds the key. Returns whether it did.
+    ///
+    /// Only for engines whose tiers are all counting tiers
+    /// ([`Tier::counting`]); otherwise [`Error::RemoveUnsupported`] and
+    /// nothing changes. To undo an insert made at another instant (an
+    /// earlier day), use [`Engine::remove_at`] with that instant: a remove
+    /// decrements only windows the key was inserted into, never every
+    /// window where it merely tests positive (each such false positive
+    /// would take counts from other keys and make them disappear).
+    ///
+    /// Removing a key that was never inserted into those windows changes
+    /// nothing, unless every one of them reports it as a false positive
+    /// (about the product of their false-positive rates); then it takes
+    /// one count from the keys that share its counters, which may make one
+    /// of them disappear. Remove only keys you inserted. Saturated counters
+    /// stay saturated: a key removed as often as inserted may still test
+    /// present where its counters saturated.
+    pub fn remove(&self, key: &[u8]) -> Result<bool> {
+        self.check_remove()?;
+        self.remove_inner(self.hash(key), None)
+    }
+
+    /// Takes back one insert of `key` made at `time` (by [`Engine::insert`]
+    /// during the window holding `time`, or by [`Engine::insert_at`]): the
+    /// windows holding `time` in every tier that still keeps it, decremented
+    /// only when every one of them holds the key. Returns whether it did.
+    /// The same contract as [`Engine::remove`] otherwise; an instant older
+    /// than every tier keeps, or in a future window, is an error.
+    ///
+    /// ```
+    /// use std::time::SystemTime;
+    /// use timebloom::{Config, Engine, Tier};
+    /// # fn main() -> timebloom::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let engine = Engine::create(dir.path().join("links.tb"), Config {
+    ///     tiers: vec![Tier::daily(30).counting()],
+    ///     expected_items_per_day: 1_000,
+    ///     ..Config::default()
+    /// })?;
+    /// let created = SystemTime::now();
+    /// engine.insert_at(b"https://example.com/a", created)?;
+    /// // The link is deleted: take back the insert made when it was created.
+    /// assert!(engine.remove_at(b"https://example.com/a", created)?);
+    /// assert!(!engine.contains(b"https://example.com/a")?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn remove_at(&self, key: &[u8], time: SystemTime) -> Result<bool> {
+        self.check_remove()?;
+        self.remove_inner(self.hash(key), Some(instant(time)?))
+    }
+
+    fn check_remove(&self) -> Result<()> {
+        if let Some(t) = self.config.tiers.iter().find(|t| t.kind != Kind::Counting) {
+            return Err(Error::RemoveUnsupported {
+                tier: t.to_string(),
+            });
+        }
+        self.writable()
+    }
+
+    /// Removes an insert made at `at` (`None`: now, as read after any
+    /// rotation).
+    fn remove_inner(&self, h: KeyHash, at: Option<i64>) -> Result<bool> {
+        let mut src = self.current();
+        loop {
+            let now = self.ready(&mut src)?;
+            let t = at.unwrap_or(now);
+            let snap = src.snap();
+            let targets = self.backfill_targets(snap, now, t)?;
+            let mut segs = Vec::with_capacity(targets.len());
+            for (ti, w) in targets {
+                match snap.tiers[ti].segments.iter().find(|s| s.window == w) {
+                    Some(seg) => segs.push(seg),
+                    // No window there: the key was never inserted at `t`.
+                    None => return Ok(false),
+                }
+            }
+            let x = self.stripes.lock(h);
+            if self.generation.load(Ordering::Acquire) != snap.generation {
+                drop(x);
+                src.refresh(self);
+                continue;
+            }
+            if !segs.iter().all(|s| s.contains(h)) {
+                return Ok(false);
+            }
+            if segs.iter().all(|s| !s.is_sealed()) {
+                self.logged(Op::Remove, t, h, || {
+                    for seg in segs {
+                        seg.remove(&x, h);
+                    }
+                })?;
+                drop(x);
+                self.sync_writes()?;
+                return Ok(true);
+            }
+            drop(x);
+            // A past window was sealed: reopen it for the decrement.
+            self.open_windows(now, t)?;
+            src.refresh(self);
+        }
+    }
+}
+
+/// True when inserting the key would write nothing: every tier's open
+/// window holds it already in a Bloom segment.
+#[inline]
+fn settled(snap: &Snapshot, h: KeyHash) -> bool {
+    snap.tiers
+        .iter()
+        .all(|t| t.segments.last().is_none_or(|s| s.settled(h)))
+}
+
+/// True when some tier's open window must grow before it takes a write.
+#[inline]
+fn tails_due(snap: &Snapshot) -> bool {
+    snap.tiers
+        .iter()
+        .any(|t| t.segments.last().is_some_and(growth_due))
+}
+
+/// The error of a batch that stopped after recording `answers`.
+fn incomplete(answers: Vec<bool>, cause: Error) -> Error {
+    if answers.is_empty() {
+        cause
+    } else {
+        Error::Incomplete {
+            answers,
+            cause: Box::new(cause),
+        }
+    }
+}

@@ -1,0 +1,596 @@
+//! The read path: lookups never wait for a rotation or a seal, handles see
+//! rotations and growth, and check-and-insert through handles keeps exactly
+//! one winner per key.
+//!
+//! The fault hook is process-wide, so the tests that park a file operation
+//! live here and match only their own directory's paths.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use timebloom::testing::set_fault_hook;
+use timebloom::{Engine, Handle, ManualClock, Options, Tier};
+
+fn opts(clock: &ManualClock) -> Options {
+    Options::default().clock(clock.clone())
+}
+
+/// Serializes the tests that install the process-wide fault hook.
+static HOOK: Mutex<()> = Mutex::new(());
+
+/// Parks the first file operation `op` under `dir` until the returned
+/// sender is dropped; the receiver tells when it is parked.
+fn park(dir: &Path, op: &'static str) -> (mpsc::Sender<()>, mpsc::Receiver<PathBuf>) {
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (parked_tx, parked_rx) = mpsc::channel::<PathBuf>();
+    let dir = dir.to_path_buf();
+    let go = Mutex::new(Some(go_rx));
+    let parked = Mutex::new(Some(parked_tx));
+    set_fault_hook(Some(Box::new(move |o, path| {
+        if o == op && path.starts_with(&dir) {
+            if let Some(rx) = go.lock().unwrap().take() {
+                if let Some(tx) = parked.lock().unwrap().take() {
+                    let _ = tx.send(path.to_path_buf());
+                }
+                let _ = rx.recv(); // until the test lets go
+            }
+        }
+        None
+    })));
+    (go_tx, parked_rx)
+}
+
+/// Runs `f` on another thread and fails the test if it takes longer than
+/// `limit` (it would be waiting for the parked operation).
+fn within<T: Send + 'static>(
+    limit: Duration,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("{what} waited for a rotation or seal"))
+}
+
+/// An engine with 2,000 keys (set `set`) inserted on day 0, its clock
+/// moved to day 1: the next write rotates.
+fn day_one(
+    set: u64,
+) -> (
+    tempfile::TempDir,
+    PathBuf,
+    ManualClock,
+    Arc<Engine>,
+    Vec<Vec<u8>>,
+) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    let clock = ManualClock::new(day(0));
+    let e = Arc::new(
+        Engine::create_with(&dir, config(&[Tier::daily(3)], 10_000, 0.001), opts(&clock)).unwrap(),
+    );
+    let keys: Vec<Vec<u8>> = (0..2000).map(|i| url(set, i)).collect();
+    e.insert_batch(&keys).unwrap();
+    clock.set(day(1));
+    (tmp, dir, clock, e, keys)
+}
+
+#[test]
+fn lookups_go_on_while_a_rotation_is_parked_in_creating_a_window() {
+    let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+    let (_tmp, dir, _clock, e, keys) = day_one(1);
+    // The next write rotates; park it inside, creating the day-1 window.
+    let (go, parked) = park(&dir, "allocate");
+    let writer = {
+        let e = Arc::clone(&e);
+        std::thread::spawn(move || e.insert(b"https://example.com/day-1").unwrap())
+    };
+    let path = parked
+        .recv_timeout(Duration::from_secs(30))
+        .expect("rotation parked");
+    assert!(path.to_string_lossy().contains("seg"), "{}", path.display());
+    // The writer holds the maintenance lock. Lookups of every kind answer.
+    for k in keys.iter().step_by(97) {
+        let (e2, k2) = (Arc::clone(&e), k.clone());
+        assert!(within(Duration::from_secs(5), "contains", move || e2
+            .contains(&k2)
+            .unwrap()));
+        let (e2, k2) = (Arc::clone(&e), k.clone());
+        assert!(within(
+            Duration::from_secs(5),
+            "contains_within",
+            move || { e2.contains_within(&k2, 2 * DAY).unwrap() }
+        ));
+    }
+    let e2 = Arc::clone(&e);
+    let found = within(Duration::from_secs(5), "a handle", move || {
+        let mut h = e2.handle();
+        h.contains_batch(&keys)
+            .unwrap()
+            .into_iter()
+            .filter(|&p| p)
+            .count()
+    });
+    assert_eq!(found, 2000);
+    drop(go);
+    assert!(writer.join().unwrap());
+    set_fault_hook(None);
+    assert!(e.contains(b"https://example.com/day-1").unwrap());
+}
+
+#[test]
+fn sealing_runs_off_the_writer_and_the_readers() {
+    let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+    let (_tmp, dir, clock, e, day0) = day_one(2);
+    // The seal of day 0 (an msync of its body) parks; the write that
+    // rotated returns anyway, and later writes and lookups go on.
+    let (go, parked) = park(&dir.join("seg"), "msync segment");
+    let e2 = Arc::clone(&e);
+    assert!(within(
+        Duration::from_secs(10),
+        "the rotating insert",
+        move || { e2.insert(b"https://example.com/day-1").unwrap() }
+    ));
+    parked
+        .recv_timeout(Duration::from_secs(30))
+        .expect("seal parked");
+    let e2 = Arc::clone(&e);
+    let day1: Vec<Vec<u8>> = (0..2000).map(|i| url(3, i)).collect();
+    let d1 = day1.clone();
+    let news = within(
+        Duration::from_secs(10),
+        "inserts during the seal",
+        move || {
+            let mut h = e2.handle();
+            h.insert_batch(&d1)
+                .unwrap()
+                .into_iter()
+                .filter(|&n| n)
+                .count()
+        },
+    );
+    assert!(news >= 1990, "{news}");
+    let e2 = Arc::clone(&e);
+    let d0 = day0.clone();
+    assert!(within(
+        Duration::from_secs(10),
+        "lookups during the seal",
+        move || { e2.contains_batch(&d0).unwrap().into_iter().all(|p| p) }
+    ));
+    // The window reads as sealed before its seal is durable.
+    let s = e.stats().unwrap();
+    assert_eq!(s.tiers[0].segments[0].state, "sealed");
+    drop(go);
+    set_fault_hook(None);
+    // Close waits for the seal; the reopened engine verifies it.
+    Arc::into_inner(e).unwrap().close().unwrap();
+    let e = Engine::open_with(&dir, opts(&clock)).unwrap();
+    e.verify().unwrap();
+    assert!(e.contains_batch(&day0).unwrap().into_iter().all(|p| p));
+    assert!(e.contains_batch(&day1).unwrap().into_iter().all(|p| p));
+}
+
+/// Acknowledged keys never test absent to concurrent readers while a
+/// writer grows chains (20x the plan) and crosses window boundaries.
+#[test]
+fn readers_never_miss_an_acknowledged_key_through_growth_and_rotation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let e = Engine::create_with(
+        tmp.path().join("crawl.tb"),
+        config(&[Tier::daily(4), Tier::weekly(2)], 2_000, 0.01),
+        opts(&clock),
+    )
+    .unwrap();
+    const KEYS: u64 = 40_000;
+    let acked = AtomicU64::new(0);
+    let done = AtomicBool::new(false);
+    let checks = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for r in 0..2u64 {
+            let (e, acked, done, checks) = (&e, &acked, &done, &checks);
+            s.spawn(move || {
+                let mut h = e.handle();
+                let mut i = r;
+                while !done.load(Ordering::Acquire) {
+                    let n = acked.load(Ordering::Acquire);
+                    if n == 0 {
+                        continue;
+                    }
+                    i = i
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407)
+                        % n;
+                    let k = url(4, i);
+                    let found = if i % 2 == 0 {
+                        h.contains(&k).unwrap()
+                    } else {
+                        e.contains(&k).unwrap()
+                    };
+                    assert!(found, "acknowledged key {i} of {n} missing");
+                    checks.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        let mut h = e.handle();
+        for i in 0..KEYS {
+            if i % 10_000 == 9_999 {
+                // Two boundaries in all: retention 4 keeps every key.
+                clock.advance(DAY / 2);
+            }
+            h.insert(&url(4, i)).unwrap();
+            acked.store(i + 1, Ordering::Release);
+        }
+        done.store(true, Ordering::Release);
+    });
+    assert!(checks.load(Ordering::Relaxed) > 1000);
+    let s = e.stats().unwrap();
+    assert!(s.tiers[0].segments.len() >= 2, "a boundary was crossed");
+    assert!(
+        s.tiers[0].segments.iter().any(|s| s.subfilters > 1),
+        "a chain grew"
+    );
+}
+
+/// Exactly one winner per new key with every writer on its own handle,
+/// Bloom and counting tiers, singles and batches.
+#[test]
+fn handles_agree_on_one_winner_per_key() {
+    for tiers in [
+        vec![Tier::daily(3), Tier::weekly(2)],
+        vec![Tier::daily(3).counting()],
+    ] {
+        const KEYS: u64 = 30_000;
+        let tmp = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(day(0));
+        let e = create(tmp.path(), config(&tiers, 20_000, 0.001), &clock);
+        let wins: Vec<AtomicU8> = (0..KEYS).map(|_| AtomicU8::new(0)).collect();
+        std::thread::scope(|s| {
+            for t in 0..6u64 {
+                let (mut h, wins): (Handle, _) = (e.handle(), &wins);
+                s.spawn(move || {
+                    let order: Vec<u64> = if t % 2 == 0 {
+                        (0..KEYS).collect()
+                    } else {
+                        (0..KEYS).rev().collect()
+                    };
+                    if t < 3 {
+                        for i in order {
+                            if h.insert(&url(5, i)).unwrap() {
+                                wins[i as usize].fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        return;
+                    }
+                    for chunk in order.chunks(29) {
+                        let keys: Vec<Vec<u8>> = chunk.iter().map(|&i| url(5, i)).collect();
+                        for (&i, new) in chunk.iter().zip(h.insert_batch(&keys).unwrap()) {
+                            if new {
+                                wins[i as usize].fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        let mut zero = 0;
+        for (i, w) in wins.iter().enumerate() {
+            match w.load(Ordering::Relaxed) {
+                1 => {}
+                0 => zero += 1,
+                n => panic!("{tiers:?}: key {i} reported new {n} times"),
+            }
+        }
+        assert!(
+            zero < KEYS as usize / 500,
+            "{tiers:?}: {zero} keys never new"
+        );
+        let keys: Vec<Vec<u8>> = (0..KEYS).map(|i| url(5, i)).collect();
+        assert!(e
+            .handle()
+            .contains_batch(&keys)
+            .unwrap()
+            .into_iter()
+            .all(|p| p));
+    }
+}
+
+/// Writers racing rotations never write a window after its seal: every
+/// sealed body verifies against its checksum afterwards. Counting tiers
+/// under a logged policy (their rotation checkpoints) and Bloom tiers
+/// (sealed in the background).
+#[test]
+fn no_write_lands_in_a_sealed_window() {
+    for (tiers, sync) in [
+        (
+            vec![Tier::daily(30).counting()],
+            timebloom::SyncPolicy::Always,
+        ),
+        (vec![Tier::daily(30)], timebloom::SyncPolicy::None),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("crawl.tb");
+        let clock = ManualClock::new(day(0));
+        let mut cfg = config(&tiers, 50_000, 0.01);
+        cfg.sync = sync;
+        let e = Engine::create_with(&dir, cfg, opts(&clock)).unwrap();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for w in 0..3u64 {
+                let (e, stop) = (&e, &stop);
+                s.spawn(move || {
+                    let mut h = e.handle();
+                    let mut i = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        h.insert(&url(10 + w, i)).unwrap();
+                        i += 1;
+                    }
+                });
+            }
+            for d in 1..=20 {
+                std::thread::sleep(Duration::from_millis(15));
+                clock.set(day(d));
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        e.close().unwrap();
+        let e = Engine::open_with(&dir, opts(&clock)).unwrap();
+        let problems = e.verify_each();
+        assert!(problems.is_empty(), "{tiers:?}: {problems:?}");
+    }
+}
+
+/// The file names in `dir/seg`.
+fn seg_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir.join("seg"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Waits up to 30 s for `dir/seg` to hold a file not in `before`, and
+/// names it.
+fn wait_new_file(dir: &Path, before: &[String]) -> String {
+    for _ in 0..3000 {
+        if let Some(n) = seg_files(dir).into_iter().find(|n| !before.contains(n)) {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("no window was created ahead of the boundary");
+}
+
+/// A field of `/proc/self/smaps` (`Rss:`, `Private_Dirty:`, in KiB) for
+/// this process's mapping of the file at `path`, if it is mapped. (A page
+/// that only this process maps counts as private, shared mapping or not.)
+fn smaps_kb(path: &Path, field: &str) -> Option<u64> {
+    let name = path.to_str().unwrap();
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let mut lines = smaps.lines();
+    while let Some(l) = lines.next() {
+        if l.ends_with(name) {
+            for l in lines.by_ref() {
+                if l.starts_with("VmFlags") {
+                    break;
+                }
+                if let Some(v) = l.strip_prefix(field) {
+                    return v.split_whitespace().next()?.parse().ok();
+                }
+            }
+            return None;
+        }
+    }
+    None
+}
+
+/// Waits up to 10 s for `field` of the mapping of `path` to reach `want`
+/// KiB.
+fn wait_kb(path: &Path, field: &str, want: u64) {
+    let mut got = 0;
+    for _ in 0..1000 {
+        got = smaps_kb(path, field).unwrap_or(0);
+        if got >= want {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("{field} {got} KiB of {want}");
+}
+
+/// One daily tier, 1,000 keys inserted, the clock a minute before the end
+/// of day 0: within the lead, so the next write starts creating day 1.
+fn before_midnight() -> (
+    tempfile::TempDir,
+    PathBuf,
+    ManualClock,
+    Engine,
+    Vec<Vec<u8>>,
+) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    let clock = ManualClock::new(day(0));
+    let e =
+        Engine::create_with(&dir, config(&[Tier::daily(3)], 10_000, 0.001), opts(&clock)).unwrap();
+    let keys: Vec<Vec<u8>> = (0..1000).map(|i| url(7, i)).collect();
+    e.insert_batch(&keys).unwrap();
+    clock.set(at(T0 + 86_400 - 60));
+    (tmp, dir, clock, e, keys)
+}
+
+#[test]
+fn the_next_window_is_created_ahead_and_taken_by_the_rotation() {
+    use std::os::unix::fs::MetadataExt;
+    let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+    let (_tmp, dir, clock, e, keys) = before_midnight();
+    let before = seg_files(&dir);
+    assert_eq!(before.len(), 1, "{before:?}");
+    assert!(e.insert(b"https://example.com/late").unwrap());
+    let name = wait_new_file(&dir, &before);
+    let meta = std::fs::metadata(dir.join("seg").join(&name)).unwrap();
+    // Still day 0: the new file takes nothing yet, and lookups ignore it.
+    assert_eq!(e.stats().unwrap().tiers[0].segments.len(), 1);
+    // Its pages are mapped in (clean) when it is created, and faulted in
+    // writable (dirty) only twenty seconds before the boundary: the kernel
+    // would have written them back and write-protected them by then.
+    let path = dir.join("seg").join(&name);
+    let want = meta.len() / 1024;
+    wait_kb(&path, "Rss:", want);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        smaps_kb(&path, "Private_Dirty:").unwrap_or(0),
+        0,
+        "not faulted in writable a minute early"
+    );
+    clock.set(at(T0 + 86_400 - 15));
+    wait_kb(&path, "Private_Dirty:", want);
+    clock.set(at(T0 + 86_400 + 1));
+    assert!(e.insert(b"https://example.com/day-1").unwrap());
+    // The rotation used that very file: no new one, same inode.
+    assert_eq!(seg_files(&dir).len(), 2);
+    assert_eq!(
+        std::fs::metadata(dir.join("seg").join(&name))
+            .unwrap()
+            .ino(),
+        meta.ino()
+    );
+    assert_eq!(e.stats().unwrap().tiers[0].segments.len(), 2);
+    assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
+    assert!(!e.insert(b"https://example.com/day-1").unwrap());
+    e.close().unwrap();
+    let e = Engine::open_with(&dir, opts(&clock)).unwrap();
+    e.verify().unwrap();
+    assert!(e.contains(b"https://example.com/day-1").unwrap());
+    assert!(e.contains(b"https://example.com/late").unwrap());
+}
+
+#[test]
+fn closing_deletes_a_window_created_ahead_and_an_open_deletes_one_left_by_a_crash() {
+    let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+    let (tmp, dir, clock, e, keys) = before_midnight();
+    let before = seg_files(&dir);
+    e.insert(b"https://example.com/late").unwrap();
+    let name = wait_new_file(&dir, &before);
+    // What a kill -9 would leave: the file, named by no manifest.
+    let copy = tmp.path().join("ahead-copy");
+    // The copy may catch the thread still writing; the contents do not
+    // matter to an open, which deletes any file no manifest names.
+    std::fs::copy(dir.join("seg").join(&name), &copy).unwrap();
+    e.close().unwrap();
+    assert_eq!(
+        seg_files(&dir),
+        before,
+        "close deletes what no rotation took"
+    );
+    std::fs::copy(&copy, dir.join("seg").join(&name)).unwrap();
+    clock.set(at(T0 + 86_400 + 1));
+    let e = Engine::open_with(&dir, opts(&clock)).unwrap();
+    assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
+    // The rotation creates day 1 itself (the leftover was deleted at open).
+    assert!(e.insert(b"https://example.com/day-1").unwrap());
+    assert_eq!(seg_files(&dir).len(), 2);
+    e.verify().unwrap();
+}
+
+#[test]
+fn a_failed_creation_ahead_leaves_the_rotation_to_create_the_window() {
+    let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+    let (_tmp, dir, clock, e, keys) = before_midnight();
+    let before = seg_files(&dir);
+    // The first allocation under this directory fails: the thread's.
+    let failed = Arc::new(AtomicBool::new(false));
+    let (seg, f) = (dir.join("seg"), Arc::clone(&failed));
+    set_fault_hook(Some(Box::new(move |op, path| {
+        if op == "allocate" && path.starts_with(&seg) && !f.swap(true, Ordering::SeqCst) {
+            return Some(std::io::Error::other("injected: disk full"));
+        }
+        None
+    })));
+    e.insert(b"https://example.com/late").unwrap();
+    for _ in 0..3000 {
+        if failed.load(Ordering::SeqCst) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(failed.load(Ordering::SeqCst), "no creation ahead was tried");
+    // The thread deletes its partial file (poll: it runs on its own).
+    for _ in 0..3000 {
+        if seg_files(&dir) == before {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(seg_files(&dir), before);
+    // The writer never saw the failure, and the rotation creates day 1.
+    clock.set(at(T0 + 86_400 + 1));
+    assert!(e.insert(b"https://example.com/day-1").unwrap());
+    set_fault_hook(None);
+    assert_eq!(seg_files(&dir).len(), 2);
+    assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
+    e.close().unwrap();
+    Engine::open_with(&dir, opts(&clock))
+        .unwrap()
+        .verify()
+        .unwrap();
+}
+
+#[test]
+fn batch_lookups_answer_as_single_ones_for_every_batch_length() {
+    // Many segments (small groups, pipelined across group edges): 10 days
+    // of a daily tier and the weeks and months that hold them.
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let e = Engine::create_with(
+        tmp.path().join("crawl.tb"),
+        config(
+            &[Tier::daily(7), Tier::weekly(4), Tier::monthly(12)],
+            2_000,
+            0.01,
+        ),
+        opts(&clock),
+    )
+    .unwrap();
+    for d in 0..10 {
+        clock.set(day(d));
+        let keys: Vec<Vec<u8>> = (0..500).map(|i| url(20 + d, i)).collect();
+        e.insert_batch(&keys).unwrap();
+    }
+    let mut h = e.handle();
+    // Present keys of every day, absent ones, interleaved.
+    let probe: Vec<Vec<u8>> = (0..1500u64)
+        .map(|i| url(if i % 3 == 0 { 99 } else { 20 + i % 10 }, i / 3))
+        .collect();
+    for len in [0, 1, 2, 3, 4, 5, 6, 7, 8, 15, 16, 17, 31, 64, 100, 1500] {
+        let ks = &probe[..len];
+        let single: Vec<bool> = ks.iter().map(|k| e.contains(k).unwrap()).collect();
+        assert_eq!(e.contains_batch(ks).unwrap(), single, "length {len}");
+        assert_eq!(h.contains_batch(ks).unwrap(), single, "length {len}");
+    }
+}
+
+#[test]
+fn a_new_window_is_mapped_in_when_created() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    let clock = ManualClock::new(day(0));
+    let _e =
+        Engine::create_with(&dir, config(&[Tier::daily(3)], 50_000, 0.001), opts(&clock)).unwrap();
+    let files = seg_files(&dir);
+    assert_eq!(files.len(), 1);
+    let len = std::fs::metadata(dir.join("seg").join(&files[0]))
+        .unwrap()
+        .len();
+    // No lookup or insert touched it: every page is mapped already.
+    wait_kb(&dir.join("seg").join(&files[0]), "Rss:", len / 1024);
+}
