@@ -142,6 +142,26 @@ impl Geometry {
             .unwrap_or_else(|| Geometry::with_fps_per_word(2))
     }
 
+    /// The geometry with `fp_bits`-bit fingerprints, if one exists (8, 9,
+    /// 10, 12, 16, 21 or 32 bits: 64 / fingerprints per word).
+    pub(crate) fn from_fp_bits(fp_bits: u32) -> Option<Geometry> {
+        (2..=8)
+            .map(Geometry::with_fps_per_word)
+            .find(|g| g.fp_bits == fp_bits)
+    }
+
+    /// The smallest fingerprint whose bound at a load of 1 (every slot
+    /// live, the most a table can hold) meets `fpr`: whatever a table of
+    /// this geometry receives, its rate stays at or below `fpr`. 32-bit
+    /// fingerprints for anything below.
+    pub(crate) fn for_fpr_at_any_load(fpr: f64) -> Geometry {
+        (2..=8)
+            .rev()
+            .map(Geometry::with_fps_per_word)
+            .find(|g| g.fpr_bound(1.0) <= fpr)
+            .unwrap_or_else(|| Geometry::with_fps_per_word(2))
+    }
+
     /// The chance that a key never inserted matches a live slot when a
     /// fraction `load` of all slots is live: it is compared with every live
     /// slot of its two buckets, each matching with chance 1/(2^f - 1).
@@ -190,6 +210,17 @@ pub(crate) fn plan(fpr: f64, keys_per_day: u64, retention_days: u32) -> Plan {
     Plan {
         geometry,
         nbuckets: nbuckets.max(1),
+    }
+}
+
+/// Buckets for `capacity` distinct keys at [`DESIGN_LOAD`] in `geometry`.
+pub(crate) fn buckets_for(geometry: Geometry, capacity: u64) -> u64 {
+    let keys = capacity.max(1) as f64;
+    let n = (keys / (f64::from(geometry.slots) * DESIGN_LOAD)).ceil();
+    if n >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        (n as u64).max(1)
     }
 }
 
@@ -442,10 +473,23 @@ impl<'a> Table<'a> {
     /// remove the same key from two threads at once (the engine's per-key
     /// stripes); everything else may run concurrently.
     pub(crate) fn insert(&self, h: KeyHash, today: u32) -> Insert {
+        self.insert_dated(h, today, today)
+    }
+
+    /// Records the key as seen on `day`, a day of the retention as of
+    /// `today` (a backfill, or the replay of a logged insert): as
+    /// [`Table::insert`], except that a live slot's day only ever moves
+    /// forward (a slot dated after `day` keeps its day). A `day` outside
+    /// `[today - retention, today + 1]` is not recorded and returns
+    /// `Updated` (it would be dead on arrival).
+    pub(crate) fn insert_dated(&self, h: KeyHash, day: u32, today: u32) -> Insert {
+        if day > today.saturating_add(1) || today.saturating_sub(day) > self.retention {
+            return Insert::Updated;
+        }
         let (fp, b1, b2) = self.locate(h);
         {
             let _held = self.lock(b1, b2);
-            if let Some(done) = self.insert_locked(fp, b1, b2, today) {
+            if let Some(done) = self.insert_locked(fp, b1, b2, day, today) {
                 return done;
             }
         }
@@ -453,7 +497,7 @@ impl<'a> Table<'a> {
         for _ in 0..MAX_ATTEMPTS {
             {
                 let _held = self.lock(b1, b2);
-                if let Some(done) = self.insert_locked(fp, b1, b2, today) {
+                if let Some(done) = self.insert_locked(fp, b1, b2, day, today) {
                     return done;
                 }
             }
@@ -466,8 +510,9 @@ impl<'a> Table<'a> {
     }
 
     /// Insert with both buckets' stripes held; `None` when both are full.
-    fn insert_locked(&self, fp: u64, b1: u64, b2: u64, today: u32) -> Option<Insert> {
-        let tag = today & DAY_MASK as u32;
+    fn insert_locked(&self, fp: u64, b1: u64, b2: u64, day: u32, today: u32) -> Option<Insert> {
+        let tag = day & DAY_MASK as u32;
+        let new_age = age(tag, today);
         let buckets = if b1 == b2 { &[b1][..] } else { &[b1, b2][..] };
         let mut dead_match = None;
         let mut free = [(0u32, None::<u32>); 2];
@@ -477,8 +522,10 @@ impl<'a> Table<'a> {
                 let f = self.fp_of(block, i);
                 let live = f != 0 && self.live(self.tag_of(block, i), today);
                 if f == fp && live {
+                    // Forward only: "tomorrow" is the newest age, then 0, 1, ...
                     let a = age(self.tag_of(block, i), today);
-                    if a != 0 && a != TOMORROW {
+                    let newer = |x: u32| if x == TOMORROW { 0 } else { x + 1 };
+                    if newer(new_age) < newer(a) {
                         self.set_tag(block, i, tag);
                     }
                     return Some(Insert::Updated);
@@ -526,15 +573,28 @@ impl<'a> Table<'a> {
     /// and returns how many. Readers never wait: the sweep locks one
     /// bucket's stripe at a time, only for buckets with a dead slot.
     pub(crate) fn sweep(&self, today: u32) -> u64 {
+        self.sweep_by(|| today)
+    }
+
+    /// [`Table::sweep`] with the day read from `today` again under each
+    /// stripe it takes, for a sweep that runs beside inserts while the
+    /// clock moves: an insert that wrote its bucket before the sweep took
+    /// the stripe read its day earlier, so with a clock that does not go
+    /// back its tag is never younger than the day the sweep tests it
+    /// against (a sweep with a fixed day would clear tags written two days
+    /// after it, which read as dead).
+    pub(crate) fn sweep_by(&self, today: impl Fn() -> u32) -> u64 {
         let mut cleared = 0;
+        let mut day = today();
         for (b, block) in self.body.iter().enumerate() {
-            let dead = |i| self.fp_of(block, i) != 0 && !self.live(self.tag_of(block, i), today);
-            if !(0..self.geo.slots).any(dead) {
+            let dead = |i, d| self.fp_of(block, i) != 0 && !self.live(self.tag_of(block, i), d);
+            if !(0..self.geo.slots).any(|i| dead(i, day)) {
                 continue;
             }
             let _held = self.lock(b as u64, b as u64);
+            day = today();
             for i in 0..self.geo.slots {
-                if dead(i) {
+                if dead(i, day) {
                     self.set_fp(block, i, 0);
                     cleared += 1;
                 }
