@@ -37,12 +37,16 @@ pub fn stats_table(name: &str, place: &str, s: &Stats) -> String {
             Kind::Counting => "counting",
             Kind::Fingerprint => "fingerprint",
         };
+        let windows = if tier.kind == Kind::Fingerprint {
+            "days in one table".to_string()
+        } else {
+            format!("windows of {}", fmt_secs(tier.window_secs))
+        };
         let _ = writeln!(
             t,
-            "\ntier {}  {kind}  {} windows of {}  covers {}{}",
+            "\ntier {}  {kind}  {} {windows}  covers {}{}",
             tier.tier,
             tier.retention,
-            fmt_secs(tier.window_secs),
             fmt_secs(tier.covers_secs),
             if tier.answers_contains {
                 "  (answers check)"
