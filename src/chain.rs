@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use crate::filter::{self, Exclusive, Kind};
+use crate::fingerprint::Insert;
 use crate::hash::KeyHash;
 use crate::segment::{State, SubFilter};
 
@@ -78,10 +79,70 @@ impl Segment {
         };
         let holder = older.iter().find(|s| s.contains(h));
         match (tail.header().kind, holder) {
+            // Tables are written through `table_insert` (with a day).
+            (Kind::Fingerprint, _) => false,
             (Kind::Bloom, Some(_)) => true,
             (Kind::Counting, Some(s)) => s.insert(x, h),
             (_, None) => tail.insert(x, h),
         }
+    }
+
+    /// Fingerprint chain: issues the loads of the key's first bucket in
+    /// every table.
+    #[inline]
+    pub(crate) fn prefetch_tables(&self, h: KeyHash) {
+        for s in &self.subs {
+            s.table_prefetch(h);
+        }
+    }
+
+    /// Fingerprint chain: whether a table saw the key on a day in
+    /// `[first_day, today]`. Every table's bucket is loaded before any is
+    /// tested, newest first.
+    #[inline]
+    pub(crate) fn table_contains(&self, h: KeyHash, first_day: u32, today: u32) -> bool {
+        if self.subs.len() > 1 {
+            self.prefetch_tables(h);
+        }
+        self.subs
+            .iter()
+            .rev()
+            .any(|s| s.table_contains(h, first_day, today))
+    }
+
+    /// Fingerprint chain: records the key as seen on `day`. A table that
+    /// holds it live already (any day kept as of `today`) moves its day
+    /// there, as a Bloom chain leaves a key where it is; otherwise the
+    /// newest table takes it. `Full` when the newest has no room (the
+    /// chain grows; nothing was written), `None` on a read-only mapping.
+    pub(crate) fn table_insert(
+        &self,
+        x: &Exclusive,
+        h: KeyHash,
+        day: u32,
+        today: u32,
+        days: u32,
+    ) -> Option<Insert> {
+        let (tail, older) = self.subs.split_last()?;
+        let first = today.saturating_sub(days);
+        if let Some(s) = older.iter().find(|s| s.table_contains(h, first, today)) {
+            match s.table_insert(x, h, day, today)? {
+                // The entry expired at midnight meanwhile: a new slot.
+                Insert::Full => {}
+                done => return Some(done),
+            }
+        }
+        tail.table_insert(x, h, day, today)
+    }
+
+    /// Fingerprint chain: deletes one live slot of the key from the oldest
+    /// table that holds it; whether one was.
+    pub(crate) fn table_remove(&self, x: &Exclusive, h: KeyHash, today: u32, days: u32) -> bool {
+        let first = today.saturating_sub(days);
+        self.subs
+            .iter()
+            .find(|s| s.table_contains(h, first, today))
+            .is_some_and(|s| s.table_remove(x, h, today))
     }
 
     /// True when inserting the key would change nothing: a Bloom segment

@@ -29,7 +29,8 @@ pub struct Tier {
     pub span: Span,
     /// Windows kept, the open one included (at least 1).
     pub retention: u32,
-    /// Bloom (insert, lookup) or counting (also remove).
+    /// Bloom (insert, lookup), counting (also remove) or fingerprint (one
+    /// table for the whole retention, day precision, also remove).
     pub kind: Kind,
 }
 
@@ -63,6 +64,31 @@ impl Tier {
         }
     }
 
+    /// A fingerprint tier keeping `days` days (today included) at day
+    /// precision: one cuckoo table of fingerprints and day tags for the
+    /// whole retention (`docs/design.md`, "Fingerprint tiers"), which
+    /// answers every horizon up to `days` days in two cache lines, where a
+    /// Bloom tier reads a window per period and rounds a horizon to whole
+    /// windows. `days` is 2 to 510. Written `365d:fingerprint`.
+    pub fn fingerprint(days: u32) -> Tier {
+        Tier {
+            span: Span::Day,
+            retention: days,
+            kind: Kind::Fingerprint,
+        }
+    }
+
+    /// Whether this tier is one fingerprint table rather than a window per
+    /// period: it never rotates or expires files, its keys expire by day.
+    pub(crate) fn is_table(&self) -> bool {
+        self.kind == Kind::Fingerprint
+    }
+
+    /// Days a fingerprint table keeps after today (the kernel's retention).
+    pub(crate) fn table_days(&self) -> u32 {
+        self.retention.saturating_sub(1)
+    }
+
     fn new(span: Span, retention: u32) -> Tier {
         Tier {
             span,
@@ -73,7 +99,11 @@ impl Tier {
 
     /// The tier's short name, also the prefix of its segment files:
     /// `d`, `w`, `m`, or `c<seconds>`.
+    /// A fingerprint tier's code is `f`.
     pub fn code(&self) -> String {
+        if self.is_table() {
+            return "f".into();
+        }
         match self.span {
             Span::Day => "d".into(),
             Span::Week => "w".into(),
@@ -116,8 +146,10 @@ impl fmt::Display for Tier {
             Span::Custom(3600) => write!(f, "{n}h")?,
             Span::Custom(s) => write!(f, "{n}x{s}s")?,
         }
-        if self.kind == Kind::Counting {
-            write!(f, ":counting")?;
+        match self.kind {
+            Kind::Counting => write!(f, ":counting")?,
+            Kind::Fingerprint => write!(f, ":fingerprint")?,
+            Kind::Bloom => {}
         }
         Ok(())
     }
@@ -129,18 +161,24 @@ impl FromStr for Tier {
     /// Reads `<N><unit>` (`7d`, `4w`, `12m`, `48h`: N windows of a day, an
     /// ISO week, a month, an hour) or `<N>x<length>` with the length in
     /// `s`, `min`, `h` or `d` (`4x6h`: four 6-hour windows), optionally
-    /// followed by `:counting` or `:bloom`.
+    /// followed by `:counting` or `:bloom`; or `<N>d:fingerprint`, a
+    /// fingerprint tier of N days.
     fn from_str(s: &str) -> Result<Tier> {
         let bad = |why: &str| {
             Error::config(format!(
-                "tier {s:?}: {why} (examples: 7d, 4w, 12m, 48h, 4x6h, 7d:counting)"
+                "tier {s:?}: {why} (examples: 7d, 4w, 12m, 48h, 4x6h, 7d:counting, 365d:fingerprint)"
             ))
         };
         let (spec, kind) = match s.split_once(':') {
             None => (s, Kind::Bloom),
             Some((spec, "counting")) => (spec, Kind::Counting),
             Some((spec, "bloom")) => (spec, Kind::Bloom),
-            Some(_) => return Err(bad("the kind after ':' must be counting or bloom")),
+            Some((spec, "fingerprint")) => (spec, Kind::Fingerprint),
+            Some(_) => {
+                return Err(bad(
+                    "the kind after ':' must be counting, bloom or fingerprint",
+                ))
+            }
         };
         let spec = spec.trim();
         let digits = spec.bytes().take_while(u8::is_ascii_digit).count();
@@ -160,6 +198,11 @@ impl FromStr for Tier {
                 None => return Err(bad("unknown unit")),
             },
         };
+        if kind == Kind::Fingerprint && span != Span::Day {
+            return Err(bad(
+                "a fingerprint tier is counted in days (365d:fingerprint)",
+            ));
+        }
         Ok(Tier {
             span,
             retention: count,
@@ -337,7 +380,20 @@ impl Config {
                     )));
                 }
             }
-            if self.tiers[..i].iter().any(|o| o.windows() == t.windows()) {
+            if t.is_table() {
+                let most = crate::fingerprint::MAX_RETENTION + 1;
+                if t.span != Span::Day || !(2..=most).contains(&t.retention) {
+                    return Err(Error::config(format!(
+                        "tier {t}: a fingerprint tier keeps 2 to {most} days"
+                    )));
+                }
+                if self.tiers[..i].iter().any(Tier::is_table) {
+                    return Err(Error::config("at most one fingerprint tier"));
+                }
+            } else if self.tiers[..i]
+                .iter()
+                .any(|o| !o.is_table() && o.windows() == t.windows())
+            {
                 return Err(Error::config(format!(
                     "two tiers have the same window ({t})"
                 )));
@@ -386,17 +442,40 @@ impl Config {
     }
 
     /// The rate one segment of `tier` may contribute: a query reads at most
-    /// the tier's `retention` segments, so each gets an equal share.
+    /// the tier's `retention` segments, so each gets an equal share. A
+    /// fingerprint tier is one segment: all of it.
     pub(crate) fn segment_fpr(&self, tier: &Tier) -> f64 {
+        if tier.is_table() {
+            return self.fpr;
+        }
         self.fpr / f64::from(tier.retention.max(1))
     }
 
     /// Planned keys and target rate of sub-filter `index` of a segment of `tier`.
+    ///
+    /// A fingerprint tier plans its whole retention in one table: the keys
+    /// of `retention` days. Its first table takes the narrowest
+    /// fingerprint whose rate meets `fpr` with every slot live (the most
+    /// any table can hold), and is charged that bound `B0`; the tables a
+    /// chain grows share what is left, `(fpr - B0) (1 - r) r^(i-1)`, so
+    /// the chain's rates add up to at most `fpr` however full each is.
     pub(crate) fn subfilter_plan(&self, tier: &Tier, index: u32) -> (u64, f64) {
         let base = tier.planned_items(self.expected_items_per_day) as f64;
         let i = index.min(1000) as i32;
+        let (base, rate) = if tier.is_table() {
+            let base = base * f64::from(tier.retention.max(1));
+            let g = crate::fingerprint::Geometry::for_fpr_at_any_load(self.fpr);
+            let b0 = g.fpr_bound(1.0).min(self.fpr);
+            let rate = match i {
+                0 => b0,
+                _ => (self.fpr - b0) * (1.0 - self.tightening) * self.tightening.powi(i - 1),
+            };
+            (base, rate)
+        } else {
+            let rate = self.segment_fpr(tier) * (1.0 - self.tightening) * self.tightening.powi(i);
+            (base, rate)
+        };
         let capacity = base * self.growth_factor.powi(i);
-        let rate = self.segment_fpr(tier) * (1.0 - self.tightening) * self.tightening.powi(i);
         let capacity = if capacity >= u64::MAX as f64 {
             u64::MAX
         } else {

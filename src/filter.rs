@@ -93,14 +93,22 @@ pub enum Kind {
     Bloom,
     /// Four-bit counters: insert, lookup and remove.
     Counting,
+    /// A cuckoo table of short fingerprints, each with the day its key was
+    /// last seen (`crate::fingerprint`): one table answers every horizon of
+    /// the retention at day precision; insert, lookup and remove.
+    Fingerprint,
 }
 
 impl Kind {
     /// Cells in one 64-byte block.
+    ///
+    /// A fingerprint block's slots depend on its fingerprint width (see
+    /// `segment::Header::cells_per_block`); 0 here.
     pub(crate) const fn cells_per_block(self) -> u32 {
         match self {
             Kind::Bloom => 512,
             Kind::Counting => 128,
+            Kind::Fingerprint => 0,
         }
     }
 
@@ -108,6 +116,7 @@ impl Kind {
         match self {
             Kind::Bloom => 1,
             Kind::Counting => 2,
+            Kind::Fingerprint => 3,
         }
     }
 
@@ -115,8 +124,17 @@ impl Kind {
         match code {
             1 => Some(Kind::Bloom),
             2 => Some(Kind::Counting),
+            3 => Some(Kind::Fingerprint),
             _ => None,
         }
+    }
+
+    /// Whether the cells of this kind are not only ever set: a write-ahead
+    /// log replay needs an exact starting point (a shadow copy at each
+    /// checkpoint), since replaying a decrement or a relocation twice is
+    /// not harmless.
+    pub(crate) const fn needs_shadow(self) -> bool {
+        matches!(self, Kind::Counting | Kind::Fingerprint)
     }
 }
 
@@ -177,6 +195,8 @@ pub(crate) fn masks(kind: Kind, lo: u64, k: u32) -> [u64; BLOCK_WORDS] {
                 m[(cell >> 4) as usize] |= 1u64 << ((cell & 15) * 4);
             }
         }
+        // Fingerprint tables have no probe cells (`crate::fingerprint`).
+        Kind::Fingerprint => {}
     }
     m
 }
@@ -217,6 +237,9 @@ pub(crate) fn contains_key(kind: Kind, block: &Block, lo: u64, k: u32) -> bool {
             let cell = lo.wrapping_mul(*mul) >> 57;
             (block[(cell >> 4) as usize].load(Ordering::Relaxed) >> ((cell & 15) * 4)) & 0xF != 0
         }),
+        // Fingerprint tables are read through `crate::fingerprint`, which
+        // needs the day: no probe cells here.
+        Kind::Fingerprint => false,
     }
 }
 
@@ -226,11 +249,14 @@ pub(crate) fn contains_key(kind: Kind, block: &Block, lo: u64, k: u32) -> bool {
 /// takes unpredictably in every block.
 #[inline]
 pub(crate) fn contains_masks(kind: Kind, block: &Block, masks: &[u64; BLOCK_WORDS]) -> bool {
+    if kind == Kind::Fingerprint {
+        return false; // as `contains_key`
+    }
     let missing = block.iter().zip(masks).fold(0u64, |acc, (w, &m)| {
         let v = w.load(Ordering::Relaxed);
         let occupied = match kind {
             Kind::Bloom => v,
-            Kind::Counting => nibbles_nonzero(v),
+            Kind::Counting | Kind::Fingerprint => nibbles_nonzero(v),
         };
         acc | (m & !occupied)
     });
@@ -329,6 +355,8 @@ pub(crate) fn count_occupied(kind: Kind, blocks: &[Block]) -> u64 {
             n += u64::from(match kind {
                 Kind::Bloom => v.count_ones(),
                 Kind::Counting => nibbles_nonzero(v).count_ones(),
+                // Slots need the geometry: `SubFilter` asks the table.
+                Kind::Fingerprint => 0,
             });
         }
     }
@@ -379,6 +407,7 @@ mod tests {
         match kind {
             Kind::Bloom => set_key(x, b, lo, k),
             Kind::Counting => increment(x, b, &masks(kind, lo, k)),
+            Kind::Fingerprint => panic!("tables are tested in crate::fingerprint"),
         }
     }
 

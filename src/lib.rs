@@ -54,6 +54,11 @@ mod engine;
 mod error;
 mod file;
 mod filter;
+// The fingerprint tier's kernel (`Kind::Fingerprint` tiers). Its design-load
+// sizing (`plan`, `Geometry::for_fpr`) and plain `insert` serve its own
+// tests and measurements; the engine sizes at load 1 and inserts with a day.
+#[allow(dead_code)]
+mod fingerprint;
 pub mod fuzzing;
 mod hash;
 mod manifest;

@@ -647,12 +647,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let opts = write.apply(opts);
             let mut reader = KeyReader::args_or_stdin(keys, key_flags.rules(&lines), "remove")?;
             let engine = Engine::open_with(&dir, opts)?;
-            if let Some(t) = engine
-                .config()
-                .tiers
-                .iter()
-                .find(|t| t.kind != Kind::Counting)
-            {
+            if let Some(t) = engine.config().tiers.iter().find(|t| t.kind == Kind::Bloom) {
                 let e = Error::RemoveUnsupported {
                     tier: t.to_string(),
                 };

@@ -62,6 +62,10 @@ pub(crate) fn file_name(
     window: i64,
     index: u32,
 ) -> Option<String> {
+    if tier_code == "f" {
+        // A fingerprint tier: one table for the whole retention, no window.
+        return Some(format!("f-table-{index}.seg"));
+    }
     Some(format!(
         "{tier_code}-{}-{index}.seg",
         window::label(span, window)?

@@ -36,9 +36,10 @@ use units::{fmt_bytes, fmt_secs};
 pub struct TierPlan {
     /// The tier, as written in a tier list (`7d`, `4w:counting`).
     pub tier: String,
-    /// Bloom or counting.
+    /// Bloom, counting or fingerprint.
     pub kind: Kind,
-    /// Windows kept (the retention), all of which a lookup may read.
+    /// Windows kept (the retention), all of which a lookup may read; 1 for
+    /// a fingerprint tier (one table).
     pub windows: u32,
     /// Nominal length of one window in seconds (a month counts 31 days).
     pub window_secs: u64,
@@ -51,7 +52,7 @@ pub struct TierPlan {
     pub subfilter_fpr: f64,
     /// Bits of memory per planned key in the first sub-filter.
     pub bits_per_key: f64,
-    /// Probes per key.
+    /// Probes per key (a fingerprint tier: bits of a fingerprint).
     pub probes: u32,
     /// Bytes of one window's file before any growth (header page included).
     pub bytes_per_window: u64,
@@ -85,19 +86,27 @@ impl Plan {
             let geometry = sizing::plan(t.kind, capacity, rate);
             let body = geometry.nblocks.saturating_mul(BLOCK_BYTES);
             let bytes_per_window = body.saturating_add(BODY_OFFSET);
+            // A fingerprint tier is one table over its whole retention,
+            // answering at day precision.
+            let (windows, window_secs, coarseness) = if t.is_table() {
+                (1, u64::from(t.retention) * 86_400, 86_400)
+            } else {
+                let secs = window::nominal_secs(t.span);
+                (t.retention, secs, secs)
+            };
             tiers.push(TierPlan {
                 tier: t.to_string(),
                 kind: t.kind,
-                windows: t.retention,
-                window_secs: window::nominal_secs(t.span),
+                windows,
+                window_secs,
                 items_per_window: capacity,
                 window_fpr: config.segment_fpr(t),
                 subfilter_fpr: rate,
                 bits_per_key: body as f64 * 8.0 / capacity as f64,
                 probes: geometry.k,
                 bytes_per_window,
-                bytes: bytes_per_window.saturating_mul(u64::from(t.retention)),
-                coarseness_secs: window::nominal_secs(t.span),
+                bytes: bytes_per_window.saturating_mul(u64::from(windows)),
+                coarseness_secs: coarseness,
             });
         }
         let total_bytes = tiers.iter().fold(0u64, |n, t| n.saturating_add(t.bytes));
@@ -161,6 +170,26 @@ impl fmt::Display for Plan {
 mod tests {
     use super::*;
     use crate::config::Tier;
+
+    #[test]
+    fn a_fingerprint_tier_is_one_table_of_its_retention() {
+        let config = Config {
+            tiers: vec![Tier::monthly(12), Tier::fingerprint(365)],
+            expected_items_per_day: 100_000,
+            fpr: 0.001,
+            ..Config::default()
+        };
+        let plan = Plan::new(&config).unwrap();
+        let f = &plan.tiers[1];
+        assert_eq!((f.windows, f.coarseness_secs), (1, 86_400));
+        assert_eq!(f.items_per_window, 36_500_000);
+        assert_eq!(f.bytes, f.bytes_per_window);
+        // 16-bit fingerprints, 20 slots a line at 95%: 26.95 bits per key.
+        assert_eq!(f.probes, 16);
+        assert!((26.9..27.0).contains(&f.bits_per_key), "{}", f.bits_per_key);
+        assert!(f.subfilter_fpr <= config.fpr);
+        assert!(plan.to_string().contains("365d:fingerprint"));
+    }
 
     #[test]
     fn plan_matches_the_engine_sizing() {

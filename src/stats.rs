@@ -31,7 +31,7 @@ pub struct Stats {
 pub struct TierStats {
     /// The tier as written in `--tiers` (`7d`, `4w:counting`).
     pub tier: String,
-    /// Bloom or counting.
+    /// Bloom, counting or fingerprint.
     pub kind: Kind,
     /// Live windows, the open one included.
     pub retention: u32,
@@ -79,6 +79,12 @@ pub struct SegmentStats {
     pub estimated_fpr: f64,
     /// Counters stuck at 15 (counting segments).
     pub saturated: u64,
+    /// Bytes of the segment's files per estimated key, in bits (for a
+    /// fingerprint table: per live key).
+    pub bits_per_key: f64,
+    /// Fingerprint tables: entries relocated to make room since the engine
+    /// was opened (0 for other kinds).
+    pub moves: u64,
 }
 
 impl SegmentStats {
@@ -99,7 +105,20 @@ impl SegmentStats {
             estimated_items: 0,
             estimated_fpr: 0.0,
             saturated: 0,
+            bits_per_key: 0.0,
+            moves: 0,
         }
+    }
+
+    /// A fingerprint tier's table: labelled `table`, spanning the days it
+    /// keeps up to the end of `today`.
+    pub(crate) fn table(days: u32, today: u32, offset: i32, state: &'static str) -> Self {
+        use crate::window::{self, Span};
+        let (first, today) = (i64::from(today) - i64::from(days), i64::from(today));
+        let mut s = SegmentStats::window(Span::Day, today, offset, state);
+        s.window = "table".into();
+        s.window_start = window::start(Span::Day, first, offset).unwrap_or(0);
+        s
     }
 }
 

@@ -7,8 +7,9 @@
 //! appended), and drops directory entries no fsync made durable. The
 //! engine, opened on each such image as after a power loss, must open every
 //! time; under `always` every key acknowledged before the crash point must
-//! be there. The workloads rotate windows, grow chains, expire windows and
-//! remove keys from counting tiers.
+//! be there. The workloads rotate windows, grow chains, expire windows,
+//! remove keys from counting tiers, and fill a fingerprint table beside a
+//! daily tier past its plan (it grows and relocates entries).
 
 mod common;
 
@@ -327,6 +328,12 @@ fn power_loss_at_every_sync_point() {
     let n = crash_at_every_sync(&counting, SyncPolicy::Always, counting_workload);
     println!("counting, always: {n} crash points");
     assert!(n > 50, "only {n} crash points");
+    // A fingerprint table beside a daily tier, overfilled (it grows and
+    // relocates entries): its shadow copies and replay with days.
+    let table = [Tier::daily(2), Tier::fingerprint(3)];
+    let n = crash_at_every_sync(&table, SyncPolicy::Always, bloom_workload);
+    println!("fingerprint, always: {n} crash points");
+    assert!(n > 50, "only {n} crash points");
     for policy in [
         SyncPolicy::Interval(std::time::Duration::from_millis(5)),
         SyncPolicy::None,
@@ -335,5 +342,7 @@ fn power_loss_at_every_sync_point() {
         println!("bloom, {policy}: {n} crash points, every one opened");
         let n = crash_at_every_sync(&counting, policy, counting_workload);
         println!("counting, {policy}: {n} crash points, every one opened");
+        let n = crash_at_every_sync(&table, policy, bloom_workload);
+        println!("fingerprint, {policy}: {n} crash points, every one opened");
     }
 }

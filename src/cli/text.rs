@@ -35,13 +35,18 @@ pub fn stats_table(name: &str, place: &str, s: &Stats) -> String {
         let kind = match tier.kind {
             Kind::Bloom => "bloom",
             Kind::Counting => "counting",
+            Kind::Fingerprint => "fingerprint",
+        };
+        let windows = if tier.kind == Kind::Fingerprint {
+            "days in one table".to_string()
+        } else {
+            format!("windows of {}", fmt_secs(tier.window_secs))
         };
         let _ = writeln!(
             t,
-            "\ntier {}  {kind}  {} windows of {}  covers {}{}",
+            "\ntier {}  {kind}  {} {windows}  covers {}{}",
             tier.tier,
             tier.retention,
-            fmt_secs(tier.window_secs),
             fmt_secs(tier.covers_secs),
             if tier.answers_contains {
                 "  (answers check)"
@@ -50,12 +55,21 @@ pub fn stats_table(name: &str, place: &str, s: &Stats) -> String {
             }
         );
         let counting = tier.kind == Kind::Counting;
+        let table = tier.kind == Kind::Fingerprint;
         let _ = write!(
             t,
             "  {:<10} {:<7} {:>10} {:>10} {:>8} {:>12} {:>10}",
             "window", "state", "subfilters", "size", "fill", "est. items", "est. fpr"
         );
-        let _ = writeln!(t, "{}", if counting { "  saturated" } else { "" });
+        let _ = writeln!(
+            t,
+            "{}",
+            match (counting, table) {
+                (true, _) => "  saturated",
+                (_, true) => "  bits/key      moves",
+                _ => "",
+            }
+        );
         for g in &tier.segments {
             let _ = write!(
                 t,
@@ -70,6 +84,9 @@ pub fn stats_table(name: &str, place: &str, s: &Stats) -> String {
             );
             if counting {
                 let _ = write!(t, " {:>10}", g.saturated);
+            }
+            if table {
+                let _ = write!(t, " {:>9.2} {:>10}", g.bits_per_key, g.moves);
             }
             t.push('\n');
         }

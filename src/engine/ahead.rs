@@ -129,6 +129,9 @@ impl Engine {
         self.ahead_for.store(b, Ordering::Relaxed);
         let mut plans = Vec::new();
         for (ti, t) in cur.tiers.iter().enumerate() {
+            if t.tier.is_table() {
+                continue; // one table for life: no window opens at a boundary
+            }
             let Ok(window) = self.window_index(t.tier.span, b) else {
                 continue;
             };
@@ -235,6 +238,7 @@ fn make(plans: Vec<Plan>, seed_fp: u64, write_zeros: bool) -> Made {
             p.capacity,
             p.rate,
             write_zeros,
+            None,
         ) {
             Ok(sub) => {
                 made.0.push((p.tier, p.window, Arc::new(sub)));

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::config::SyncPolicy;
 use crate::error::{Error, Result};
-use crate::filter::Kind;
+use crate::fingerprint::Insert;
 use crate::manifest::{Manifest, SegmentEntry};
 use crate::wal::{self, Op, Wal};
 use crate::window;
@@ -129,7 +129,7 @@ impl Engine {
         // Every counting sub-filter not sealed on disk needs a shadow copy
         // at the checkpoint the log starts from.
         need_checkpoint |= snap.tiers.iter().any(|t| {
-            t.tier.kind == Kind::Counting
+            t.tier.kind.needs_shadow()
                 && t.segments.iter().flat_map(|s| &s.subs).any(|s| {
                     !s.sealed_on_disk() && !wal::shadow_path(wal_dir, &s.file_name(), c).exists()
                 })
@@ -154,7 +154,7 @@ impl Engine {
     ) -> Result<()> {
         let x = self.stripes.lock_all();
         for t in &snap.tiers {
-            if t.tier.kind != Kind::Counting {
+            if !t.tier.kind.needs_shadow() {
                 continue;
             }
             for s in t.segments.iter().flat_map(|s| &s.subs) {
@@ -173,9 +173,34 @@ impl Engine {
                 s.restore(&x, &body);
             }
         }
+        // Fingerprint tables take each logged insert again with its own day
+        // (the record's instant), as of today: a day they no longer keep
+        // is skipped, a key's day only moves forward.
+        let today = self.day_of(self.now()?)?;
         for r in records {
             let mut targets = Vec::with_capacity(snap.tiers.len());
             for t in &snap.tiers {
+                if t.tier.is_table() {
+                    let (Ok(day), Some(seg)) = (self.day_of(r.t), t.segments.last()) else {
+                        continue;
+                    };
+                    let days = t.tier.table_days();
+                    match r.op {
+                        Op::Insert => {
+                            if let Some(Insert::Full) = seg.table_insert(&x, r.h, day, today, days)
+                            {
+                                return Err(Error::corrupt(
+                                    seg.tail().map(|s| s.path().to_path_buf()).unwrap_or_default(),
+                                    "a fingerprint table has no room for a logged insert at recovery",
+                                ));
+                            }
+                        }
+                        Op::Remove => {
+                            seg.table_remove(&x, r.h, today, days);
+                        }
+                    }
+                    continue;
+                }
                 let Some(w) = window::index(t.tier.span, r.t, self.config.utc_offset_secs) else {
                     continue;
                 };
@@ -228,8 +253,11 @@ impl Engine {
                     if s.sealed_on_disk() {
                         continue;
                     }
+                    // A sweep in progress finishes first: the copy and its
+                    // checksum read one state of the body.
+                    let _sweeps = s.hold_sweeps();
                     s.flush()?;
-                    if t.tier.kind == Kind::Counting && !s.sealed_on_disk() {
+                    if t.tier.kind.needs_shadow() && !s.sealed_on_disk() {
                         let p = wal::shadow_path(&wal_dir, &s.file_name(), l);
                         wal::write_shadow(&p, s.body())?;
                         shadows = true;

@@ -379,9 +379,10 @@ impl Engine {
         r
     }
 
-    /// Whether [`Engine::remove`] works here: every tier is a counting tier.
+    /// Whether [`Engine::remove`] works here: every tier is a counting or
+    /// a fingerprint tier.
     pub fn supports_remove(&self) -> bool {
-        self.config.tiers.iter().all(|t| t.kind == Kind::Counting)
+        self.config.tiers.iter().all(|t| t.kind != Kind::Bloom)
     }
 
     /// Opens the engine in `dir` with the system clock; its configuration
@@ -585,6 +586,7 @@ impl Engine {
                 tier: *t,
                 code: t.code(),
                 segments,
+                day: None,
             })
             .collect();
         Engine {
@@ -719,6 +721,43 @@ impl Engine {
                 reason: format!("no {span:?} window holds instant {t}"),
             }
         })
+    }
+
+    /// The day holding instant `t` (days since the epoch in the configured
+    /// offset, as daily windows count them): a fingerprint table's clock.
+    #[inline]
+    fn day_of(&self, t: i64) -> Result<u32> {
+        let d = self.window_index(window::Span::Day, t)?;
+        u32::try_from(d).map_err(|_| Error::WindowUnavailable {
+            reason: format!("instant {t} lies before the first day a fingerprint table knows"),
+        })
+    }
+
+    /// The window of `tier` that holds `t`; a fingerprint tier has one
+    /// window for its whole life, index 0 (see `Tier::is_table`).
+    fn tier_window(&self, tier: &Tier, t: i64) -> Result<i64> {
+        if tier.is_table() {
+            return Ok(0);
+        }
+        self.window_index(tier.span, t)
+    }
+
+    /// Where the live windows of `tier` begin at `now` (an instant), and
+    /// where its current window ends: for a fingerprint tier, the start of
+    /// the oldest day it keeps and the end of today (the day its tags
+    /// age by, and its daily sweep).
+    fn tier_reach(&self, tier: &Tier, now: i64) -> Result<(i64, Option<i64>)> {
+        let off = self.config.utc_offset_secs;
+        let (span, cur, oldest) = if tier.is_table() {
+            let today = i64::from(self.day_of(now)?);
+            let first = today - i64::from(tier.table_days());
+            (window::Span::Day, today, first)
+        } else {
+            let cur = self.window_index(tier.span, now)?;
+            (tier.span, cur, tier.oldest_live(cur))
+        };
+        let start = window::start(span, oldest, off).unwrap_or(i64::MIN);
+        Ok((start, window::end(span, cur, off)))
     }
 
     /// Closes the engine cleanly, reporting any error (dropping it does the

@@ -11,11 +11,12 @@ use std::time::Duration;
 use crate::chain::{any_contains, Lookup, Segment};
 use crate::error::{Error, Result};
 use crate::filter::sizing;
+use crate::hash::KeyHash;
 use crate::stats::{SegmentStats, Stats, TierStats};
 use crate::wal;
 use crate::window;
 
-use super::snapshot::Snapshot;
+use super::snapshot::{Snapshot, TierState};
 use super::{Engine, WAL_DIR};
 
 impl Engine {
@@ -35,30 +36,47 @@ impl Engine {
         let now = self.now()?;
         self.check_open(snap)?;
         let h = self.hash(key);
-        Ok(any_contains(self.live_full(snap, now)?, h))
+        Ok(self.live_full(snap, now)?.contains(h))
     }
 
     /// The live segments of the tier whose windows reach furthest back:
     /// the snapshot's, or past a boundary that no writer has rotated
     /// across yet, those the clock says are still live.
     #[inline]
-    fn live_full<'s>(&self, snap: &'s Snapshot, now: i64) -> Result<&'s [Segment]> {
+    pub(super) fn live_full<'s>(&self, snap: &'s Snapshot, now: i64) -> Result<Reader<'s>> {
         if now < snap.next_boundary {
-            return Ok(&snap.tiers[snap.full_tier].segments);
+            return self.reader(&snap.tiers[snap.full_tier], now);
         }
         self.past_boundary(snap, now)?;
-        let off = self.config.utc_offset_secs;
-        let mut best: Option<(i64, &'s [Segment])> = None;
+        let mut best: Option<(i64, &'s TierState)> = None;
         for t in &snap.tiers {
-            let cur = self.window_index(t.tier.span, now)?;
-            let from = t.tier.oldest_live(cur);
-            let start = window::start(t.tier.span, from, off).unwrap_or(i64::MIN);
-            let i = t.segments.partition_point(|s| s.window < from);
+            let (start, _) = self.tier_reach(&t.tier, now)?;
             if best.is_none_or(|b| start < b.0) {
-                best = Some((start, &t.segments[i..]));
+                best = Some((start, t));
             }
         }
-        Ok(best.map_or(&[], |b| b.1))
+        match best {
+            Some((_, t)) => self.reader(t, now),
+            None => Ok(Reader::Windows(&[])),
+        }
+    }
+
+    /// What reads a tier's whole retention at `now`: its live windows, or
+    /// its table from the oldest day it keeps.
+    #[inline]
+    fn reader<'s>(&self, t: &'s TierState, now: i64) -> Result<Reader<'s>> {
+        if t.tier.is_table() {
+            let today = self.day_of(now)?;
+            return Ok(Reader::Table {
+                seg: t.segments.last(),
+                first: today.saturating_sub(t.tier.table_days()),
+                today,
+            });
+        }
+        let cur = self.window_index(t.tier.span, now)?;
+        let from = t.tier.oldest_live(cur);
+        let i = t.segments.partition_point(|s| s.window < from);
+        Ok(Reader::Windows(&t.segments[i..]))
     }
 
     /// [`Engine::contains`] for many keys, loads of a group issued first.
@@ -73,7 +91,14 @@ impl Engine {
     ) -> Result<Vec<bool>> {
         let now = self.now()?;
         self.check_open(snap)?;
-        let mut look = Lookup::new(self.live_full(snap, now)?);
+        let segments = match self.live_full(snap, now)? {
+            Reader::Windows(segments) => segments,
+            table => {
+                let hashes: Vec<KeyHash> = keys.iter().map(|k| self.hash(k.as_ref())).collect();
+                return Ok(table.contains_all(&hashes));
+            }
+        };
+        let mut look = Lookup::new(segments);
         let mut out = Vec::with_capacity(keys.len());
         // Pipelined: the next group's loads are issued before the current
         // group is tested, so memory stays busy while the tests run.
@@ -133,7 +158,16 @@ impl Engine {
         }
         let h = self.hash(key);
         let (ti, first) = self.pick_tier(snap, now, horizon)?;
-        let segs = &snap.tiers[ti].segments;
+        let t = &snap.tiers[ti];
+        if t.tier.is_table() {
+            let today = self.day_of(now)?;
+            let first = u32::try_from(first).unwrap_or(today);
+            return Ok(t
+                .segments
+                .last()
+                .is_some_and(|s| s.table_contains(h, first, today)));
+        }
+        let segs = &t.segments;
         let from = segs.partition_point(|s| s.window < first);
         Ok(any_contains(&segs[from..], h))
     }
@@ -145,13 +179,21 @@ impl Engine {
         let mut best: Option<(u64, i64, usize, i64)> = None; // (window secs, segments, tier, first)
         let mut max_cover = 0u64;
         for (ti, t) in snap.tiers.iter().enumerate() {
-            let cur = self.window_index(t.tier.span, now)?;
-            let oldest = t.tier.oldest_live(cur);
-            if let Some(start) = window::start(t.tier.span, oldest, self.config.utc_offset_secs) {
-                max_cover = max_cover.max(now.saturating_sub(start).max(0) as u64);
-            }
-            let Some(first) = window::index(t.tier.span, since.max(0), self.config.utc_offset_secs)
-            else {
+            let (start, _) = self.tier_reach(&t.tier, now)?;
+            max_cover = max_cover.max(now.saturating_sub(start).max(0) as u64);
+            // A fingerprint tier's "windows" are its days (one table).
+            let span = if t.tier.is_table() {
+                window::Span::Day
+            } else {
+                t.tier.span
+            };
+            let cur = self.window_index(span, now)?;
+            let oldest = if t.tier.is_table() {
+                cur - i64::from(t.tier.table_days())
+            } else {
+                t.tier.oldest_live(cur)
+            };
+            let Some(first) = window::index(span, since.max(0), self.config.utc_offset_secs) else {
                 continue;
             };
             if first < oldest {
@@ -159,12 +201,12 @@ impl Engine {
             }
             // The finest windows first (the least coarse answer), then the
             // fewest segments. See docs/design.md, "Horizons".
-            let cand = (
-                window::nominal_secs(t.tier.span),
-                cur - first + 1,
-                ti,
-                first,
-            );
+            let segments = if t.tier.is_table() {
+                1
+            } else {
+                cur - first + 1
+            };
+            let cand = (window::nominal_secs(span), segments, ti, first);
             if best.is_none_or(|b| (cand.0, cand.1) < (b.0, b.1)) {
                 best = Some(cand);
             }
@@ -228,14 +270,18 @@ impl Engine {
         let mut tiers = Vec::new();
         let mut bytes = 0;
         for (ti, t) in st.tiers.iter().enumerate() {
-            let cur = self.window_index(t.tier.span, now)?;
-            let oldest = t.tier.oldest_live(cur);
-            let covers = window::start(t.tier.span, oldest, off)
-                .map_or(0, |s| now.saturating_sub(s).max(0) as u64);
+            let (start, _) = self.tier_reach(&t.tier, now)?;
+            let covers = now.saturating_sub(start).max(0) as u64;
+            let table = t.tier.is_table();
+            let today = self.day_of(now)?;
             let mut segments = Vec::new();
             for seg in &t.segments {
                 let state = if seg.is_sealed() { "sealed" } else { "open" };
-                let mut s = SegmentStats::window(t.tier.span, seg.window, off, state);
+                let mut s = if table {
+                    SegmentStats::table(t.tier.table_days(), today, off, state)
+                } else {
+                    SegmentStats::window(t.tier.span, seg.window, off, state)
+                };
                 s.subfilters = seg.subs.len();
                 for sub in &seg.subs {
                     let hd = sub.header();
@@ -243,16 +289,23 @@ impl Engine {
                         nblocks: hd.nblocks,
                         k: hd.k,
                     };
-                    let occ = sub.occupied();
+                    // A table counts its live slots (a scan): one per key.
+                    let occ = if table {
+                        sub.count_live(today)
+                    } else {
+                        sub.occupied()
+                    };
                     let items = sizing::estimate_items(hd.kind, plan, occ);
                     s.bytes += sub.len_bytes();
-                    s.cells += hd.nblocks * u64::from(hd.kind.cells_per_block());
+                    s.cells += hd.cells();
                     s.occupied += occ;
                     s.estimated_items += items.round() as u64;
                     s.estimated_fpr += sizing::fpr(hd.kind, hd.k, items / hd.nblocks as f64);
                     s.saturated += sub.saturated();
+                    s.moves += sub.moves();
                 }
                 s.fill = s.occupied as f64 / s.cells.max(1) as f64;
+                s.bits_per_key = (s.bytes * 8) as f64 / s.estimated_items.max(1) as f64;
                 bytes += s.bytes;
                 segments.push(s);
             }
@@ -262,7 +315,11 @@ impl Engine {
                 retention: t.tier.retention,
                 window_secs: window::nominal_secs(t.tier.span),
                 covers_secs: covers,
-                coarseness_secs: window::nominal_secs(t.tier.span),
+                coarseness_secs: if table {
+                    86_400
+                } else {
+                    window::nominal_secs(t.tier.span)
+                },
                 segment_fpr: self.config.segment_fpr(&t.tier),
                 answers_contains: ti == st.full_tier,
                 segments,
@@ -277,5 +334,46 @@ impl Engine {
             bytes,
             tiers,
         })
+    }
+}
+
+/// What answers "seen within the retention of a tier?" at one instant.
+pub(super) enum Reader<'s> {
+    /// The live windows of a Bloom or counting tier.
+    Windows(&'s [Segment]),
+    /// A fingerprint tier's table, from day `first` to `today`.
+    Table {
+        seg: Option<&'s Segment>,
+        first: u32,
+        today: u32,
+    },
+}
+
+impl Reader<'_> {
+    /// Whether the key is there.
+    #[inline]
+    pub(super) fn contains(&self, h: KeyHash) -> bool {
+        match self {
+            Reader::Windows(segments) => any_contains(segments, h),
+            Reader::Table { seg, first, today } => {
+                seg.is_some_and(|s| s.table_contains(h, *first, *today))
+            }
+        }
+    }
+
+    /// [`Reader::contains`] for many keys; a table's first buckets of a
+    /// group of keys are loaded before any is tested.
+    pub(super) fn contains_all(&self, hashes: &[KeyHash]) -> Vec<bool> {
+        if let Reader::Table { seg: Some(seg), .. } = self {
+            let mut out = Vec::with_capacity(hashes.len());
+            for group in hashes.chunks(crate::chain::MAX_GROUP) {
+                for h in group {
+                    seg.prefetch_tables(*h);
+                }
+                out.extend(group.iter().map(|h| self.contains(*h)));
+            }
+            return out;
+        }
+        hashes.iter().map(|h| self.contains(*h)).collect()
     }
 }

@@ -19,7 +19,6 @@ use crate::chain::Segment;
 use crate::clock::instant;
 use crate::config::{SyncPolicy, Tier};
 use crate::error::{Error, Result};
-use crate::filter::Kind;
 use crate::manifest::file_name;
 use crate::segment::{Identity, SubFilter};
 use crate::stats::Maintenance;
@@ -97,8 +96,8 @@ impl Engine {
             .tiers
             .iter()
             .filter_map(|t| {
-                let w = t.segments.last()?.window;
-                window::end(t.tier.span, w, off)
+                let (span, w) = newest_window(t)?;
+                window::end(span, w, off)
             })
             .min()
         else {
@@ -121,11 +120,11 @@ impl Engine {
         // whole window of each tier passes unseen (a tier keeping one window
         // expires it at every boundary by design).
         for t in &snap.tiers {
-            let Some(newest) = t.segments.last() else {
+            let Some((span, newest)) = newest_window(t) else {
                 continue;
             };
-            let cur = self.window_index(t.tier.span, now)?;
-            let last = newest.window.max(self.window_index(t.tier.span, from - 1)?);
+            let cur = self.window_index(span, now)?;
+            let last = newest.max(self.window_index(span, from - 1)?);
             let skip = i64::from(t.tier.retention.max(2));
             if cur < last.saturating_add(skip) {
                 return Ok(());
@@ -157,6 +156,10 @@ impl Engine {
             window,
             index,
         };
+        let table = match tier.is_table() {
+            true => Some((tier.table_days(), self.day_of(self.now()?)?)),
+            false => None,
+        };
         let sub = SubFilter::create(
             &self.seg_path(&name),
             tier.kind,
@@ -165,6 +168,7 @@ impl Engine {
             capacity,
             rate,
             self.policy != SyncPolicy::None,
+            table,
         )?;
         Ok(Arc::new(sub))
     }
@@ -202,6 +206,9 @@ impl Engine {
         let label = |t: &TierState, w: i64| window_name(&t.tier, w);
         let mut expired = Vec::new();
         for t in &mut next.tiers {
+            if t.tier.is_table() {
+                continue; // one table for life: its keys expire by day
+            }
             let c = self.window_index(t.tier.span, now)?;
             let keep_from = t.tier.oldest_live(c);
             let n = t.segments.partition_point(|s| s.window < keep_from);
@@ -245,7 +252,7 @@ impl Engine {
             // (the clock skipped their window) are deleted.
             let mut made = ahead::take(&mut slot);
             for (ti, t) in next.tiers.iter_mut().enumerate() {
-                let c = self.window_index(t.tier.span, now)?;
+                let c = self.tier_window(&t.tier, now)?;
                 if t.segments.last().is_none_or(|s| s.window < c) {
                     let seg = match made.take(ti, c) {
                         Some(sub) => Segment {
@@ -257,7 +264,7 @@ impl Engine {
                     done.opened.push(label(t, c));
                     t.segments.push(seg);
                     created = true;
-                    counting_changed |= t.tier.kind == Kind::Counting;
+                    counting_changed |= t.tier.kind.needs_shadow();
                 }
             }
             if created {
@@ -272,7 +279,7 @@ impl Engine {
                         for s in &seg.subs {
                             if s.unseal()? {
                                 unsealed = true;
-                                counting_changed |= t.tier.kind == Kind::Counting;
+                                counting_changed |= t.tier.kind.needs_shadow();
                             }
                         }
                     } else if seg.subs.iter().any(|s| !s.sealed_on_disk()) {
@@ -290,16 +297,20 @@ impl Engine {
         let mut ahead_from = i64::MAX;
         let mut oldest = i64::MAX;
         for (ti, t) in next.tiers.iter().enumerate() {
-            let c = self.window_index(t.tier.span, now)?;
-            if let Some(end) = window::end(t.tier.span, c, off) {
+            let (start, end) = self.tier_reach(&t.tier, now)?;
+            if let Some(end) = end {
                 if end < boundary {
                     boundary = end;
-                    let start = window::start(t.tier.span, c, off).unwrap_or(end);
+                    let span = if t.tier.is_table() {
+                        window::Span::Day
+                    } else {
+                        t.tier.span
+                    };
+                    let c = self.window_index(span, now)?;
+                    let start = window::start(span, c, off).unwrap_or(end);
                     ahead_from = end - ahead::lead(end - start);
                 }
             }
-            let from = t.tier.oldest_live(c);
-            let start = window::start(t.tier.span, from, off).unwrap_or(i64::MIN);
             if start < oldest {
                 oldest = start;
                 next.full_tier = ti;
@@ -324,8 +335,44 @@ impl Engine {
         } else if created || unsealed {
             self.store_manifest(m, &next)?;
         }
+        // Fingerprint tables expire by day: sweep them when the day moved.
+        // One left alone past the sweep interval is caught up before any
+        // later call reads it (a dead tag would soon read as live again);
+        // a daily sweep runs beside the lookups and inserts.
+        let mut to_sweep = Vec::new();
+        for t in next.tiers.iter_mut().filter(|t| t.tier.is_table()) {
+            t.day = Some(i64::from(self.day_of(now)?));
+        }
+        if !self.read_only {
+            let today = self.day_of(now)?;
+            for t in next.tiers.iter().filter(|t| t.tier.is_table()) {
+                let interval = crate::fingerprint::max_sweep_interval(t.tier.table_days());
+                for s in t.segments.iter().flat_map(|seg| &seg.subs) {
+                    match s.swept() {
+                        Some(d) if today >= d.saturating_add(interval) => {
+                            // Writers wait for this rotation: no insert
+                            // of a later day runs meanwhile.
+                            s.sweep(today, || today);
+                        }
+                        Some(d) if today > d => to_sweep.push(Arc::clone(s)),
+                        _ => {}
+                    }
+                }
+            }
+        }
         self.publish(next);
         drop(slot);
+        if !to_sweep.is_empty() {
+            let today = self.day_of(now)?;
+            if background {
+                self.sweep_in_background(m, to_sweep, today);
+            } else {
+                let clock = self.day_clock(today);
+                for s in &to_sweep {
+                    s.sweep(today, &clock);
+                }
+            }
+        }
         if !to_seal.is_empty() {
             if background && !self.read_only {
                 self.stop_writes(&to_seal);
@@ -381,6 +428,40 @@ impl Engine {
         }
     }
 
+    /// Sweeps fingerprint tables on a thread of its own (at nice 10, like
+    /// seals): lookups and inserts go on meanwhile; the next `flush`,
+    /// `close` or expiry waits for it.
+    fn sweep_in_background(&self, m: &mut Maint, subs: Vec<Arc<SubFilter>>, today: u32) {
+        let clock = self.day_clock(today);
+        let spawned = std::thread::Builder::new()
+            .name("timebloom-sweep".into())
+            .spawn(move || {
+                ahead::background();
+                for s in &subs {
+                    s.sweep(today, &clock);
+                }
+                Ok(())
+            });
+        // No thread to be had: the next rotation sweeps.
+        if let Ok(h) = spawned {
+            m.sealing.push(h);
+        }
+    }
+
+    /// The engine clock's day, as a sweep reads it (`fallback` when the
+    /// clock cannot be read).
+    fn day_clock(&self, fallback: u32) -> impl Fn() -> u32 + Send + 'static {
+        let (clock, off) = (self.clock.clone(), self.config.utc_offset_secs);
+        move || {
+            clock
+                .now_secs()
+                .ok()
+                .and_then(|t| window::index(window::Span::Day, t, off))
+                .and_then(|d| u32::try_from(d).ok())
+                .unwrap_or(fallback)
+        }
+    }
+
     /// Waits for the seals running in the background; the first error.
     pub(super) fn join_seals(&self, m: &mut Maint) -> Result<()> {
         let mut r = Ok(());
@@ -421,7 +502,7 @@ impl Engine {
                 seg.subs
                     .push(self.new_subfilter(&t.tier, &t.code, seg.window, index)?);
                 grown = true;
-                counting |= t.tier.kind == Kind::Counting;
+                counting |= t.tier.kind.needs_shadow();
             }
         }
         if !grown {
@@ -493,6 +574,19 @@ impl Engine {
     ) -> Result<Vec<(usize, i64)>> {
         let mut out = Vec::new();
         for (ti, ts) in snap.tiers.iter().enumerate() {
+            if ts.tier.is_table() {
+                // One table: any day it keeps, none in the future.
+                let (day, today) = (self.day_of(t)?, self.day_of(now)?);
+                if day > today {
+                    return Err(Error::WindowUnavailable {
+                        reason: format!("instant {t} lies in a future day of tier {}", ts.tier),
+                    });
+                }
+                if today - day <= ts.tier.table_days() {
+                    out.push((ti, 0));
+                }
+                continue;
+            }
             let cur = self.window_index(ts.tier.span, now)?;
             let w = self.window_index(ts.tier.span, t)?;
             if w > cur {
@@ -519,4 +613,16 @@ impl Engine {
 #[inline]
 pub(super) fn growth_due(seg: &Segment) -> bool {
     seg.needs_growth() && !seg.is_sealed() && seg.subs.len() < MAX_CHAIN
+}
+
+/// The span and index of a tier's newest window: for a fingerprint tier,
+/// the day of its last rotation (or, before one, of its last sweep).
+fn newest_window(t: &TierState) -> Option<(window::Span, i64)> {
+    let newest = t.segments.last()?;
+    if t.tier.is_table() {
+        let swept = newest.subs.iter().filter_map(|s| s.swept()).max();
+        let day = t.day.or(swept.map(i64::from))?;
+        return Some((window::Span::Day, day));
+    }
+    Some((t.tier.span, newest.window))
 }

@@ -33,6 +33,9 @@ pub(super) struct TierState {
     pub code: String,
     /// Live segments, oldest window first; the last one takes inserts.
     pub segments: Vec<Segment>,
+    /// A fingerprint tier: the day of its last rotation (`None` before the
+    /// first one since open: then its last sweep's day stands in).
+    pub day: Option<i64>,
 }
 
 /// An immutable view of the live set.

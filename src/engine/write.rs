@@ -13,10 +13,11 @@
 use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
-use crate::chain::{any_contains, Lookup, Segment, MAX_GROUP};
+use crate::chain::{Lookup, Segment, MAX_GROUP};
 use crate::clock::instant;
 use crate::error::{Error, Result};
 use crate::filter::{Exclusive, Kind};
+use crate::fingerprint::Insert;
 use crate::hash::KeyHash;
 use crate::wal::Op;
 
@@ -92,18 +93,22 @@ impl Engine {
     fn insert_one(&self, snap: &Snapshot, h: KeyHash, now: i64) -> Result<Step<bool>> {
         for t in &snap.tiers {
             if let Some(seg) = t.segments.last() {
-                seg.prefetch(h);
+                match t.tier.is_table() {
+                    true => seg.prefetch_tables(h),
+                    false => seg.prefetch(h),
+                }
             }
         }
-        let present = any_contains(&snap.tiers[snap.full_tier].segments, h);
-        if present && settled(snap, h) {
+        let today = self.day_of(now)?;
+        let present = self.live_full(snap, now)?.contains(h);
+        if present && settled(snap, h, today) {
             return Ok(Step::Done(false));
         }
         let x = self.stripes.lock(h);
         if let Some(step) = self.recheck(snap, &x) {
             return Ok(step);
         }
-        self.write_locked(snap, &x, h, present, now).map(Step::Done)
+        self.write_locked(snap, &x, h, present, now)
     }
 
     /// Under a stripe, before writing the open windows of `snap`: `Stale`
@@ -123,7 +128,8 @@ impl Engine {
     /// The write half of check-and-insert, under the key's stripe: checks
     /// again a key that tested absent (another writer of the same key may
     /// have inserted it since; it held the same stripe), then records it in
-    /// every tier's open window. Returns whether the key was new.
+    /// every tier's open window. Returns whether the key was new, or
+    /// `Grow` when a fingerprint table had no room (nothing written then).
     #[inline]
     fn write_locked(
         &self,
@@ -132,23 +138,55 @@ impl Engine {
         h: KeyHash,
         present: bool,
         now: i64,
-    ) -> Result<bool> {
-        let present = present || any_contains(&snap.tiers[snap.full_tier].segments, h);
+    ) -> Result<Step<bool>> {
+        let present = present || self.live_full(snap, now)?.contains(h);
+        let today = self.day_of(now)?;
+        if let Some(step) = self.write_tables(snap, x, h, today, today, |_| true)? {
+            return Ok(step);
+        }
         let refused = self.logged(Op::Insert, now, h, || {
             snap.tiers
                 .iter()
+                .filter(|t| !t.tier.is_table())
                 .filter_map(|t| t.segments.last())
                 .find(|seg| !seg.insert(x, h))
         })?;
         if let Some(seg) = refused {
-            return Err(Error::corrupt(
-                seg.tail()
-                    .map(|s| s.path().to_path_buf())
-                    .unwrap_or_default(),
-                "the open segment is mapped read-only",
-            ));
+            return Err(read_only(seg));
         }
-        Ok(!present)
+        Ok(Step::Done(!present))
+    }
+
+    /// Records the key as seen on `day` in the fingerprint tables of the
+    /// tiers `pick` accepts (by index), before the other tiers are written: a
+    /// table without room answers `Grow` and nothing else is written, so
+    /// the retry after growth counts a counting tier once. Tables are
+    /// written outside the log's lock: their writes of different keys
+    /// commute (a key's day only moves forward), and those of one key are
+    /// ordered by its stripe.
+    fn write_tables(
+        &self,
+        snap: &Snapshot,
+        x: &Exclusive,
+        h: KeyHash,
+        day: u32,
+        today: u32,
+        pick: impl Fn(usize) -> bool,
+    ) -> Result<Option<Step<bool>>> {
+        for (ti, t) in snap.tiers.iter().enumerate() {
+            if !t.tier.is_table() || !pick(ti) {
+                continue;
+            }
+            let Some(seg) = t.segments.last() else {
+                continue;
+            };
+            match seg.table_insert(x, h, day, today, t.tier.table_days()) {
+                None => return Err(read_only(seg)),
+                Some(Insert::Full) => return Ok(Some(Step::Grow)),
+                Some(_) => {}
+            }
+        }
+        Ok(None)
     }
 
     /// Applies a write and logs it (under the logged policies): counting
@@ -224,6 +262,14 @@ impl Engine {
     ) -> Result<()> {
         let mut rest = keys;
         let mut now = self.ready(src)?;
+        if src.snap().tiers.iter().any(|t| t.tier.is_table()) {
+            // A fingerprint tier: key by key (the groups below read
+            // windows only).
+            for k in keys {
+                out.push(self.insert_in(src, k.as_ref())?);
+            }
+            return Ok(());
+        }
         while !rest.is_empty() {
             match self.insert_groups(src.snap(), &mut rest, out, now)? {
                 Step::Done(()) => break,
@@ -246,6 +292,7 @@ impl Engine {
         out: &mut Vec<bool>,
         now: i64,
     ) -> Result<Step<()>> {
+        let today = self.day_of(now)?;
         let mut look = Lookup::new(&snap.tiers[snap.full_tier].segments);
         // The open windows of the other tiers take writes too.
         let tails: Vec<&Segment> = (snap.tiers.iter().enumerate())
@@ -268,7 +315,7 @@ impl Engine {
             for (i, h) in look.hashes().iter().enumerate() {
                 let present = look.contains(i);
                 out.push(!present);
-                todo[i] = !(present && settled(snap, *h));
+                todo[i] = !(present && settled(snap, *h, today));
             }
             for (i, h) in look.hashes().iter().enumerate() {
                 if !todo[i] {
@@ -285,7 +332,14 @@ impl Engine {
                 }
                 let was_present = !out[first + i];
                 match self.write_locked(snap, &x, *h, was_present, now) {
-                    Ok(new) => out[first + i] = new,
+                    Ok(Step::Done(new)) => out[first + i] = new,
+                    // Only a table grows here, and batches of engines with
+                    // a table go key by key: kept for completeness.
+                    Ok(_) => {
+                        out.truncate(first + i);
+                        *rest = &rest[i..];
+                        return Ok(Step::Grow);
+                    }
                     Err(e) => {
                         out.truncate(first + i);
                         return Err(e);
@@ -351,10 +405,24 @@ impl Engine {
                 // Checked under the stripe: a seal that starts now waits
                 // for it, so the write below lands before the seal reads.
                 if segs.iter().flatten().all(|s| !s.is_sealed()) {
-                    let present = any_contains(&snap.tiers[snap.full_tier].segments, h);
+                    let present = self.live_full(snap, now)?.contains(h);
+                    let (day, today) = (self.day_of(t)?, self.day_of(now)?);
+                    let pick = |ti: usize| targets.iter().any(|&(t, _)| t == ti);
+                    if let Some(Step::Grow) = self.write_tables(snap, &x, h, day, today, pick)? {
+                        drop(x);
+                        self.grow()?;
+                        src.refresh(self);
+                        continue;
+                    }
+                    let tables: Vec<bool> = targets
+                        .iter()
+                        .map(|&(ti, _)| snap.tiers[ti].tier.is_table())
+                        .collect();
                     self.logged(Op::Insert, t, h, || {
-                        for seg in segs.into_iter().flatten() {
-                            seg.insert(&x, h);
+                        for (seg, table) in segs.into_iter().zip(tables) {
+                            if let (Some(seg), false) = (seg, table) {
+                                seg.insert(&x, h);
+                            }
                         }
                     })?;
                     drop(x);
@@ -423,7 +491,7 @@ impl Engine {
     }
 
     fn check_remove(&self) -> Result<()> {
-        if let Some(t) = self.config.tiers.iter().find(|t| t.kind != Kind::Counting) {
+        if let Some(t) = self.config.tiers.iter().find(|t| t.kind == Kind::Bloom) {
             return Err(Error::RemoveUnsupported {
                 tier: t.to_string(),
             });
@@ -441,7 +509,7 @@ impl Engine {
             let snap = src.snap();
             let targets = self.backfill_targets(snap, now, t)?;
             let mut segs = Vec::with_capacity(targets.len());
-            for (ti, w) in targets {
+            for &(ti, w) in &targets {
                 match snap.tiers[ti].segments.iter().find(|s| s.window == w) {
                     Some(seg) => segs.push(seg),
                     // No window there: the key was never inserted at `t`.
@@ -454,13 +522,25 @@ impl Engine {
                 src.refresh(self);
                 continue;
             }
-            if !segs.iter().all(|s| s.contains(h)) {
+            // A fingerprint table holds one day per key: it holds the key
+            // if any day it keeps does, and a remove deletes the key.
+            let today = self.day_of(now)?;
+            let days = |ti: usize| snap.tiers[ti].tier.table_days();
+            let table = |ti: usize| snap.tiers[ti].tier.is_table();
+            let holds = |(&(ti, _), s): (&(usize, i64), &&Segment)| match table(ti) {
+                true => s.table_contains(h, today.saturating_sub(days(ti)), today),
+                false => s.contains(h),
+            };
+            if !targets.iter().zip(&segs).all(holds) {
                 return Ok(false);
             }
             if segs.iter().all(|s| !s.is_sealed()) {
                 self.logged(Op::Remove, t, h, || {
-                    for seg in segs {
-                        seg.remove(&x, h);
+                    for (&(ti, _), seg) in targets.iter().zip(segs) {
+                        match table(ti) {
+                            true => seg.table_remove(&x, h, today, days(ti)),
+                            false => seg.remove(&x, h),
+                        };
                     }
                 })?;
                 drop(x);
@@ -476,12 +556,26 @@ impl Engine {
 }
 
 /// True when inserting the key would write nothing: every tier's open
-/// window holds it already in a Bloom segment.
+/// window holds it already in a Bloom segment, and every fingerprint table
+/// holds it dated today.
 #[inline]
-fn settled(snap: &Snapshot, h: KeyHash) -> bool {
-    snap.tiers
-        .iter()
-        .all(|t| t.segments.last().is_none_or(|s| s.settled(h)))
+fn settled(snap: &Snapshot, h: KeyHash, today: u32) -> bool {
+    snap.tiers.iter().all(|t| {
+        t.segments.last().is_none_or(|s| match t.tier.is_table() {
+            true => s.table_contains(h, today, today),
+            false => s.settled(h),
+        })
+    })
+}
+
+/// The error of a write that met a segment mapped read-only.
+fn read_only(seg: &Segment) -> Error {
+    Error::corrupt(
+        seg.tail()
+            .map(|s| s.path().to_path_buf())
+            .unwrap_or_default(),
+        "the open segment is mapped read-only",
+    )
 }
 
 /// True when some tier's open window must grow before it takes a write.

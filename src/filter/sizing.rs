@@ -93,9 +93,16 @@ fn build_table(cells: u32, k: u32) -> Vec<f64> {
 }
 
 /// False-positive rate of one sub-filter with `lambda` keys per block on average.
+///
+/// For the fingerprint kind, `k` is the fingerprint width and `lambda` the
+/// live keys per bucket: each of the `2 lambda` live slots of a key's two
+/// buckets matches with chance `1 / (2^k - 1)`.
 pub(crate) fn fpr(kind: Kind, k: u32, lambda: f64) -> f64 {
     if lambda.is_nan() || lambda <= 0.0 {
         return 0.0;
+    }
+    if kind == Kind::Fingerprint {
+        return (2.0 * lambda / ((1u64 << k.clamp(1, 63)) - 1) as f64).min(1.0);
     }
     let f = table(kind.cells_per_block(), k.clamp(1, MAX_K));
     let hi = ((lambda + 12.0 * lambda.sqrt() + 40.0) as usize).min(TABLE_KEYS);
@@ -118,7 +125,11 @@ fn ln_factorial(n: usize) -> f64 {
 }
 
 /// Expected occupied cells after `n` distinct keys.
+/// (Fingerprint kind: one slot per key.)
 pub(crate) fn expected_occupied(kind: Kind, plan: Plan, n: f64) -> f64 {
+    if kind == Kind::Fingerprint {
+        return n;
+    }
     let cells = f64::from(kind.cells_per_block());
     let q = (1.0 - 1.0 / cells).powi(plan.k as i32);
     let nb = plan.nblocks as f64;
@@ -128,7 +139,11 @@ pub(crate) fn expected_occupied(kind: Kind, plan: Plan, n: f64) -> f64 {
 
 /// Estimates the distinct keys behind `occupied` cells (inverse of
 /// [`expected_occupied`]).
+/// (Fingerprint kind: one slot per key.)
 pub(crate) fn estimate_items(kind: Kind, plan: Plan, occupied: u64) -> f64 {
+    if kind == Kind::Fingerprint {
+        return occupied as f64;
+    }
     let cells = f64::from(kind.cells_per_block());
     let total = plan.nblocks as f64 * cells;
     let fill = (occupied as f64 / total).min(1.0 - 1e-12);
@@ -140,7 +155,18 @@ pub(crate) fn estimate_items(kind: Kind, plan: Plan, occupied: u64) -> f64 {
 ///
 /// A plan costs a few milliseconds of bisection; every window of a tier asks
 /// for the same ones, so they are remembered for the life of the process.
+///
+/// A fingerprint table takes the smallest fingerprint whose rate meets `p`
+/// even with every slot live (`k` is then the fingerprint width), and
+/// buckets for `capacity` keys at the design load.
 pub(crate) fn plan(kind: Kind, capacity: u64, p: f64) -> Plan {
+    if kind == Kind::Fingerprint {
+        let g = crate::fingerprint::Geometry::for_fpr_at_any_load(p);
+        return Plan {
+            nblocks: crate::fingerprint::buckets_for(g, capacity),
+            k: g.fp_bits,
+        };
+    }
     type Memo = Mutex<HashMap<(Kind, u64, u64), Plan>>;
     static PLANS: OnceLock<Memo> = OnceLock::new();
     let plans = PLANS.get_or_init(Default::default);

@@ -1,0 +1,814 @@
+//! The fingerprint tier's kernel: a cuckoo table of short fingerprints in
+//! which every slot also holds the day its key was last seen.
+//!
+//! One table answers "seen since day `d`?" for every `d` within the
+//! retention, at day precision, in two cache lines, where the Bloom tiers
+//! read one window per tier. `docs/fingerprint.md` has the sizing math and
+//! the measured numbers; this comment is the contract.
+//!
+//! **Layout.** The body is a slice of 64-byte [`Block`]s, one bucket each.
+//! A bucket holds [`Geometry::slots`] slots. Fingerprints and day tags live
+//! in separate words so that no field ever straddles a word: the first
+//! `fp_words` words hold `64 / fp_bits` fingerprints each, the next words
+//! hold seven 9-bit day tags each (bit 63 unused); slot `i`'s fingerprint
+//! is lane `i % per_word` of fingerprint word `i / per_word` and its day is
+//! lane `i % 7` of day word `i / 7`. At p = 0.1% that is 20 slots of a
+//! 16-bit fingerprint and a 9-bit day (500 of 512 bits used). Fingerprint 0
+//! means "empty"; fingerprints are drawn uniformly from `1..2^fp_bits`.
+//!
+//! **Hashing.** From the key's one [`KeyHash`]: the first bucket from `hi`
+//! (multiply-shift, as [`block_index`]), the fingerprint from `lo`
+//! (multiply-shift onto `1..2^fp_bits`), and the other bucket
+//! `alt(b, fp) = (H(fp) - b) mod nbuckets`, so each bucket of a pair is
+//! computed from the other and the fingerprint alone, for any bucket count.
+//!
+//! **Days.** Callers pass absolute day numbers (`u32`); a slot stores
+//! `day mod 512`. A slot's age is `(today - tag) mod 512`; it is *live*
+//! when its age is at most the retention, or exactly 511 (written by a
+//! writer whose clock already turned to tomorrow); otherwise it is *dead*
+//! and counts as empty: lookups ignore it and inserts reuse it. A dead tag
+//! comes back to life when its age wraps past 511, so [`Table::sweep`] must
+//! clear dead slots at least once every [`max_sweep_interval`] days (145 for
+//! a 365-day retention); [`Table::catch_up`] does it after downtime.
+//!
+//! **Writers.** Every write to a bucket happens while holding that bucket's
+//! stripe lock, an in-memory spin bit in [`Shared`] (4096 stripes; never in
+//! the mapped file, so a crash cannot leave one set). An insert locks its
+//! two buckets (in stripe order), looks for its fingerprint, updates a
+//! match's day or fills a free slot, and unlocks: no table-wide lock on the
+//! common path, and the engine's per-key stripes are not even needed for
+//! correctness (they only keep two inserts of one key from both answering
+//! `New`). Only when both buckets are full of live entries does the insert
+//! take the table-wide kick mutex, search a path of relocations
+//! breadth-first without locks, and execute it from its free end backwards,
+//! one move at a time, each move under the two stripes it touches and
+//! validated against what the search read (a concurrent writer that changed
+//! a slot makes the move fail and the search start again). A writer holds
+//! at most two stripes, always acquired in order, and never waits for the
+//! kick mutex while holding one: no deadlock.
+//!
+//! **Moves and readers.** A move writes the entry into its new slot (day,
+//! then fingerprint) *before* clearing the old one, so at every instant
+//! every acknowledged key is in one of its buckets, at worst twice. That
+//! alone does not make a lock-free lookup safe: a lookup reads bucket 1 and
+//! then bucket 2, and an entry moving from bucket 2 to bucket 1 between the
+//! two reads is in neither read. So the kick path bumps a move counter in
+//! [`Shared`] to an odd value before each move and to even after it (a
+//! seqlock), and a lookup that found nothing re-reads bucket 1 if a move
+//! was in flight, then checks the counter: unchanged means at most that one
+//! move overlapped the lookup, and reading bucket 1, bucket 2, bucket 1
+//! sees the entry in one of the three reads whichever way it moved; changed
+//! means retry. A hit needs no check. Readers never wait for a writer: a
+//! stalled mover leaves the counter odd and unchanged, which lookups accept.
+//!
+//! **Slots and readers.** A writer fills a slot by clearing a dead
+//! fingerprint first, then storing the day, then the fingerprint (release
+//! stores). A reader loads the fingerprint word first and the day word
+//! after (acquire loads), so a fingerprint it sees comes with its own day
+//! or a newer one; on a match it re-loads the fingerprint word, so it never
+//! pairs a dead key's fingerprint with a new key's day.
+//!
+//! **Crashes.** The order of stores above holds for the mapped memory, so a
+//! process killed at any instant leaves every acknowledged key findable (the
+//! tests stop a relocation after every word store). It does not hold for
+//! what reaches the disk after a power loss, where the kernel writes pages
+//! back in any order: see `docs/fingerprint.md`.
+//!
+//! Nothing here knows about files; there is no `unsafe`.
+
+use std::collections::HashSet;
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::filter::{block_index, Block, BLOCK_WORDS};
+use crate::hash::KeyHash;
+
+/// Bits of a day tag.
+pub(crate) const DAY_BITS: u32 = 9;
+/// Day tags count modulo this.
+pub(crate) const DAY_RING: u32 = 1 << DAY_BITS;
+const DAY_MASK: u64 = (DAY_RING - 1) as u64;
+/// Day tags per day word (7 x 9 = 63 bits).
+const DAYS_PER_WORD: u32 = 64 / DAY_BITS;
+/// The age of a tag written on the reader's tomorrow.
+const TOMORROW: u32 = DAY_RING - 1;
+/// The longest retention: leaves a sweep interval of at least one day.
+pub(crate) const MAX_RETENTION: u32 = DAY_RING - 3;
+/// The load a plan sizes for.
+pub(crate) const DESIGN_LOAD: f64 = 0.95;
+/// Stripe locks per table (a power of two).
+const STRIPES: usize = 4096;
+/// Buckets a kick search visits before it gives up (the kick limit).
+pub(crate) const MAX_SEARCH: usize = 256;
+/// Searches an insert runs when concurrent writers spoil its paths.
+const MAX_ATTEMPTS: usize = 4;
+
+/// The shape of one bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Geometry {
+    /// Bits of a fingerprint: 64 / (fingerprints per word).
+    pub fp_bits: u32,
+    /// Slots per 64-byte bucket.
+    pub slots: u32,
+}
+
+impl Geometry {
+    /// The bucket with `per_word` fingerprints a word (2..=8) and as many
+    /// slots as fit the eight words with their day tags.
+    pub(crate) fn with_fps_per_word(per_word: u32) -> Geometry {
+        assert!(
+            (2..=8).contains(&per_word),
+            "{per_word} fingerprints a word"
+        );
+        let words = |s: u32| s.div_ceil(per_word) + s.div_ceil(DAYS_PER_WORD);
+        let mut slots = 1;
+        while words(slots + 1) <= BLOCK_WORDS as u32 {
+            slots += 1;
+        }
+        Geometry {
+            fp_bits: 64 / per_word,
+            slots,
+        }
+    }
+
+    /// The smallest fingerprint whose bound ([`Geometry::fpr_bound`] at
+    /// [`DESIGN_LOAD`]) meets `fpr`; 32-bit fingerprints for anything below.
+    pub(crate) fn for_fpr(fpr: f64) -> Geometry {
+        (2..=8)
+            .rev()
+            .map(Geometry::with_fps_per_word)
+            .find(|g| g.fpr_bound(DESIGN_LOAD) <= fpr)
+            .unwrap_or_else(|| Geometry::with_fps_per_word(2))
+    }
+
+    /// The geometry with `fp_bits`-bit fingerprints, if one exists (8, 9,
+    /// 10, 12, 16, 21 or 32 bits: 64 / fingerprints per word).
+    pub(crate) fn from_fp_bits(fp_bits: u32) -> Option<Geometry> {
+        (2..=8)
+            .map(Geometry::with_fps_per_word)
+            .find(|g| g.fp_bits == fp_bits)
+    }
+
+    /// The smallest fingerprint whose bound at a load of 1 (every slot
+    /// live, the most a table can hold) meets `fpr`: whatever a table of
+    /// this geometry receives, its rate stays at or below `fpr`. 32-bit
+    /// fingerprints for anything below.
+    pub(crate) fn for_fpr_at_any_load(fpr: f64) -> Geometry {
+        (2..=8)
+            .rev()
+            .map(Geometry::with_fps_per_word)
+            .find(|g| g.fpr_bound(1.0) <= fpr)
+            .unwrap_or_else(|| Geometry::with_fps_per_word(2))
+    }
+
+    /// The chance that a key never inserted matches a live slot when a
+    /// fraction `load` of all slots is live: it is compared with every live
+    /// slot of its two buckets, each matching with chance 1/(2^f - 1).
+    pub(crate) fn fpr_bound(self, load: f64) -> f64 {
+        2.0 * f64::from(self.slots) * load / self.fp_mask() as f64
+    }
+
+    /// Bits of table per distinct key at `load`.
+    pub(crate) fn bits_per_key(self, load: f64) -> f64 {
+        (BLOCK_WORDS * 64) as f64 / (f64::from(self.slots) * load)
+    }
+
+    /// Bits per key of the same fields packed without any waste.
+    pub(crate) fn packed_bits_per_key(self, load: f64) -> f64 {
+        f64::from(self.fp_bits + DAY_BITS) / load
+    }
+
+    fn per_word(self) -> u32 {
+        64 / self.fp_bits
+    }
+
+    fn fp_words(self) -> usize {
+        self.slots.div_ceil(self.per_word()) as usize
+    }
+
+    fn fp_mask(self) -> u64 {
+        (1u64 << self.fp_bits) - 1
+    }
+}
+
+/// The geometry and size of one table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Plan {
+    pub geometry: Geometry,
+    pub nbuckets: u64,
+}
+
+/// Sizes a table for `keys_per_day` distinct keys a day kept
+/// `retention_days` days at false-positive rate `fpr`, at [`DESIGN_LOAD`].
+pub(crate) fn plan(fpr: f64, keys_per_day: u64, retention_days: u32) -> Plan {
+    let geometry = Geometry::for_fpr(fpr);
+    let keys = keys_per_day
+        .saturating_mul(u64::from(retention_days))
+        .max(1) as f64;
+    let nbuckets = (keys / (f64::from(geometry.slots) * DESIGN_LOAD)).ceil() as u64;
+    Plan {
+        geometry,
+        nbuckets: nbuckets.max(1),
+    }
+}
+
+/// Buckets for `capacity` distinct keys at [`DESIGN_LOAD`] in `geometry`.
+pub(crate) fn buckets_for(geometry: Geometry, capacity: u64) -> u64 {
+    let keys = capacity.max(1) as f64;
+    let n = (keys / (f64::from(geometry.slots) * DESIGN_LOAD)).ceil();
+    if n >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        (n as u64).max(1)
+    }
+}
+
+/// The longest a table may go without [`Table::sweep`] (days) before a dead
+/// tag can read as live again: a tag dies at age `retention + 1` and would
+/// read as "tomorrow" at age 511.
+pub(crate) const fn max_sweep_interval(retention: u32) -> u32 {
+    DAY_RING - 2 - retention
+}
+
+/// What an insert did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Insert {
+    /// No live slot matched; the key now has one, dated today.
+    New,
+    /// A live slot matched; its day is now today.
+    Updated,
+    /// Both buckets are full and no relocation path was found within the
+    /// kick limit: nothing was written; the caller grows a chain.
+    Full,
+}
+
+/// The in-memory state that the writers and readers of one table share:
+/// stripe locks, the kick mutex, the move counter. The engine keeps one per
+/// mapped table; nothing of it is persistent.
+pub(crate) struct Shared {
+    stripes: Box<[AtomicBool]>,
+    kick: Mutex<()>,
+    moves: AtomicU64,
+    /// Test hook: body stores left before a simulated crash (then every
+    /// store is dropped); `u64::MAX` is unlimited.
+    #[cfg(test)]
+    budget: AtomicU64,
+    /// Test hook: body stores done.
+    #[cfg(test)]
+    stores: AtomicU64,
+}
+
+impl Default for Shared {
+    fn default() -> Shared {
+        Shared {
+            stripes: (0..STRIPES).map(|_| AtomicBool::new(false)).collect(),
+            kick: Mutex::new(()),
+            moves: AtomicU64::new(0),
+            #[cfg(test)]
+            budget: AtomicU64::new(u64::MAX),
+            #[cfg(test)]
+            stores: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Shared {
+    /// Relocations done since this state was created.
+    pub(crate) fn moves(&self) -> u64 {
+        self.moves.load(Ordering::Relaxed) / 2
+    }
+}
+
+/// Holds one or two stripe locks; releases them when dropped.
+struct Stripes<'a> {
+    shared: &'a Shared,
+    held: [usize; 2],
+    n: usize,
+}
+
+impl Drop for Stripes<'_> {
+    fn drop(&mut self) {
+        for &s in &self.held[..self.n] {
+            self.shared.stripes[s].store(false, Ordering::Release);
+        }
+    }
+}
+
+/// A table over a caller-provided body.
+pub(crate) struct Table<'a> {
+    body: &'a [Block],
+    geo: Geometry,
+    retention: u32,
+    shared: &'a Shared,
+}
+
+impl<'a> Table<'a> {
+    /// A table of `body.len()` buckets keeping days for `retention` days
+    /// (1..=[`MAX_RETENTION`]). An all-zero body is an empty table.
+    pub(crate) fn new(
+        body: &'a [Block],
+        geo: Geometry,
+        retention: u32,
+        shared: &'a Shared,
+    ) -> Table<'a> {
+        assert!(!body.is_empty(), "a table needs a bucket");
+        assert!(
+            (1..=MAX_RETENTION).contains(&retention),
+            "retention {retention} days"
+        );
+        assert_eq!(geo, Geometry::with_fps_per_word(geo.per_word()));
+        Table {
+            body,
+            geo,
+            retention,
+            shared,
+        }
+    }
+
+    fn nbuckets(&self) -> u64 {
+        self.body.len() as u64
+    }
+
+    /// The key's fingerprint and its two buckets.
+    #[inline]
+    fn locate(&self, h: KeyHash) -> (u64, u64, u64) {
+        let fp = 1 + ((u128::from(h.lo) * u128::from(self.geo.fp_mask())) >> 64) as u64;
+        let b1 = block_index(h, self.nbuckets());
+        (fp, b1, self.alt(b1, fp))
+    }
+
+    /// The other bucket of a fingerprint that sits in bucket `b`.
+    #[inline]
+    fn alt(&self, b: u64, fp: u64) -> u64 {
+        let n = self.nbuckets();
+        let hf = ((u128::from(fmix64(fp)) * u128::from(n)) >> 64) as u64;
+        let a = hf + n - b;
+        if a >= n {
+            a - n
+        } else {
+            a
+        }
+    }
+
+    #[inline]
+    fn fp_pos(&self, i: u32) -> (usize, u32) {
+        let pw = self.geo.per_word();
+        ((i / pw) as usize, (i % pw) * self.geo.fp_bits)
+    }
+
+    #[inline]
+    fn day_pos(&self, i: u32) -> (usize, u32) {
+        (
+            self.geo.fp_words() + (i / DAYS_PER_WORD) as usize,
+            (i % DAYS_PER_WORD) * DAY_BITS,
+        )
+    }
+
+    #[inline]
+    fn fp_of(&self, block: &Block, i: u32) -> u64 {
+        let (w, s) = self.fp_pos(i);
+        (block[w].load(Ordering::Acquire) >> s) & self.geo.fp_mask()
+    }
+
+    #[inline]
+    fn tag_of(&self, block: &Block, i: u32) -> u32 {
+        let (w, s) = self.day_pos(i);
+        ((block[w].load(Ordering::Acquire) >> s) & DAY_MASK) as u32
+    }
+
+    #[inline]
+    fn live(&self, tag: u32, today: u32) -> bool {
+        let age = age(tag, today);
+        age <= self.retention || age == TOMORROW
+    }
+
+    /// Whether slot `i` is free for an insert: empty, or dead.
+    #[inline]
+    fn free(&self, block: &Block, i: u32, today: u32) -> bool {
+        self.fp_of(block, i) == 0 || !self.live(self.tag_of(block, i), today)
+    }
+
+    // ---- readers -------------------------------------------------------
+
+    /// True when the key's fingerprint is in one of its buckets with a day
+    /// in `[first_day, today]` (or tomorrow, see the module comment). Never
+    /// false for a key inserted on such a day and not removed since, while
+    /// the retention holds; true for another key with the chance measured
+    /// in `docs/fingerprint.md`. Lock-free.
+    pub(crate) fn contains_since(&self, h: KeyHash, first_day: u32, today: u32) -> bool {
+        if first_day > today {
+            return false;
+        }
+        let max_age = (today - first_day).min(self.retention);
+        let (fp, b1, b2) = self.locate(h);
+        let (b1, b2) = (&self.body[b1 as usize], &self.body[b2 as usize]);
+        loop {
+            let s1 = self.shared.moves.load(Ordering::Acquire);
+            if self.bucket_has(b1, fp, today, max_age) || self.bucket_has(b2, fp, today, max_age) {
+                return true;
+            }
+            // A move in flight may have carried the entry from bucket 2 to
+            // bucket 1 between the two reads: the third read sees it.
+            if s1 & 1 == 1 && self.bucket_has(b1, fp, today, max_age) {
+                return true;
+            }
+            fence(Ordering::Acquire);
+            if self.shared.moves.load(Ordering::Relaxed) == s1 {
+                return false;
+            }
+        }
+    }
+
+    #[inline]
+    fn bucket_has(&self, block: &Block, fp: u64, today: u32, max_age: u32) -> bool {
+        let pw = self.geo.per_word();
+        let bits = self.geo.fp_bits;
+        let mask = self.geo.fp_mask();
+        for w in 0..self.geo.fp_words() {
+            let word = block[w].load(Ordering::Acquire);
+            let mut hits = match_lanes(word, fp, bits, pw);
+            while hits != 0 {
+                let lane = hits.trailing_zeros() / bits;
+                hits &= hits - 1;
+                let i = w as u32 * pw + lane;
+                if i >= self.geo.slots {
+                    break;
+                }
+                let a = age(self.tag_of(block, i), today);
+                // Re-load: the fingerprint is still there, so the day read
+                // after the first load is this fingerprint's own (or newer).
+                if (a <= max_age || a == TOMORROW)
+                    && (block[w].load(Ordering::Acquire) >> (lane * bits)) & mask == fp
+                {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Slots holding a fingerprint, live or dead (a scan).
+    pub(crate) fn count_occupied(&self) -> u64 {
+        self.count(|block, i| self.fp_of(block, i) != 0)
+    }
+
+    /// Slots holding a live fingerprint on day `today` (a scan).
+    pub(crate) fn count_live(&self, today: u32) -> u64 {
+        self.count(|block, i| self.fp_of(block, i) != 0 && self.live(self.tag_of(block, i), today))
+    }
+
+    fn count(&self, f: impl Fn(&Block, u32) -> bool) -> u64 {
+        self.body
+            .iter()
+            .map(|b| (0..self.geo.slots).filter(|&i| f(b, i)).count() as u64)
+            .sum()
+    }
+
+    // ---- writers -------------------------------------------------------
+
+    /// Records the key as seen on `today`: updates the day of a live slot
+    /// with its fingerprint, or fills a free (empty or dead) slot, relocating
+    /// other entries when both buckets are full. Callers must not insert or
+    /// remove the same key from two threads at once (the engine's per-key
+    /// stripes); everything else may run concurrently.
+    pub(crate) fn insert(&self, h: KeyHash, today: u32) -> Insert {
+        self.insert_dated(h, today, today)
+    }
+
+    /// Records the key as seen on `day`, a day of the retention as of
+    /// `today` (a backfill, or the replay of a logged insert): as
+    /// [`Table::insert`], except that a live slot's day only ever moves
+    /// forward (a slot dated after `day` keeps its day). A `day` outside
+    /// `[today - retention, today + 1]` is not recorded and returns
+    /// `Updated` (it would be dead on arrival).
+    pub(crate) fn insert_dated(&self, h: KeyHash, day: u32, today: u32) -> Insert {
+        if day > today.saturating_add(1) || today.saturating_sub(day) > self.retention {
+            return Insert::Updated;
+        }
+        let (fp, b1, b2) = self.locate(h);
+        {
+            let _held = self.lock(b1, b2);
+            if let Some(done) = self.insert_locked(fp, b1, b2, day, today) {
+                return done;
+            }
+        }
+        let _kick = self.shared.kick.lock();
+        for _ in 0..MAX_ATTEMPTS {
+            {
+                let _held = self.lock(b1, b2);
+                if let Some(done) = self.insert_locked(fp, b1, b2, day, today) {
+                    return done;
+                }
+            }
+            let Some(path) = self.search(b1, b2, today) else {
+                return Insert::Full;
+            };
+            self.relocate(&path, today);
+        }
+        Insert::Full
+    }
+
+    /// Insert with both buckets' stripes held; `None` when both are full.
+    fn insert_locked(&self, fp: u64, b1: u64, b2: u64, day: u32, today: u32) -> Option<Insert> {
+        let tag = day & DAY_MASK as u32;
+        let new_age = age(tag, today);
+        let buckets = if b1 == b2 { &[b1][..] } else { &[b1, b2][..] };
+        let mut dead_match = None;
+        let mut free = [(0u32, None::<u32>); 2];
+        for (k, &b) in buckets.iter().enumerate() {
+            let block = &self.body[b as usize];
+            for i in 0..self.geo.slots {
+                let f = self.fp_of(block, i);
+                let live = f != 0 && self.live(self.tag_of(block, i), today);
+                if f == fp && live {
+                    // Forward only: "tomorrow" is the newest age, then 0, 1, ...
+                    let a = age(self.tag_of(block, i), today);
+                    let newer = |x: u32| if x == TOMORROW { 0 } else { x + 1 };
+                    if newer(new_age) < newer(a) {
+                        self.set_tag(block, i, tag);
+                    }
+                    return Some(Insert::Updated);
+                }
+                if f == fp && dead_match.is_none() {
+                    dead_match = Some((block, i));
+                }
+                if !live {
+                    free[k].0 += 1;
+                    free[k].1.get_or_insert(i);
+                }
+            }
+        }
+        if let Some((block, i)) = dead_match {
+            self.set_tag(block, i, tag);
+            return Some(Insert::New);
+        }
+        // The emptier bucket: two choices keep buckets even.
+        let k = usize::from(free[1].0 > free[0].0);
+        let i = free[k].1?;
+        self.write_slot(&self.body[buckets[k] as usize], i, fp, tag);
+        Some(Insert::New)
+    }
+
+    /// Deletes one live slot with the key's fingerprint. Removing a key that
+    /// was never inserted deletes the slot of another key with the same
+    /// fingerprint and bucket, if there is one: a false negative for that
+    /// key. Only remove what was inserted.
+    pub(crate) fn remove(&self, h: KeyHash, today: u32) -> bool {
+        let (fp, b1, b2) = self.locate(h);
+        let _held = self.lock(b1, b2);
+        for b in [b1, b2] {
+            let block = &self.body[b as usize];
+            for i in 0..self.geo.slots {
+                if self.fp_of(block, i) == fp && self.live(self.tag_of(block, i), today) {
+                    self.set_fp(block, i, 0);
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Clears every dead slot (day older than the retention) as of `today`
+    /// and returns how many. Readers never wait: the sweep locks one
+    /// bucket's stripe at a time, only for buckets with a dead slot.
+    pub(crate) fn sweep(&self, today: u32) -> u64 {
+        self.sweep_by(|| today)
+    }
+
+    /// [`Table::sweep`] with the day read from `today` again under each
+    /// stripe it takes, for a sweep that runs beside inserts while the
+    /// clock moves: an insert that wrote its bucket before the sweep took
+    /// the stripe read its day earlier, so with a clock that does not go
+    /// back its tag is never younger than the day the sweep tests it
+    /// against (a sweep with a fixed day would clear tags written two days
+    /// after it, which read as dead).
+    pub(crate) fn sweep_by(&self, today: impl Fn() -> u32) -> u64 {
+        let mut cleared = 0;
+        let mut day = today();
+        for (b, block) in self.body.iter().enumerate() {
+            let dead = |i, d| self.fp_of(block, i) != 0 && !self.live(self.tag_of(block, i), d);
+            if !(0..self.geo.slots).any(|i| dead(i, day)) {
+                continue;
+            }
+            let _held = self.lock(b as u64, b as u64);
+            day = today();
+            for i in 0..self.geo.slots {
+                if dead(i, day) {
+                    self.set_fp(block, i, 0);
+                    cleared += 1;
+                }
+            }
+        }
+        cleared
+    }
+
+    /// Sweeps from the day of the last sweep to `today` in steps of at most
+    /// [`max_sweep_interval`] days, so that a table left alone for longer
+    /// (no insert since `last_swept + interval`) is cleared before its old
+    /// tags wrap. Returns the slots cleared; the caller then records `today`
+    /// as the last sweep.
+    pub(crate) fn catch_up(&self, last_swept: u32, today: u32) -> u64 {
+        let step = max_sweep_interval(self.retention);
+        let mut day = last_swept;
+        let mut cleared = 0;
+        loop {
+            day = day.saturating_add(step).min(today);
+            cleared += self.sweep(day);
+            if day >= today {
+                return cleared;
+            }
+        }
+    }
+
+    // ---- kicks ---------------------------------------------------------
+
+    /// Breadth-first search from the key's buckets for a bucket with a free
+    /// slot, without locks (the caller holds the kick mutex). Returns the
+    /// path as (bucket, slot) steps: the entry at step `j` moves to the
+    /// bucket of step `j + 1`; the last step is the bucket with room.
+    fn search(&self, b1: u64, b2: u64, today: u32) -> Option<Vec<(u64, u32)>> {
+        // (bucket, parent node, slot in the parent whose entry moves here)
+        let mut nodes: Vec<(u64, usize, u32)> = vec![(b1, usize::MAX, 0)];
+        if b2 != b1 {
+            nodes.push((b2, usize::MAX, 0));
+        }
+        let mut seen: HashSet<u64> = nodes.iter().map(|n| n.0).collect();
+        let mut head = 0;
+        while head < nodes.len() {
+            let x = nodes[head].0;
+            let block = &self.body[x as usize];
+            for i in 0..self.geo.slots {
+                let fp = self.fp_of(block, i);
+                if fp == 0 {
+                    continue;
+                }
+                let y = self.alt(x, fp);
+                if nodes.len() >= MAX_SEARCH || !seen.insert(y) {
+                    continue;
+                }
+                nodes.push((y, head, i));
+                let target = &self.body[y as usize];
+                if (0..self.geo.slots).any(|j| self.free(target, j, today)) {
+                    let mut path = vec![(y, 0)];
+                    let mut n = nodes.len() - 1;
+                    while nodes[n].1 != usize::MAX {
+                        let (_, parent, slot) = nodes[n];
+                        path.push((nodes[parent].0, slot));
+                        n = parent;
+                    }
+                    path.reverse();
+                    return Some(path);
+                }
+            }
+            head += 1;
+        }
+        None
+    }
+
+    /// Executes a path from its free end backwards; stops at the first move
+    /// that a concurrent writer spoiled. Each completed move is a whole
+    /// relocation, so stopping anywhere leaves a valid table.
+    fn relocate(&self, path: &[(u64, u32)], today: u32) {
+        for j in (0..path.len() - 1).rev() {
+            let (src, slot) = path[j];
+            let dst = path[j + 1].0;
+            if !self.move_entry(src, slot, dst, today) {
+                return;
+            }
+        }
+    }
+
+    /// Moves the entry in slot `slot` of `src` to a free slot of `dst`, its
+    /// other bucket: new copy first, old slot cleared after.
+    fn move_entry(&self, src: u64, slot: u32, dst: u64, today: u32) -> bool {
+        let _held = self.lock(src, dst);
+        let from = &self.body[src as usize];
+        let to = &self.body[dst as usize];
+        let fp = self.fp_of(from, slot);
+        if fp == 0 || self.alt(src, fp) != dst {
+            return false;
+        }
+        let tag = self.tag_of(from, slot);
+        if !self.live(tag, today) {
+            return false; // it died: the slot is free already
+        }
+        let Some(free) = (0..self.geo.slots).find(|&j| self.free(to, j, today)) else {
+            return false;
+        };
+        let s = self.shared.moves.load(Ordering::Relaxed);
+        self.shared.moves.store(s + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.write_slot(to, free, fp, tag);
+        self.set_fp(from, slot, 0);
+        self.shared.moves.store(s + 2, Ordering::Release);
+        true
+    }
+
+    // ---- stores (stripes held) -----------------------------------------
+
+    /// Locks the stripes of buckets `a` and `b` in stripe order.
+    fn lock(&self, a: u64, b: u64) -> Stripes<'_> {
+        let (sa, sb) = (a as usize % STRIPES, b as usize % STRIPES);
+        let (lo, hi) = (sa.min(sb), sa.max(sb));
+        let mut held = Stripes {
+            shared: self.shared,
+            held: [lo, hi],
+            n: 0,
+        };
+        let n = if lo == hi { 1 } else { 2 };
+        for &s in &[lo, hi][..n] {
+            let lock = &self.shared.stripes[s];
+            let mut spins = 0u32;
+            while lock
+                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
+                spins += 1;
+                if spins < 64 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+            held.n += 1;
+        }
+        held
+    }
+
+    /// Fills slot `i`: a dead fingerprint is cleared first, then the day is
+    /// stored, then the fingerprint, so no reader pairs one slot's
+    /// fingerprint with another's day.
+    fn write_slot(&self, block: &Block, i: u32, fp: u64, tag: u32) {
+        let old = self.fp_of(block, i);
+        if old != 0 && old != fp {
+            self.set_fp(block, i, 0);
+        }
+        self.set_tag(block, i, tag);
+        if old != fp {
+            self.set_fp(block, i, fp);
+        }
+    }
+
+    fn set_fp(&self, block: &Block, i: u32, fp: u64) {
+        let (w, s) = self.fp_pos(i);
+        self.set_field(&block[w], s, self.geo.fp_mask(), fp);
+    }
+
+    fn set_tag(&self, block: &Block, i: u32, tag: u32) {
+        let (w, s) = self.day_pos(i);
+        self.set_field(&block[w], s, DAY_MASK, u64::from(tag));
+    }
+
+    /// One field of a word. The bucket's stripe is held, so no other writer
+    /// stores to this word: a load and a release store lose nothing.
+    fn set_field(&self, word: &AtomicU64, shift: u32, mask: u64, value: u64) {
+        let old = word.load(Ordering::Relaxed);
+        let new = (old & !(mask << shift)) | (value << shift);
+        #[cfg(test)]
+        {
+            let left = self.shared.budget.load(Ordering::Relaxed);
+            if left == 0 {
+                return; // the simulated process has died
+            }
+            if left != u64::MAX {
+                self.shared.budget.store(left - 1, Ordering::Relaxed);
+            }
+            self.shared.stores.fetch_add(1, Ordering::Relaxed);
+        }
+        word.store(new, Ordering::Release);
+    }
+}
+
+/// Days since a tag was written, modulo the ring.
+#[inline]
+fn age(tag: u32, today: u32) -> u32 {
+    today.wrapping_sub(tag) & (DAY_RING - 1)
+}
+
+/// The lanes of `word` (each `bits` wide, `per_word` of them) equal to
+/// `fp`, as a mask with the low bit of every matching lane set.
+#[inline]
+fn match_lanes(word: u64, fp: u64, bits: u32, per_word: u32) -> u64 {
+    let mask = (1u64 << bits) - 1;
+    let mut hits = 0;
+    for lane in 0..per_word {
+        if (word >> (lane * bits)) & mask == fp {
+            hits |= 1u64 << (lane * bits);
+        }
+    }
+    hits
+}
+
+/// MurmurHash3's 64-bit finalizer: spreads a fingerprint over 64 bits.
+#[inline]
+fn fmix64(mut k: u64) -> u64 {
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51afd7ed558ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ceb9fe1a85ec53);
+    k ^ (k >> 33)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,580 @@
+//! Tests of the fingerprint kernel. The measuring ones print their numbers:
+//! `cargo test --lib fingerprint -- --nocapture` (docs/fingerprint.md).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use super::*;
+use crate::hash::hash_key;
+
+const SEED: u64 = 0x7469_6d65_626c_6f6f;
+const RETENTION: u32 = 365;
+
+fn body(n: u64) -> Vec<Block> {
+    (0..n).map(|_| Block::default()).collect()
+}
+
+/// A URL-like key of the inserted set.
+fn url(i: u64) -> KeyHash {
+    let key = format!(
+        "https://www.site{}.example.com/articles/{}/{}?ref=feed&page={}",
+        i % 9973,
+        i / 13,
+        i,
+        i % 7
+    );
+    hash_key(SEED, key.as_bytes())
+}
+
+/// A URL-like key never inserted.
+fn foreign(i: u64) -> KeyHash {
+    let key = format!(
+        "https://news{}.example.org/story/{}-{}.html",
+        i % 1013,
+        i,
+        i % 31
+    );
+    hash_key(SEED, key.as_bytes())
+}
+
+/// Keys needed to fill `nbuckets` buckets to the design load.
+fn design_keys(geo: Geometry, nbuckets: u64) -> u64 {
+    (nbuckets as f64 * f64::from(geo.slots) * DESIGN_LOAD) as u64
+}
+
+fn words(b: &[Block]) -> Vec<u64> {
+    b.iter()
+        .flat_map(|w| w.iter())
+        .map(|w| w.load(Ordering::Relaxed))
+        .collect()
+}
+
+fn restore(b: &[Block], saved: &[u64]) {
+    for (w, &v) in b.iter().flat_map(|w| w.iter()).zip(saved) {
+        w.store(v, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn geometries_fit_a_cache_line_and_meet_the_bits_target() {
+    for per_word in 2..=8 {
+        let g = Geometry::with_fps_per_word(per_word);
+        let words = g.fp_words() + g.slots.div_ceil(DAYS_PER_WORD) as usize;
+        assert!(words <= BLOCK_WORDS, "{g:?}");
+        println!(
+            "fp {:2} bits, {:2} slots: bound {:.5}% at 95%, {:.2} bits/key, packed {:.2}, ratio {:.3}",
+            g.fp_bits,
+            g.slots,
+            100.0 * g.fpr_bound(DESIGN_LOAD),
+            g.bits_per_key(DESIGN_LOAD),
+            g.packed_bits_per_key(DESIGN_LOAD),
+            g.bits_per_key(DESIGN_LOAD) / g.packed_bits_per_key(DESIGN_LOAD),
+        );
+    }
+    let g = Geometry::for_fpr(0.001);
+    assert_eq!((g.fp_bits, g.slots), (16, 20));
+    assert!(g.bits_per_key(DESIGN_LOAD) <= 1.1 * g.packed_bits_per_key(DESIGN_LOAD));
+    assert!(g.bits_per_key(DESIGN_LOAD) < 27.0);
+    assert_eq!(Geometry::for_fpr(0.01).fp_bits, 12);
+    assert_eq!(Geometry::for_fpr(1e-4).fp_bits, 21);
+    assert_eq!(Geometry::for_fpr(1e-5).fp_bits, 32);
+    assert_eq!(Geometry::for_fpr(1e-9).fp_bits, 32);
+    let p = plan(0.001, 100_000, 365);
+    assert_eq!(p.nbuckets, (36_500_000f64 / 19.0).ceil() as u64);
+}
+
+#[test]
+fn alt_is_an_involution_for_any_bucket_count() {
+    for n in [1u64, 2, 3, 7, 1000, 5265, (1 << 33) + 5] {
+        let b = body(1);
+        let shared = Shared::default();
+        let t = Table {
+            body: &b,
+            geo: Geometry::for_fpr(0.001),
+            retention: RETENTION,
+            shared: &shared,
+        };
+        // alt depends on nbuckets only through the body length; emulate n.
+        let alt = |x: u64, fp: u64| {
+            let hf = ((u128::from(fmix64(fp)) * u128::from(n)) >> 64) as u64;
+            (hf + n - x) % n
+        };
+        for i in 0..1000 {
+            let h = url(i);
+            let fp = 1 + ((u128::from(h.lo) * u128::from(t.geo.fp_mask())) >> 64) as u64;
+            assert!((1..=0xffff).contains(&fp));
+            let b1 = block_index(h, n);
+            let b2 = alt(b1, fp);
+            assert!(b2 < n);
+            assert_eq!(alt(b2, fp), b1);
+        }
+    }
+}
+
+#[test]
+fn insert_contains_day_update_and_tomorrow() {
+    let b = body(64);
+    let shared = Shared::default();
+    let t = Table::new(&b, Geometry::for_fpr(0.001), RETENTION, &shared);
+    let h = url(1);
+    assert!(!t.contains_since(h, 0, 1000));
+    assert_eq!(t.insert(h, 1000), Insert::New);
+    assert!(t.contains_since(h, 1000, 1000));
+    assert!(t.contains_since(h, 990, 1003));
+    assert!(!t.contains_since(h, 1001, 1003), "day precision");
+    assert_eq!(t.insert(h, 1000), Insert::Updated);
+    assert_eq!(t.insert(h, 1005), Insert::Updated);
+    assert!(t.contains_since(h, 1005, 1005), "the day moved");
+    assert!(t.contains_since(h, 1005, 1010));
+    assert!(!t.contains_since(h, 1006, 1010));
+    assert_eq!(t.count_occupied(), 1, "an update does not add a slot");
+    // A writer whose clock turned to tomorrow: readers of today see it.
+    assert_eq!(t.insert(h, 1011), Insert::Updated);
+    assert!(t.contains_since(h, 1010, 1010));
+    // ... and a writer still on yesterday does not move the day back.
+    assert_eq!(t.insert(h, 1010), Insert::Updated);
+    assert!(t.contains_since(h, 1011, 1011));
+    // Still found just inside the retention, gone just past it.
+    assert!(t.contains_since(h, 0, 1011 + RETENTION));
+    assert!(!t.contains_since(h, 0, 1012 + RETENTION));
+    assert_eq!(t.count_live(1012 + RETENTION), 0);
+    assert_eq!(t.count_occupied(), 1);
+    // A dead slot with the key's fingerprint is reused: New, one slot.
+    assert_eq!(t.insert(h, 1012 + RETENTION), Insert::New);
+    assert_eq!(t.count_occupied(), 1);
+}
+
+#[test]
+fn remove_deletes_one_slot() {
+    let b = body(16);
+    let shared = Shared::default();
+    let t = Table::new(&b, Geometry::for_fpr(0.001), RETENTION, &shared);
+    for i in 0..200 {
+        assert_eq!(t.insert(url(i), 50), Insert::New);
+    }
+    for i in (0..200).step_by(2) {
+        assert!(t.remove(url(i), 51));
+    }
+    assert_eq!(t.count_occupied(), 100);
+    for i in 0..200 {
+        assert_eq!(t.contains_since(url(i), 0, 51), i % 2 == 1, "key {i}");
+    }
+    assert!(!t.remove(url(0), 51), "removed already");
+    // Freed slots are reused.
+    for i in 1000..1100 {
+        assert_ne!(t.insert(url(i), 52), Insert::Full);
+    }
+}
+
+/// Fills a table planned for the design load with URL keys spread over 365
+/// days, then measures false negatives, false positives (seen at all, and
+/// within 7 days) and how often an insert reports `Full`.
+#[test]
+fn design_load_fpr_and_no_false_negatives() {
+    let p = 0.001;
+    let keys: u64 = std::env::var("FP_KEYS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
+    let queries: u64 = std::env::var("FP_QUERIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let plan = plan(p, keys.div_ceil(365), RETENTION);
+    let geo = plan.geometry;
+    let b = body(plan.nbuckets);
+    let shared = Shared::default();
+    let t = Table::new(&b, geo, RETENTION, &shared);
+    let today = 10_000u32;
+    let first = today - (RETENTION - 1);
+    let n = design_keys(geo, plan.nbuckets).min(keys.div_ceil(365) * 365);
+    let day_of = |i: u64| first + (i * 365 / n) as u32;
+    let mut full = 0u64;
+    let mut ok = vec![true; n as usize];
+    for i in 0..n {
+        if t.insert(url(i), day_of(i)) == Insert::Full {
+            full += 1;
+            ok[i as usize] = false;
+        }
+    }
+    let live = t.count_live(today);
+    let load = live as f64 / (plan.nbuckets * u64::from(geo.slots)) as f64;
+    for i in 0..n {
+        if ok[i as usize] {
+            assert!(t.contains_since(url(i), first, today), "false negative {i}");
+            let d = day_of(i);
+            assert!(t.contains_since(url(i), d, today), "day of {i}");
+            if d < today {
+                // The day tag is exact unless the fingerprint is shared.
+                let _ = t.contains_since(url(i), d + 1, today);
+            }
+        }
+    }
+    let mut fp_all = 0u64;
+    let mut fp_week = 0u64;
+    for i in 0..queries {
+        let h = foreign(i);
+        fp_all += u64::from(t.contains_since(h, first, today));
+        fp_week += u64::from(t.contains_since(h, today - 6, today));
+    }
+    let rate_all = fp_all as f64 / queries as f64;
+    let rate_week = fp_week as f64 / queries as f64;
+    let bits = (plan.nbuckets * 512) as f64 / live as f64;
+    println!(
+        "design load: {n} keys over 365 days in {} buckets of {} x ({}+{} bits): load {:.4}, \
+         {bits:.2} bits/key (packed {:.2}), Full {full} of {n}, moves {}; \
+         FPR seen-at-all {rate_all:.5} ({fp_all}/{queries}, bound {:.5}), 7 days {rate_week:.6} ({fp_week})",
+        plan.nbuckets,
+        geo.slots,
+        geo.fp_bits,
+        DAY_BITS,
+        load,
+        geo.packed_bits_per_key(load),
+        shared.moves(),
+        geo.fpr_bound(load),
+    );
+    assert_eq!(full, 0, "Full at the design load");
+    assert!(load > 0.94, "load {load}");
+    assert!(bits <= 1.1 * geo.packed_bits_per_key(DESIGN_LOAD) + 0.5);
+    assert!(rate_all <= p, "seen-at-all FPR {rate_all}");
+    assert!(rate_week <= p / 10.0, "7-day FPR {rate_week}");
+}
+
+/// Overfills small tables: `Full` comes only past the design load, and no
+/// key acknowledged before it is lost.
+#[test]
+fn full_only_past_design_load_and_nothing_lost() {
+    let geo = Geometry::for_fpr(0.001);
+    let mut first_full = Vec::new();
+    for round in 0..5u64 {
+        let nb = 500 + 37 * round;
+        let b = body(nb);
+        let shared = Shared::default();
+        let t = Table::new(&b, geo, RETENTION, &shared);
+        let cap = nb * u64::from(geo.slots);
+        let mut acked = Vec::new();
+        let mut fulls = 0;
+        let mut news = 0;
+        let mut at = None;
+        for i in 0..cap + cap / 10 {
+            let h = url(round << 40 | i);
+            match t.insert(h, 7) {
+                Insert::Full => {
+                    fulls += 1;
+                    at.get_or_insert(t.count_occupied() as f64 / cap as f64);
+                }
+                r => {
+                    // Updated: another key with the same fingerprint and
+                    // buckets was there already.
+                    news += u64::from(r == Insert::New);
+                    acked.push(h);
+                }
+            }
+        }
+        let at = at.expect("more keys than slots report Full");
+        first_full.push(at);
+        assert!(at > DESIGN_LOAD, "first Full at load {at}");
+        assert!(fulls > 0);
+        for h in &acked {
+            assert!(t.contains_since(*h, 7, 7));
+        }
+        assert_eq!(t.count_live(7), news);
+    }
+    println!("first Full at load {first_full:.4?}");
+}
+
+#[test]
+fn dead_slots_count_as_empty_and_are_reused() {
+    let geo = Geometry::for_fpr(0.001);
+    let b = body(8);
+    let shared = Shared::default();
+    let t = Table::new(&b, geo, 30, &shared);
+    let mut old = Vec::new();
+    let mut i = 0;
+    while old.len() < 150 {
+        i += 1;
+        if t.insert(url(i), 100) != Insert::Full {
+            old.push(url(i));
+        }
+    }
+    assert!(t.count_occupied() >= 150);
+    assert_eq!(t.count_live(130), t.count_occupied(), "30 days old: live");
+    assert_eq!(t.count_live(131), 0, "31 days old: dead");
+    for h in &old {
+        assert!(t.contains_since(*h, 0, 130));
+        assert!(!t.contains_since(*h, 0, 131));
+    }
+    // A fresh batch fits into the dead slots without a sweep.
+    let mut fresh = Vec::new();
+    for j in 0..150 {
+        let h = url(1_000_000 + j);
+        if t.insert(h, 131) != Insert::Full {
+            fresh.push(h);
+        }
+    }
+    assert!(fresh.len() >= 140, "{} of 150 fit", fresh.len());
+    assert!(t.count_occupied() <= 8 * u64::from(geo.slots));
+    for h in &fresh {
+        assert!(t.contains_since(*h, 131, 131));
+    }
+    assert_eq!(t.count_live(131), fresh.len() as u64);
+    // The sweep clears what is left of the old batch, and only that.
+    let before = t.count_occupied();
+    assert_eq!(t.sweep(131), before - fresh.len() as u64);
+    assert_eq!(t.count_occupied(), fresh.len() as u64);
+}
+
+#[test]
+fn wrap_around_needs_the_sweep() {
+    let geo = Geometry::for_fpr(0.001);
+    let interval = max_sweep_interval(RETENTION);
+    assert_eq!(interval, 145);
+    let h = url(42);
+
+    // Without a sweep, a tag 512 days old reads as written today.
+    let b = body(4);
+    let shared = Shared::default();
+    let t = Table::new(&b, geo, RETENTION, &shared);
+    t.insert(h, 1000);
+    assert!(!t.contains_since(h, 0, 1000 + RETENTION + 1));
+    assert!(t.contains_since(h, 0, 1000 + DAY_RING), "the hazard");
+
+    // Sweeping at least every `interval` days keeps it dead.
+    let b = body(4);
+    let t = Table::new(&b, geo, RETENTION, &shared);
+    t.insert(h, 1000);
+    let mut last = 1000;
+    for today in 1000..4000 {
+        if today - last >= interval {
+            t.sweep(today);
+            last = today;
+        }
+        assert_eq!(
+            t.contains_since(h, 0, today),
+            today <= 1000 + RETENTION,
+            "day {today}"
+        );
+    }
+    assert_eq!(t.count_occupied(), 0);
+
+    // After downtime, catch_up sweeps in steps before tags wrap.
+    let b = body(4);
+    let t = Table::new(&b, geo, RETENTION, &shared);
+    t.insert(h, 1000);
+    t.insert(url(43), 1100);
+    assert_eq!(t.catch_up(1000, 3000), 2);
+    assert!(!t.contains_since(h, 0, 3000));
+    assert!(!t.contains_since(url(43), 0, 3000));
+    // The tags, read on their wrap days, would have been live again.
+    assert_eq!(t.count_occupied(), 0);
+}
+
+/// The reason for the move counter: a lookup that reads bucket 1, then
+/// bucket 2, misses an entry moved from 2 to 1 in between. The counter
+/// makes the lookup notice and read again.
+#[test]
+fn a_move_between_the_two_reads_is_caught() {
+    let geo = Geometry::for_fpr(0.001);
+    let b = body(101);
+    let shared = Shared::default();
+    let t = Table::new(&b, geo, RETENTION, &shared);
+    let (h, fp, b1, b2) = (0..)
+        .map(url)
+        .map(|h| {
+            let (fp, b1, b2) = t.locate(h);
+            (h, fp, b1, b2)
+        })
+        .find(|x| x.2 != x.3)
+        .expect("a key with two buckets");
+    // The key lives in its second bucket.
+    t.write_slot(&b[b2 as usize], 3, fp, 9);
+    assert!(t.contains_since(h, 9, 9));
+    let s1 = shared.moves.load(Ordering::Acquire);
+    let in_b1 = t.bucket_has(&b[b1 as usize], fp, 9, 0);
+    assert!(t.move_entry(b2, 3, b1, 9));
+    let in_b2 = t.bucket_has(&b[b2 as usize], fp, 9, 0);
+    assert!(!in_b1 && !in_b2, "the naive two reads miss it");
+    assert_ne!(
+        shared.moves.load(Ordering::Acquire),
+        s1,
+        "the lookup retries"
+    );
+    assert!(t.contains_since(h, 9, 9));
+}
+
+/// A writer fills a table far past the design load, kicking all the way,
+/// while readers look up acknowledged keys without pause: no false negative.
+#[test]
+fn readers_see_no_false_negative_while_writers_kick() {
+    // The planned geometry, and the one with the fewest slots (kicks most).
+    readers_against_kicks(Geometry::for_fpr(0.001), 2000);
+    readers_against_kicks(Geometry::with_fps_per_word(2), 3000);
+}
+
+fn readers_against_kicks(geo: Geometry, nb: u64) {
+    let n = nb * u64::from(geo.slots); // every slot: kicks to the end
+    let keys: Vec<KeyHash> = (0..n).map(url).collect();
+    let acked: Vec<AtomicBool> = (0..n).map(|_| AtomicBool::new(false)).collect();
+    let b = body(nb);
+    let shared = Shared::default();
+    let t = Table::new(&b, geo, RETENTION, &shared);
+    let done = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let checks = AtomicU64::new(0);
+    let misses = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for r in 0..2u64 {
+            let (t, keys, acked, done, stop) = (&t, &keys, &acked, &done, &stop);
+            let (checks, misses) = (&checks, &misses);
+            s.spawn(move || {
+                let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ r;
+                while !stop.load(Ordering::Acquire) {
+                    let c = done.load(Ordering::Acquire);
+                    if c == 0 {
+                        continue;
+                    }
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    // Half the checks on the newest keys, whose buckets are
+                    // the ones being kicked.
+                    let i = if x & 1 == 0 {
+                        (x >> 1) as usize % c
+                    } else {
+                        c - 1 - (x >> 1) as usize % c.min(64)
+                    };
+                    if acked[i].load(Ordering::Acquire) {
+                        checks.fetch_add(1, Ordering::Relaxed);
+                        if !t.contains_since(keys[i], 20, 20) {
+                            misses.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            });
+        }
+        let mut full = 0;
+        for (i, h) in keys.iter().enumerate() {
+            if t.insert(*h, 20) == Insert::Full {
+                full += 1;
+            } else {
+                acked[i].store(true, Ordering::Release);
+            }
+            done.store(i + 1, Ordering::Release);
+        }
+        stop.store(true, Ordering::Release);
+        println!(
+            "concurrent ({} slots): {} moves, {full} Full of {n}, {} lookups",
+            geo.slots,
+            shared.moves(),
+            checks.load(Ordering::Relaxed)
+        );
+    });
+    assert!(shared.moves() > 500, "kicked {} times", shared.moves());
+    assert_eq!(misses.load(Ordering::Relaxed), 0);
+    for (h, a) in keys.iter().zip(&acked) {
+        if a.load(Ordering::Relaxed) {
+            assert!(t.contains_since(*h, 20, 20));
+        }
+    }
+}
+
+/// Two writers of different keys (and a sweeper) on the same small table:
+/// the stripe locks lose no slot.
+#[test]
+fn concurrent_writers_lose_nothing() {
+    let geo = Geometry::for_fpr(0.001);
+    let nb = 300u64;
+    let b = body(nb);
+    let shared = Shared::default();
+    let t = Table::new(&b, geo, 10, &shared);
+    // Old keys that die, for the sweeper to clear while writers write.
+    for i in 0..2000 {
+        t.insert(foreign(i), 5);
+    }
+    let news = AtomicU64::new(0);
+    let acked: Vec<Vec<KeyHash>> = std::thread::scope(|s| {
+        let writers: Vec<_> = (0..2u64)
+            .map(|w| {
+                let (t, news) = (&t, &news);
+                s.spawn(move || {
+                    let mut acked = Vec::new();
+                    for i in 0..2800u64 {
+                        let h = url(w << 32 | i);
+                        match t.insert(h, 20) {
+                            Insert::Full => {}
+                            r => {
+                                news.fetch_add(u64::from(r == Insert::New), Ordering::Relaxed);
+                                acked.push(h);
+                            }
+                        }
+                    }
+                    acked
+                })
+            })
+            .collect();
+        let t = &t;
+        s.spawn(move || t.sweep(20));
+        writers
+            .into_iter()
+            .map(|w| w.join().expect("writer"))
+            .collect()
+    });
+    let total: usize = acked.iter().map(Vec::len).sum();
+    assert!(total > 5000, "{total} acknowledged");
+    for h in acked.iter().flatten() {
+        assert!(t.contains_since(*h, 20, 20));
+    }
+    assert_eq!(t.count_live(20), news.load(Ordering::Relaxed));
+}
+
+/// A process killed after any single word store of a kicking insert leaves
+/// every key acknowledged before it findable, with at most one extra slot.
+#[test]
+fn a_kick_killed_at_any_store_loses_no_key() {
+    let geo = Geometry::for_fpr(0.001);
+    let nb = 64u64;
+    let b = body(nb);
+    let shared = Shared::default();
+    let t = Table::new(&b, geo, RETENTION, &shared);
+    let mut acked = Vec::new();
+    let mut tested = 0;
+    let mut longest = 0;
+    for i in 0..nb * u64::from(geo.slots) {
+        let h = url(i);
+        let saved = words(&b);
+        let moves = shared.moves();
+        let stores = shared.stores.load(Ordering::Relaxed);
+        let r = t.insert(h, 3);
+        let moved = shared.moves() - moves;
+        if r == Insert::Full {
+            break;
+        }
+        if moved > 0 {
+            // Replay this insert on a copy, dying after 0, 1, 2, ... stores.
+            let total = shared.stores.load(Ordering::Relaxed) - stores;
+            let after = words(&b);
+            let occupied = t.count_occupied();
+            for budget in 0..=total {
+                let copy = body(nb);
+                restore(&copy, &saved);
+                let dying = Shared::default();
+                dying.budget.store(budget, Ordering::Relaxed);
+                let c = Table::new(&copy, geo, RETENTION, &dying);
+                c.insert(h, 3);
+                dying.budget.store(u64::MAX, Ordering::Relaxed);
+                for k in &acked {
+                    assert!(c.contains_since(*k, 3, 3), "lost after {budget} stores");
+                }
+                assert!(c.count_occupied() <= occupied, "at most one duplicate");
+                if budget == total {
+                    assert_eq!(words(&copy), after, "the replay is exact");
+                    assert!(c.contains_since(h, 3, 3));
+                }
+            }
+            tested += 1;
+            longest = longest.max(moved);
+        }
+        acked.push(h);
+    }
+    println!("kill test: {tested} kicking inserts, longest path {longest} moves");
+    assert!(tested >= 10 && longest >= 2, "{tested} {longest}");
+}

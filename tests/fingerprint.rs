@@ -1,0 +1,373 @@
+//! Guards fingerprint tiers through the public API: day-precise horizons,
+//! expiry by day with slots reused, exactly one new per key across
+//! threads, no missed key while writers relocate entries, growth within
+//! the configured rate, reopen, a table beside Bloom tiers, and remove.
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::time::Duration;
+
+use common::*;
+use timebloom::{parse_tiers, Engine, Kind, ManualClock, Options, Tier};
+
+fn table_engine(dir: &std::path::Path, days: u32, per_day: u64, p: f64) -> (Engine, ManualClock) {
+    let clock = ManualClock::new(day(0));
+    let e = create(dir, config(&[Tier::fingerprint(days)], per_day, p), &clock);
+    (e, clock)
+}
+
+fn key(d: u64, i: u64) -> Vec<u8> {
+    url(1, d * 1_000_000 + i)
+}
+
+#[test]
+fn parses_and_prints_the_fingerprint_kind() {
+    let t = parse_tiers("7d,365d:fingerprint").unwrap();
+    assert_eq!(t, vec![Tier::daily(7), Tier::fingerprint(365)]);
+    assert_eq!(t[1].to_string(), "365d:fingerprint");
+    assert!("4w:fingerprint".parse::<Tier>().is_err());
+    for bad in [1, 511] {
+        let c = config(&[Tier::fingerprint(bad)], 1000, 0.01);
+        assert!(c.validate().is_err(), "{bad} days");
+    }
+    let two = config(&[Tier::fingerprint(30), Tier::fingerprint(60)], 1000, 0.01);
+    assert!(two.validate().is_err());
+    // Beside a daily Bloom tier: not "the same window".
+    config(&[Tier::daily(7), Tier::fingerprint(30)], 1000, 0.01)
+        .validate()
+        .unwrap();
+}
+
+/// Day by day for 60 days with a 30-day table: every key answers for
+/// exactly the horizons that reach its day, and stops answering once its
+/// day leaves the retention.
+#[test]
+fn horizons_at_day_precision_and_expiry_by_day() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, clock) = table_engine(dir.path(), 30, 200, 0.001);
+    let per_day = 200;
+    let mut wrong_positive = 0u64;
+    let mut checks = 0u64;
+    for today in 0..60u64 {
+        clock.set(day(today));
+        for i in 0..per_day {
+            // "Not new" for a new key is a false positive: counted.
+            checks += 1;
+            if !e.insert(&key(today, i)).unwrap() {
+                wrong_positive += 1;
+            }
+        }
+        // Keys of earlier days, sampled.
+        for d in today.saturating_sub(35)..=today {
+            for i in (0..per_day).step_by(20) {
+                let k = key(d, i);
+                let age = today - d;
+                let live = age < 30;
+                let got = e.contains(&k).unwrap();
+                checks += 1;
+                if live {
+                    assert!(got, "day {today}: key of day {d} lost");
+                } else if got {
+                    wrong_positive += 1;
+                }
+                for n in [0u64, 1, 3, 7, 29] {
+                    let within = e
+                        .contains_within(&k, Duration::from_secs(n * 86_400 + 3600))
+                        .unwrap();
+                    checks += 1;
+                    if age <= n {
+                        assert!(within, "day {today}: key of day {d} not within {n} days");
+                    } else if within {
+                        wrong_positive += 1;
+                    }
+                }
+            }
+        }
+    }
+    // False positives only, at about the configured rate.
+    assert!(
+        wrong_positive * 1000 <= checks * 2,
+        "{wrong_positive} wrong of {checks}"
+    );
+    // 60 days of 200 keys went through a table planned for 30 days: the
+    // expired days' slots were reused, the chain never grew.
+    let s = e.stats().unwrap();
+    let t = &s.tiers[0];
+    assert_eq!(t.kind, Kind::Fingerprint);
+    assert_eq!(t.segments.len(), 1);
+    assert_eq!(t.segments[0].subfilters, 1, "the table grew");
+    let live = t.segments[0].estimated_items;
+    assert!(
+        (29 * per_day..=31 * per_day).contains(&live),
+        "live keys {live}"
+    );
+    e.verify().unwrap();
+}
+
+#[test]
+fn reinsert_refreshes_the_day() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, clock) = table_engine(dir.path(), 10, 100, 0.001);
+    let k = key(0, 1);
+    assert!(e.insert(&k).unwrap());
+    clock.set(day(8));
+    assert!(!e.insert(&k).unwrap());
+    clock.set(day(15));
+    assert!(e.contains(&k).unwrap(), "seen on day 8, kept 10 days");
+    assert!(!e.contains_within(&k, 5 * DAY).unwrap());
+    assert!(e.contains_within(&k, 7 * DAY).unwrap());
+    clock.set(day(18));
+    assert!(!e.contains(&k).unwrap(), "day 8 left the retention");
+    assert!(e.insert(&k).unwrap(), "expired keys are new again");
+}
+
+#[test]
+fn exactly_one_new_per_key_across_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, _clock) = table_engine(dir.path(), 30, 2_000, 0.001);
+    let news = AtomicU64::new(0);
+    let keys = 20_000u64;
+    let go = Barrier::new(8);
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                let mut h = e.handle();
+                go.wait();
+                for i in 0..keys {
+                    if h.insert(&key(0, i)).unwrap() {
+                        news.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    // A false positive may make a distinct key "not new"; never two news.
+    let n = news.load(Ordering::Relaxed);
+    assert!(n <= keys && n >= keys - keys / 200, "{n} new of {keys}");
+    for i in 0..keys {
+        assert!(e.contains(&key(0, i)).unwrap());
+    }
+}
+
+/// Writers fill a small table to its end (every insert relocates entries)
+/// while readers look up keys the writers had their inserts acknowledged
+/// for: never a miss.
+#[test]
+fn readers_never_miss_while_writers_kick() {
+    let dir = tempfile::tempdir().unwrap();
+    // 30 days x 100 keys planned: 3,000 keys; the writers put 12,000.
+    let (e, _clock) = table_engine(dir.path(), 30, 100, 0.001);
+    let done: Vec<AtomicU64> = (0..2).map(|_| AtomicU64::new(0)).collect();
+    let per_writer = 6_000u64;
+    let misses = AtomicU64::new(0);
+    let lookups = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for (w, d) in done.iter().enumerate() {
+            let e = &e;
+            s.spawn(move || {
+                let mut h = e.handle();
+                for i in 0..per_writer {
+                    h.insert(&key(w as u64 + 1, i)).unwrap();
+                    d.store(i + 1, Ordering::Release);
+                }
+            });
+        }
+        for r in 0..2u64 {
+            let (e, done, misses, lookups) = (&e, &done, &misses, &lookups);
+            s.spawn(move || {
+                let mut h = e.handle();
+                let mut x = r + 1;
+                loop {
+                    let acked: Vec<u64> = done.iter().map(|d| d.load(Ordering::Acquire)).collect();
+                    if acked.iter().all(|&n| n == per_writer) {
+                        break;
+                    }
+                    for (w, &n) in acked.iter().enumerate() {
+                        if n == 0 {
+                            continue;
+                        }
+                        // Half of the probes among the newest keys.
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        let i = if x >> 63 == 0 {
+                            (x >> 20) % n
+                        } else {
+                            n - 1 - (x >> 20) % n.min(64)
+                        };
+                        lookups.fetch_add(1, Ordering::Relaxed);
+                        if !h.contains(&key(w as u64 + 1, i)).unwrap() {
+                            misses.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(misses.load(Ordering::Relaxed), 0);
+    assert!(lookups.load(Ordering::Relaxed) > 1_000);
+    let s = e.stats().unwrap();
+    let seg = &s.tiers[0].segments[0];
+    assert!(
+        seg.moves > 0 || seg.subfilters > 1,
+        "no relocation happened"
+    );
+}
+
+/// Four times the planned keys in one day: the chain grows, every key is
+/// kept, and the measured rate stays within the configured one.
+#[test]
+fn growth_keeps_the_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = 0.001;
+    let (e, clock) = table_engine(dir.path(), 10, 2_000, p);
+    let n = 80_000u64;
+    for i in 0..n {
+        e.insert(&key(0, i)).unwrap();
+    }
+    clock.set(day(3));
+    for i in 0..n {
+        assert!(e.contains(&key(0, i)).unwrap(), "key {i} lost");
+    }
+    let s = e.stats().unwrap();
+    let seg = &s.tiers[0].segments[0];
+    assert!(seg.subfilters >= 3, "chain of {}", seg.subfilters);
+    let probes = 400_000u64;
+    let fp = (0..probes)
+        .filter(|&i| e.contains(&url(9, i)).unwrap())
+        .count() as f64;
+    let rate = fp / probes as f64;
+    eprintln!(
+        "grown to {} tables: measured {rate:.6} (configured {p}), {:.2} bits per key",
+        seg.subfilters, seg.bits_per_key
+    );
+    assert!(rate <= p, "measured {rate} above {p}");
+    e.verify().unwrap();
+}
+
+#[test]
+fn reopen_keeps_keys_days_and_the_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, clock) = table_engine(dir.path(), 20, 500, 0.001);
+    for d in 0..5u64 {
+        clock.set(day(d));
+        for i in 0..3_000 {
+            e.insert(&key(d, i)).unwrap();
+        }
+    }
+    let grown = e.stats().unwrap().tiers[0].segments[0].subfilters;
+    e.close().unwrap();
+    clock.set(day(6));
+    let e = open(dir.path(), &clock);
+    assert_eq!(e.stats().unwrap().tiers[0].segments[0].subfilters, grown);
+    for d in 0..5u64 {
+        for i in 0..3_000 {
+            let k = key(d, i);
+            assert!(e.contains(&k).unwrap(), "day {d} key {i}");
+            let within = Duration::from_secs((6 - d) * 86_400);
+            assert!(e.contains_within(&k, within).unwrap());
+        }
+    }
+    assert!(!e.contains_within(&key(0, 1), 3 * DAY).unwrap());
+    e.verify().unwrap();
+}
+
+/// Without sweeps, a day tag read 512 days later looks new again: a reopen
+/// after a long pause catches up before it answers.
+#[test]
+fn a_long_pause_is_caught_up_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, clock) = table_engine(dir.path(), 30, 100, 0.001);
+    for i in 0..1_000 {
+        e.insert(&key(0, i)).unwrap();
+    }
+    e.close().unwrap();
+    clock.set(day(512));
+    let e = Engine::open_with(
+        dir.path(),
+        Options::default()
+            .clock(clock.clone())
+            .allow_clock_jump(true),
+    )
+    .unwrap();
+    let back = (0..1_000)
+        .filter(|&i| e.contains(&key(0, i)).unwrap())
+        .count();
+    assert!(back <= 2, "{back} expired keys read as present");
+}
+
+#[test]
+fn beside_bloom_tiers() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let tiers = parse_tiers("7d,4w,60d:fingerprint").unwrap();
+    let e = create(dir.path(), config(&tiers, 500, 0.001), &clock);
+    for d in 0..40u64 {
+        clock.set(day(d));
+        for i in 0..200 {
+            e.insert(&key(d, i)).unwrap();
+            assert!(!e.insert(&key(d, i)).unwrap());
+        }
+    }
+    let s = e.stats().unwrap();
+    let fp = s
+        .tiers
+        .iter()
+        .find(|t| t.kind == Kind::Fingerprint)
+        .unwrap();
+    assert!(fp.answers_contains);
+    assert_eq!(fp.coarseness_secs, 86_400);
+    for d in 0..40u64 {
+        for i in (0..200).step_by(10) {
+            let k = key(d, i);
+            assert!(e.contains(&k).unwrap(), "day {d}");
+            let age = 39 - d;
+            assert!(e
+                .contains_within(&k, Duration::from_secs(age * 86_400 + 60))
+                .unwrap());
+        }
+    }
+    e.verify().unwrap();
+    e.close().unwrap();
+    let e = open(dir.path(), &clock);
+    assert!(e.contains(&key(0, 0)).unwrap());
+}
+
+#[test]
+fn remove_deletes_a_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, clock) = table_engine(dir.path(), 30, 1_000, 0.001);
+    assert!(e.supports_remove());
+    for i in 0..1_000 {
+        e.insert(&key(0, i)).unwrap();
+    }
+    clock.set(day(2));
+    for i in 0..500 {
+        assert!(e.remove(&key(0, i)).unwrap(), "key {i}");
+    }
+    let left = (0..500)
+        .filter(|&i| e.contains(&key(0, i)).unwrap())
+        .count();
+    assert!(left <= 2, "{left} removed keys still present");
+    for i in 500..1_000 {
+        assert!(e.contains(&key(0, i)).unwrap());
+    }
+    // A backfill moves a key's day forward, never backwards.
+    let k = key(0, 700);
+    let a_day = DAY + Duration::from_secs(3600);
+    assert!(!e.contains_within(&k, a_day).unwrap());
+    assert!(!e.insert_at(&k, day(1)).unwrap());
+    assert!(e.contains_within(&k, a_day).unwrap());
+    e.insert_at(&k, day(0)).unwrap();
+    assert!(
+        e.contains_within(&k, a_day).unwrap(),
+        "the day went backwards"
+    );
+    assert!(e.insert_at(&key(5, 1), day(1)).unwrap());
+    assert!(e.contains_within(&key(5, 1), a_day).unwrap());
+    assert!(!e
+        .contains_within(&key(5, 1), Duration::from_secs(3600))
+        .unwrap());
+}
