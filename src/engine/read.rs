@@ -45,7 +45,13 @@ impl Engine {
     #[inline]
     pub(super) fn live_full<'s>(&self, snap: &'s Snapshot, now: i64) -> Result<Reader<'s>> {
         if now < snap.next_boundary {
-            return self.reader(&snap.tiers[snap.full_tier], now);
+            let t = &snap.tiers[snap.full_tier];
+            // Before the boundary the snapshot's windows are the live set:
+            // no calendar arithmetic on the hot path.
+            if !t.tier.is_table() {
+                return Ok(Reader::Windows(&t.segments));
+            }
+            return self.reader(t, now);
         }
         self.past_boundary(snap, now)?;
         let mut best: Option<(i64, &'s TierState)> = None;
