@@ -28,84 +28,13 @@
 //! Without `--bench` (under `cargo test --benches`) a tiny version runs.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Barrier;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 use timebloom::{Config, Engine, ManualClock, Options, SyncPolicy, Tier};
-use xxhash_rust::xxh3::xxh3_128;
 
-/// A crawl-like URL for key `i` of set `set`.
-fn url(set: u64, i: u64) -> Vec<u8> {
-    let host = (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) % 50_000;
-    format!(
-        "https://www.site{host}.example/{set}/articles/{i}/index.html?ref={}",
-        i % 97
-    )
-    .into_bytes()
-}
-
-fn keys(set: u64, from: u64, n: u64) -> Vec<Vec<u8>> {
-    (from..from + n).map(|i| url(set, i)).collect()
-}
-
-/// The floor of one lookup: the key's xxh3-128, then one read of a random
-/// 64-byte line (a bit of its first word) in an array of the filter's size.
-struct Floor {
-    words: Vec<u64>,
-    lines: u64,
-}
-
-impl Floor {
-    fn new(bytes: u64) -> Floor {
-        let lines = (bytes / 64).max(1);
-        let mut s = 0x1234_5678_u64;
-        let words = (0..lines * 8)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                s ^ (s >> 29)
-            })
-            .collect();
-        Floor { words, lines }
-    }
-
-    #[inline]
-    fn lookup(&self, key: &[u8]) -> bool {
-        let h = xxh3_128(key);
-        let line = (((h >> 64) as u64 as u128 * self.lines as u128) >> 64) as usize;
-        self.words[line * 8] & (1 << (h as u64 & 63)) != 0
-    }
-}
-
-/// Wall seconds for `threads` threads each running `work(thread)` once,
-/// started together; the best of `runs`.
-fn wall<F: Fn(usize) -> usize + Sync>(threads: usize, runs: usize, work: F) -> f64 {
-    let mut best = f64::INFINITY;
-    for _ in 0..runs {
-        let barrier = Barrier::new(threads + 1);
-        let secs = std::thread::scope(|s| {
-            let hs: Vec<_> = (0..threads)
-                .map(|t| {
-                    let (barrier, work) = (&barrier, &work);
-                    s.spawn(move || {
-                        barrier.wait();
-                        std::hint::black_box(work(t))
-                    })
-                })
-                .collect();
-            barrier.wait();
-            let start = Instant::now();
-            for h in hs {
-                h.join().expect("worker");
-            }
-            start.elapsed().as_secs_f64()
-        });
-        best = best.min(secs);
-    }
-    best
-}
+mod support;
+use support::{bench_n, keys, url, wall, Floor};
 
 fn config(n: u64, tiers: Vec<Tier>, sync: SyncPolicy) -> Config {
     Config {
@@ -360,11 +289,7 @@ fn summary(what: &str, mut lat: Vec<u32>) -> Value {
 
 fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
-    let n: u64 = std::env::var("TIMEBLOOM_BENCH_N")
-        .ok()
-        .and_then(|s| s.parse::<f64>().ok())
-        .map(|f| f as u64)
-        .unwrap_or(if bench { 10_000_000 } else { 20_000 });
+    let n = bench_n(if bench { 10_000_000 } else { 20_000 });
     let parts =
         std::env::var("TIMEBLOOM_BENCH_PARTS").unwrap_or_else(|_| "threads,boundary".into());
     let mut out = Vec::new();

@@ -1,0 +1,163 @@
+//! The tier kinds side by side on the same keys: a year of the default
+//! Bloom tiers (7d, 4w, 12m) against one `365d:fingerprint` table.
+//!
+//! ```text
+//! cargo bench --bench kinds                    # 32,000 keys a day for 365 days
+//! TIMEBLOOM_BENCH_N=100000 cargo bench --bench kinds
+//! ```
+//!
+//! Both engines get the same keys, `N` a day for 365 days (a `ManualClock`
+//! moved a day at a time, `insert_batch` of each day's keys), at p = 0.1%,
+//! without the write-ahead log. Then, on the last day, timed by hand (the
+//! best of three runs of 2^20 keys each, ns per key):
+//!
+//! * negative lookups through a handle, single calls and `contains_batch`
+//!   in batches of 1024, against the floor of the fingerprint table's
+//!   lookup: the key's xxh3-128 and two reads of random 64-byte lines in
+//!   an array of the table's size;
+//! * the measured false-positive rate of `contains` and of a 7-day
+//!   horizon on those 2^20 keys never inserted;
+//! * inserts of new keys the next day, single and batch;
+//! * bytes per key inserted.
+//!
+//! Results print as a table and go to `target/timebloom-bench/kinds.json`.
+//! Without `--bench` (under `cargo test --benches`) a tiny version runs.
+
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+use timebloom::{Config, Engine, ManualClock, Options, SyncPolicy, Tier};
+
+mod support;
+use support::{bench_n, keys, wall, Floor};
+
+/// 2025-01-01 12:00 UTC.
+const START: u64 = 1_735_732_800;
+const DAY: u64 = 86_400;
+
+/// Nanoseconds per key of `work` over `n` keys, the best of three.
+fn per_key(n: usize, work: impl Fn() -> usize + Sync) -> f64 {
+    wall(1, 3, |_| work()) * 1e9 / n as f64
+}
+
+/// One engine of `tiers`, filled with `days` days of `n` keys; the clock
+/// left on the last day. Returns it with its clock and fill seconds.
+fn filled(name: &str, tiers: Vec<Tier>, n: u64, days: u64) -> (Engine, ManualClock, f64) {
+    let dir = std::env::temp_dir().join(format!("timebloom-kinds-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(START));
+    let config = Config {
+        tiers,
+        expected_items_per_day: n,
+        fpr: 0.001,
+        sync: SyncPolicy::None,
+        ..Config::default()
+    };
+    let engine =
+        Engine::create_with(&dir, config, Options::default().clock(clock.clone())).expect("create");
+    let t = Instant::now();
+    for d in 0..days {
+        clock.set(UNIX_EPOCH + Duration::from_secs(START + d * DAY));
+        for chunk in keys(1, d * n, n).chunks(4096) {
+            engine.insert_batch(chunk).expect("fill");
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    // Background work of the last boundary (seals of Bloom windows, the
+    // table's daily sweep) done before anything is timed.
+    engine.flush().expect("flush");
+    (engine, clock, secs)
+}
+
+fn measure(name: &str, tiers: Vec<Tier>, n: u64, days: u64, probes: usize) -> Value {
+    let (engine, clock, fill_secs) = filled(name, tiers, n, days);
+    let inserted = n * days;
+    let bytes = engine.stats().expect("stats").bytes;
+    let absent = keys(2, 0, probes as u64);
+    let mut h = engine.handle();
+    let single = per_key(probes, || {
+        let mut h = engine.handle();
+        absent.iter().filter(|k| h.contains(k).unwrap()).count()
+    });
+    let batch = per_key(probes, || {
+        let mut h = engine.handle();
+        absent
+            .chunks(1024)
+            .map(|c| h.contains_batch(c).unwrap().iter().filter(|&&p| p).count())
+            .sum()
+    });
+    let floor = Floor::new(bytes);
+    let floor_ns = per_key(probes, || {
+        absent.iter().filter(|k| floor.lookup2(k)).count()
+    });
+    let fp = absent.iter().filter(|k| h.contains(k).unwrap()).count();
+    let week = Duration::from_secs(7 * DAY);
+    let fp_week = absent
+        .iter()
+        .filter(|k| engine.contains_within(k, week).unwrap())
+        .count();
+    drop(h);
+    // The next day: new keys, single calls then a batch.
+    clock.set(UNIX_EPOCH + Duration::from_secs(START + days * DAY));
+    let fresh = keys(3, 0, 2 * probes as u64);
+    let (one, two) = fresh.split_at(probes);
+    let mut h = engine.handle();
+    let t = Instant::now();
+    let new1 = one.iter().filter(|k| h.insert(k).unwrap()).count();
+    let insert_single = t.elapsed().as_secs_f64() * 1e9 / probes as f64;
+    let t = Instant::now();
+    let new2: usize = two
+        .chunks(1024)
+        .map(|c| h.insert_batch(c).unwrap().iter().filter(|&&x| x).count())
+        .sum();
+    let insert_batch = t.elapsed().as_secs_f64() * 1e9 / probes as f64;
+    drop(h);
+    let dir = std::env::temp_dir().join(format!("timebloom-kinds-{}-{name}", std::process::id()));
+    drop(engine);
+    let _ = std::fs::remove_dir_all(dir);
+    let rate = |c: usize| c as f64 / probes as f64;
+    println!(
+        "{name:>12}: {:.1} bits/key, lookup {single:.0} ns (batch {batch:.0}; floor of two lines {floor_ns:.0}), \
+         rate {:.4}% (7 days {:.4}%), insert {insert_single:.0} ns (batch {insert_batch:.0}), new {}/{}, filled in {fill_secs:.1} s",
+        bytes as f64 * 8.0 / inserted as f64,
+        rate(fp) * 100.0,
+        rate(fp_week) * 100.0,
+        new1 + new2,
+        2 * probes,
+    );
+    json!({
+        "kind": name,
+        "keys": inserted,
+        "bytes": bytes,
+        "bits_per_key": bytes as f64 * 8.0 / inserted as f64,
+        "lookup_ns": single,
+        "lookup_batch_ns": batch,
+        "floor_two_lines_ns": floor_ns,
+        "fpr": rate(fp),
+        "fpr_7d": rate(fp_week),
+        "insert_ns": insert_single,
+        "insert_batch_ns": insert_batch,
+        "new": new1 + new2,
+        "fill_secs": fill_secs,
+    })
+}
+
+fn main() {
+    let bench = std::env::args().any(|a| a == "--bench");
+    let n = bench_n(if bench { 32_000 } else { 200 });
+    let (days, probes) = if bench { (365, 1 << 20) } else { (20, 2_000) };
+    println!("== {days} days of {n} keys a day, p = 0.1%, {probes} probes");
+    let bloom = measure(
+        "7d,4w,12m",
+        vec![Tier::daily(7), Tier::weekly(4), Tier::monthly(12)],
+        n,
+        days,
+        probes,
+    );
+    let fingerprint = measure("365d:fp", vec![Tier::fingerprint(365)], n, days, probes);
+    let out = json!({ "n_per_day": n, "days": days, "kinds": [bloom, fingerprint] });
+    let path = std::path::Path::new("target/timebloom-bench");
+    let _ = std::fs::create_dir_all(path);
+    std::fs::write(path.join("kinds.json"), out.to_string()).expect("write results");
+    println!("\nresults written to target/timebloom-bench/kinds.json");
+}
