@@ -794,15 +794,33 @@ fn age(tag: u32, today: u32) -> u32 {
 /// `fp`, as a mask with the low bit of every matching lane set.
 #[inline]
 fn match_lanes(word: u64, fp: u64, bits: u32, per_word: u32) -> u64 {
-    let mask = (1u64 << bits) - 1;
-    let mut hits = 0;
-    for lane in 0..per_word {
-        if (word >> (lane * bits)) & mask == fp {
-            hits |= 1u64 << (lane * bits);
-        }
-    }
-    hits
+    // Branch-free (SWAR): x has a zero lane exactly where a lane equals
+    // fp. Per lane, (x & low) + low sets the lane's top bit iff its lower
+    // bits are not all zero, and never carries out of the lane (it is at
+    // most 2^bits - 2); or-ing x adds the top bit itself.
+    let ones = LANE_ONES[per_word as usize];
+    let low = ones * (((1u64 << bits) - 1) >> 1);
+    let high = ones << (bits - 1);
+    let x = word ^ (fp * ones);
+    let zero = !(((x & low) + low) | x) & high;
+    zero >> (bits - 1)
 }
+
+/// Per fingerprints-a-word count: a 1 at the start of each lane.
+const LANE_ONES: [u64; 9] = {
+    let mut t = [0u64; 9];
+    let mut per_word = 2;
+    while per_word <= 8 {
+        let bits = 64 / per_word;
+        let mut lane = 0;
+        while lane < per_word {
+            t[per_word as usize] |= 1u64 << (lane * bits);
+            lane += 1;
+        }
+        per_word += 1;
+    }
+    t
+};
 
 /// MurmurHash3's 64-bit finalizer: spreads a fingerprint over 64 bits.
 #[inline]

@@ -578,3 +578,56 @@ fn a_kick_killed_at_any_store_loses_no_key() {
     println!("kill test: {tested} kicking inserts, longest path {longest} moves");
     assert!(tested >= 10 && longest >= 2, "{tested} {longest}");
 }
+
+/// The lane matcher agrees with a lane-by-lane comparison for every
+/// geometry, on random words, on words holding the fingerprint in some
+/// lanes, and on fingerprints next to the lane values (borrows, carries).
+#[test]
+fn match_lanes_agrees_with_a_lane_by_lane_comparison() {
+    fn naive(word: u64, fp: u64, bits: u32, per_word: u32) -> u64 {
+        let mask = (1u64 << bits) - 1;
+        (0..per_word)
+            .filter(|lane| (word >> (lane * bits)) & mask == fp)
+            .fold(0, |hits, lane| hits | 1u64 << (lane * bits))
+    }
+    let mut x = 0x243f_6a88_85a3_08d3_u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for per_word in 2..=8u32 {
+        let bits = 64 / per_word;
+        let mask = (1u64 << bits) - 1;
+        for _ in 0..20_000 {
+            let fp = next() & mask;
+            let mut word = next();
+            // Put fp, or a neighbour of it, in some lanes.
+            for lane in 0..per_word {
+                let pick = next() % 4;
+                let v = match pick {
+                    0 => fp,
+                    1 => fp.wrapping_add(1) & mask,
+                    2 => fp.wrapping_sub(1) & mask,
+                    _ => continue,
+                };
+                word = (word & !(mask << (lane * bits))) | (v << (lane * bits));
+            }
+            assert_eq!(
+                super::match_lanes(word, fp, bits, per_word),
+                naive(word, fp, bits, per_word),
+                "word {word:#x} fp {fp:#x} bits {bits}"
+            );
+        }
+        // Edge values: all zero, all ones.
+        for word in [0, u64::MAX] {
+            for fp in [0, 1, mask - 1, mask] {
+                assert_eq!(
+                    super::match_lanes(word, fp, bits, per_word),
+                    naive(word, fp, bits, per_word)
+                );
+            }
+        }
+    }
+}
