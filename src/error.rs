@@ -199,7 +199,7 @@ impl fmt::Display for Error {
             ),
             Error::RemoveUnsupported { tier } => write!(
                 f,
-                "remove needs counting segments, but tier {tier} is a plain Bloom tier"
+                "remove needs counting or fingerprint tiers, but tier {tier} is a plain Bloom tier"
             ),
             Error::PreviousIo => write!(
                 f,

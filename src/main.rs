@@ -189,8 +189,9 @@ enum Command {
         #[command(flatten)]
         lines: LineFlags,
     },
-    /// Take keys back out and print how many were present (counting engines
-    /// only: see `create --counting`).
+    /// Take keys back out and print how many were present (engines with no
+    /// plain Bloom tier: counting tiers, `create --counting`, and
+    /// fingerprint tiers, `365d:fingerprint`).
     #[command(
         after_help = "Example:\n  timebloom remove crawl.tb --canonical 'https://example.com/retry-me'"
     )]
@@ -652,7 +653,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
                     tier: t.to_string(),
                 };
                 return Err(CliError(format!(
-                    "{}: {e} (create the engine with --counting)",
+                    "{}: {e} (create the engine with --counting, or with fingerprint tiers only)",
                     dir.display()
                 )));
             }
