@@ -127,9 +127,13 @@ impl fmt::Display for Plan {
             "{} keys/day planned, fpr {} per lookup",
             self.items_per_day, self.fpr
         )?;
+        // The tier column fits its longest name (`365d:fingerprint`).
+        let w = (self.tiers.iter())
+            .map(|t| t.tier.to_string().len())
+            .fold(14, usize::max);
         writeln!(
             f,
-            "{:<14} {:>7} {:>8} {:>12} {:>10} {:>8} {:>6} {:>11} {:>11} {:>10}",
+            "{:<w$} {:>7} {:>8} {:>12} {:>10} {:>8} {:>6} {:>11} {:>11} {:>10}",
             "tier",
             "windows",
             "window",
@@ -144,8 +148,8 @@ impl fmt::Display for Plan {
         for t in &self.tiers {
             writeln!(
                 f,
-                "{:<14} {:>7} {:>8} {:>12} {:>10.2e} {:>8.2} {:>6} {:>11} {:>11} {:>10}",
-                t.tier,
+                "{:<w$} {:>7} {:>8} {:>12} {:>10.2e} {:>8.2} {:>6} {:>11} {:>11} {:>10}",
+                t.tier.to_string(),
                 t.windows,
                 fmt_secs(t.window_secs),
                 t.items_per_window,
