@@ -371,3 +371,35 @@ fn remove_deletes_a_key() {
         .contains_within(&key(5, 1), Duration::from_secs(3600))
         .unwrap());
 }
+
+#[test]
+fn a_batch_syncs_the_log_once_under_always() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    let clock = ManualClock::new(day(0));
+    let config = timebloom::Config {
+        sync: timebloom::SyncPolicy::Always,
+        ..config(&[Tier::fingerprint(30)], 10_000, 0.001)
+    };
+    let e = Engine::create_with(&dir, config, Options::default().clock(clock.clone())).unwrap();
+    // Counts the log's fsyncs in this engine's directory (the hook is
+    // process-wide: other tests' paths are not counted).
+    let syncs = std::sync::Arc::new(AtomicU64::new(0));
+    let (seen, d) = (std::sync::Arc::clone(&syncs), dir.clone());
+    timebloom::testing::set_fault_hook(Some(Box::new(move |op, path| {
+        if op == "fsync log" && path.starts_with(&d) {
+            seen.fetch_add(1, Ordering::SeqCst);
+        }
+        None
+    })));
+    let keys: Vec<Vec<u8>> = (0..200).map(|i| key(0, i)).collect();
+    let new = e.insert_batch(&keys).unwrap();
+    let during = syncs.load(Ordering::SeqCst);
+    timebloom::testing::set_fault_hook(None);
+    assert!(new.iter().all(|&n| n));
+    // One group commit for the batch, not one per key.
+    assert_eq!(during, 1, "{during} log fsyncs for one batch of 200 keys");
+    e.close().unwrap();
+    let e = Engine::open_with(&dir, Options::default().clock(clock)).unwrap();
+    assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
+}

@@ -72,14 +72,20 @@ impl Engine {
     #[inline]
     pub(super) fn insert_in<S: Source>(&self, src: &mut S, key: &[u8]) -> Result<bool> {
         self.writable()?;
+        let new = self.insert_unsynced(src, key)?;
+        self.sync_writes()?;
+        Ok(new)
+    }
+
+    /// One check-and-insert, not yet synced under `always` (the caller
+    /// syncs: once per key, or once per batch).
+    #[inline]
+    fn insert_unsynced<S: Source>(&self, src: &mut S, key: &[u8]) -> Result<bool> {
         let h = self.hash(key);
         loop {
             let now = self.ready(src)?;
             match self.insert_one(src.snap(), h, now)? {
-                Step::Done(new) => {
-                    self.sync_writes()?;
-                    return Ok(new);
-                }
+                Step::Done(new) => return Ok(new),
                 // A full open window grows before it takes the write.
                 Step::Grow => self.grow()?,
                 Step::Stale => {}
@@ -264,9 +270,9 @@ impl Engine {
         let mut now = self.ready(src)?;
         if src.snap().tiers.iter().any(|t| t.tier.is_table()) {
             // A fingerprint tier: key by key (the groups below read
-            // windows only).
+            // windows only), synced once for the batch by the caller.
             for k in keys {
-                out.push(self.insert_in(src, k.as_ref())?);
+                out.push(self.insert_unsynced(src, k.as_ref())?);
             }
             return Ok(());
         }
