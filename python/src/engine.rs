@@ -70,19 +70,33 @@ impl PyEngine {
         }
     }
 
-    /// Runs a single-key write `f`: with the GIL held, except under the
-    /// `always` policy, where the call waits for an fsync (other Python
-    /// threads run meanwhile, and their writes share that fsync).
-    fn write_one<T: Send>(
+    /// Runs a write `f` of one key (str or bytes): with the GIL held,
+    /// except under the `always` policy, where the call waits for an fsync
+    /// (other Python threads run meanwhile, and their writes share that
+    /// fsync).
+    fn write_key<T: Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&timebloom::Engine) -> timebloom::Result<T> + Send,
+        key: &Bound<'_, PyAny>,
+        f: impl FnOnce(&timebloom::Engine, &[u8]) -> timebloom::Result<T> + Send,
     ) -> PyResult<T> {
+        let k = key_bytes(key)?;
+        let k = k.as_bytes();
         if self.policy == SyncPolicy::Always {
-            self.slot.detached(py, f)
+            self.slot.detached(py, |e| f(e, k))
         } else {
-            self.slot.with(f)
+            self.slot.with(|e| f(e, k))
         }
+    }
+
+    /// Runs a lookup `f` of one key (str or bytes), with the GIL held.
+    fn read_key<T>(
+        &self,
+        key: &Bound<'_, PyAny>,
+        f: impl FnOnce(&timebloom::Engine, &[u8]) -> timebloom::Result<T>,
+    ) -> PyResult<T> {
+        let k = key_bytes(key)?;
+        self.slot.with(|e| f(e, k.as_bytes()))
     }
 }
 
@@ -176,9 +190,7 @@ impl PyEngine {
     /// Records `key` (str or bytes) in every tier's open window. Returns
     /// True when the key was new: absent from every live window before.
     fn insert(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let k = key_bytes(key)?;
-        let k: &[u8] = k.as_bytes();
-        self.write_one(py, |e| e.insert(k))
+        self.write_key(py, key, |e, k| e.insert(k))
     }
 
     /// `insert` for every key of an iterable, with the GIL released; one
@@ -190,9 +202,7 @@ impl PyEngine {
     /// Whether `key` is in any live window (at most `fpr` false positives,
     /// never a false negative within the retention).
     fn contains(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let k = key_bytes(key)?;
-        let k: &[u8] = k.as_bytes();
-        self.slot.with(|e| e.contains(k))
+        self.read_key(key, |e, k| e.contains(k))
     }
 
     /// `contains` for every key of an iterable, with the GIL released.
@@ -208,10 +218,8 @@ impl PyEngine {
         key: &Bound<'_, PyAny>,
         horizon: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        let k = key_bytes(key)?;
-        let k: &[u8] = k.as_bytes();
         let h = duration_of(horizon)?;
-        self.slot.with(|e| e.contains_within(k, h))
+        self.read_key(key, |e, k| e.contains_within(k, h))
     }
 
     /// Records `key` as seen at `when` (an aware datetime or seconds since
@@ -223,19 +231,15 @@ impl PyEngine {
         key: &Bound<'_, PyAny>,
         when: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        let k = key_bytes(key)?;
-        let k: &[u8] = k.as_bytes();
         let t = instant_of(when)?;
-        self.write_one(py, |e| e.insert_at(k, t))
+        self.write_key(py, key, |e, k| e.insert_at(k, t))
     }
 
     /// Takes `key` back (counting tiers only: `RemoveUnsupportedError`
     /// otherwise). Returns whether any window held it. Remove only keys you
     /// inserted: removing another may remove a key that shares its counters.
     fn remove(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let k = key_bytes(key)?;
-        let k: &[u8] = k.as_bytes();
-        self.write_one(py, |e| e.remove(k))
+        self.write_key(py, key, |e, k| e.remove(k))
     }
 
     /// Takes back one insert of `key` made at `when` (an aware datetime or
@@ -246,10 +250,8 @@ impl PyEngine {
         key: &Bound<'_, PyAny>,
         when: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        let k = key_bytes(key)?;
-        let k: &[u8] = k.as_bytes();
         let t = instant_of(when)?;
-        self.write_one(py, |e| e.remove_at(k, t))
+        self.write_key(py, key, |e, k| e.remove_at(k, t))
     }
 
     /// Rotates and expires windows as of `now` (default: the engine's

@@ -115,7 +115,7 @@ impl PyRedisEngine {
         f: impl FnOnce(&RedisEngine, &[u8]) -> Result<T, LibRedisError> + Send,
     ) -> PyResult<T> {
         let k = key_bytes(key)?;
-        let k: &[u8] = k.as_bytes();
+        let k = k.as_bytes();
         self.slot.detached(py, |e| f(e, k))
     }
 }
