@@ -36,11 +36,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::TimeSource;
-use crate::config::SyncPolicy;
 use crate::error::Error;
-use crate::hash::seed_fingerprint;
-use crate::segment::{Identity, SubFilter};
+use crate::segment::SubFilter;
 
+use super::rotate::NewFile;
 use super::Engine;
 
 /// How long before a boundary its windows are created: an eighth of the
@@ -96,15 +95,11 @@ impl Drop for Made {
     }
 }
 
-/// What one file to create ahead is.
+/// One file to create ahead: for `window` of the tier at `tier`.
 struct Plan {
     tier: usize,
     window: i64,
-    path: std::path::PathBuf,
-    kind: crate::filter::Kind,
-    id: Identity,
-    capacity: u64,
-    rate: f64,
+    file: NewFile,
 }
 
 impl Engine {
@@ -138,29 +133,18 @@ impl Engine {
             if t.segments.last().is_some_and(|s| s.window >= window) {
                 continue;
             }
-            let Ok(name) = Engine::file_name(&t.tier, &t.code, window, 0) else {
+            let Ok(file) = self.new_file(&t.tier, &t.code, window, 0) else {
                 continue;
             };
-            let (capacity, rate) = self.config.subfilter_plan(&t.tier, 0);
             plans.push(Plan {
                 tier: ti,
                 window,
-                path: self.seg_path(&name),
-                kind: t.tier.kind,
-                id: Identity {
-                    span: t.tier.span,
-                    window,
-                    index: 0,
-                },
-                capacity,
-                rate,
+                file,
             });
         }
         if plans.is_empty() {
             return;
         }
-        let seed_fp = seed_fingerprint(self.seed);
-        let write_zeros = self.policy != SyncPolicy::None;
         let stop = Arc::new(AtomicBool::new(false));
         let (clock, stopped) = (self.clock.clone(), Arc::clone(&stop));
         let (tx, made) = mpsc::channel();
@@ -168,7 +152,7 @@ impl Engine {
             .name("timebloom-ahead".into())
             .spawn(move || {
                 background();
-                let made = make(plans, seed_fp, write_zeros);
+                let made = make(plans);
                 let subs: Vec<Arc<SubFilter>> =
                     made.0.iter().map(|(_, _, s)| Arc::clone(s)).collect();
                 // Nobody to take them (the engine went): they are deleted.
@@ -227,19 +211,10 @@ fn wait_until(clock: &TimeSource, t: i64, stop: &AtomicBool) -> bool {
 
 /// Creates and maps every planned file; on the first failure
 /// deletes what it made and returns nothing.
-fn make(plans: Vec<Plan>, seed_fp: u64, write_zeros: bool) -> Made {
+fn make(plans: Vec<Plan>) -> Made {
     let mut made = Made::default();
     for p in plans {
-        match SubFilter::create(
-            &p.path,
-            p.kind,
-            p.id,
-            seed_fp,
-            p.capacity,
-            p.rate,
-            write_zeros,
-            None,
-        ) {
+        match p.file.create() {
             Ok(sub) => {
                 made.0.push((p.tier, p.window, Arc::new(sub)));
             }
@@ -249,7 +224,7 @@ fn make(plans: Vec<Plan>, seed_fp: u64, write_zeros: bool) -> Made {
                 let existed = matches!(&e, Error::Io { op: "create segment", source, .. }
                     if source.kind() == std::io::ErrorKind::AlreadyExists);
                 if !existed {
-                    let _ = fs::remove_file(&p.path);
+                    let _ = fs::remove_file(&p.file.path);
                 }
                 return Made::default();
             }

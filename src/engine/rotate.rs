@@ -19,6 +19,7 @@ use crate::chain::Segment;
 use crate::clock::instant;
 use crate::config::{SyncPolicy, Tier};
 use crate::error::{Error, Result};
+use crate::filter::Kind;
 use crate::manifest::file_name;
 use crate::segment::{Identity, SubFilter};
 use crate::stats::Maintenance;
@@ -140,8 +141,38 @@ impl Engine {
         })
     }
 
-    /// Creates the file of sub-filter `index` of `window` in a tier, sized
-    /// by the chain's plan for that position.
+    /// What the file of sub-filter `index` of `window` in a tier is: its
+    /// path, and its size by the chain's plan for that position.
+    pub(super) fn new_file(
+        &self,
+        tier: &Tier,
+        code: &str,
+        window: i64,
+        index: u32,
+    ) -> Result<NewFile> {
+        let name = Engine::file_name(tier, code, window, index)?;
+        let (capacity, rate) = self.config.subfilter_plan(tier, index);
+        let table = match tier.is_table() {
+            true => Some((tier.table_days(), self.day_of(self.now()?)?)),
+            false => None,
+        };
+        Ok(NewFile {
+            path: self.seg_path(&name),
+            kind: tier.kind,
+            id: Identity {
+                span: tier.span,
+                window,
+                index,
+            },
+            seed_fp: crate::hash::seed_fingerprint(self.seed),
+            capacity,
+            rate,
+            write_zeros: self.policy != SyncPolicy::None,
+            table,
+        })
+    }
+
+    /// Creates the file of sub-filter `index` of `window` in a tier.
     fn new_subfilter(
         &self,
         tier: &Tier,
@@ -149,27 +180,7 @@ impl Engine {
         window: i64,
         index: u32,
     ) -> Result<Arc<SubFilter>> {
-        let name = Engine::file_name(tier, code, window, index)?;
-        let (capacity, rate) = self.config.subfilter_plan(tier, index);
-        let id = Identity {
-            span: tier.span,
-            window,
-            index,
-        };
-        let table = match tier.is_table() {
-            true => Some((tier.table_days(), self.day_of(self.now()?)?)),
-            false => None,
-        };
-        let sub = SubFilter::create(
-            &self.seg_path(&name),
-            tier.kind,
-            id,
-            crate::hash::seed_fingerprint(self.seed),
-            capacity,
-            rate,
-            self.policy != SyncPolicy::None,
-            table,
-        )?;
+        let sub = self.new_file(tier, code, window, index)?.create()?;
         Ok(Arc::new(sub))
     }
 
@@ -604,6 +615,34 @@ impl Engine {
             });
         }
         Ok(out)
+    }
+}
+
+/// A sub-filter file to create (see `SubFilter::create`): everything it
+/// needs, so a thread of its own can create it (`ahead`).
+pub(super) struct NewFile {
+    pub(super) path: PathBuf,
+    kind: Kind,
+    id: Identity,
+    seed_fp: u64,
+    capacity: u64,
+    rate: f64,
+    write_zeros: bool,
+    table: Option<(u32, u32)>,
+}
+
+impl NewFile {
+    pub(super) fn create(&self) -> Result<SubFilter> {
+        SubFilter::create(
+            &self.path,
+            self.kind,
+            self.id,
+            self.seed_fp,
+            self.capacity,
+            self.rate,
+            self.write_zeros,
+            self.table,
+        )
     }
 }
 
