@@ -105,7 +105,7 @@ impl Engine {
                 }
             }
         }
-        let today = self.day_of(now)?;
+        let today = self.table_day(snap, now)?;
         let present = self.live_full(snap, now)?.contains(h);
         if present && settled(snap, h, today) {
             return Ok(Step::Done(false));
@@ -146,7 +146,7 @@ impl Engine {
         now: i64,
     ) -> Result<Step<bool>> {
         let present = present || self.live_full(snap, now)?.contains(h);
-        let today = self.day_of(now)?;
+        let today = self.table_day(snap, now)?;
         if let Some(step) = self.write_tables(snap, x, h, today, today, |_| true)? {
             return Ok(step);
         }
@@ -161,6 +161,18 @@ impl Engine {
             return Err(read_only(seg));
         }
         Ok(Step::Done(!present))
+    }
+
+    /// The day fingerprint tables are read and written at, on the insert
+    /// path; 0, never read, when no tier is a table: engines without one
+    /// work out no day per insert.
+    #[inline]
+    fn table_day(&self, snap: &Snapshot, now: i64) -> Result<u32> {
+        if snap.tiers.iter().any(|t| t.tier.is_table()) {
+            self.day_of(now)
+        } else {
+            Ok(0)
+        }
     }
 
     /// Records the key as seen on `day` in the fingerprint tables of the
@@ -298,7 +310,7 @@ impl Engine {
         out: &mut Vec<bool>,
         now: i64,
     ) -> Result<Step<()>> {
-        let today = self.day_of(now)?;
+        let today = self.table_day(snap, now)?;
         let mut look = Lookup::new(&snap.tiers[snap.full_tier].segments);
         // The open windows of the other tiers take writes too.
         let tails: Vec<&Segment> = (snap.tiers.iter().enumerate())
