@@ -403,3 +403,78 @@ fn a_batch_syncs_the_log_once_under_always() {
     let e = Engine::open_with(&dir, Options::default().clock(clock)).unwrap();
     assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
 }
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// Recovery replays a table's logged inserts onto its shadow copy. When
+/// the replay finds less room than the writes had (writers of different
+/// keys filled the table in another order than the log's, or the clock
+/// stepped back across the crash), the chain grows as a writer's would,
+/// instead of the engine refusing to open. A seam makes one replayed insert
+/// find the table full.
+#[test]
+fn a_replay_without_room_grows_the_chain() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    let clock = ManualClock::new(day(2));
+    let config = timebloom::Config {
+        sync: timebloom::SyncPolicy::Always,
+        ..config(&[Tier::fingerprint(7)], 500, 0.001)
+    };
+    let e = Engine::create_with(&dir, config, Options::default().clock(clock.clone())).unwrap();
+    let n = 2_000u64;
+    for i in 0..n / 2 {
+        e.insert(&key(2, i)).unwrap();
+    }
+    e.flush().unwrap();
+    for i in n / 2..n {
+        e.insert(&key(2, i)).unwrap();
+    }
+    assert_eq!(e.stats().unwrap().tiers[0].segments[0].subfilters, 1);
+    // The crash: the files as they are, the log synced (`always`).
+    let image = tmp.path().join("image.tb");
+    copy_dir(&dir, &image);
+    drop(e);
+    let full = std::sync::Arc::new(AtomicU64::new(0));
+    let (seen, img) = (std::sync::Arc::clone(&full), image.clone());
+    timebloom::testing::set_fault_hook(Some(Box::new(move |op, path| {
+        // The replay's 300th insert finds no room, once.
+        (op == "replay table"
+            && path.starts_with(&img)
+            && seen.fetch_add(1, Ordering::SeqCst) == 299)
+            .then(|| std::io::Error::other("no room"))
+    })));
+    let opened = Engine::open_with(
+        &image,
+        Options::default()
+            .clock(clock.clone())
+            .assume_power_loss(true),
+    );
+    timebloom::testing::set_fault_hook(None);
+    let e = opened.expect("a replay without room must grow the chain, not refuse to open");
+    assert!(
+        full.load(Ordering::SeqCst) > 300,
+        "the seam was not reached"
+    );
+    assert_eq!(e.stats().unwrap().tiers[0].segments[0].subfilters, 2);
+    for i in 0..n {
+        assert!(e.contains(&key(2, i)).unwrap(), "key {i} lost");
+    }
+    e.verify().unwrap();
+    // The manifest names the grown chain: it reopens as it is, and the
+    // new table took the keys replayed after the growth.
+    e.close().unwrap();
+    let e = Engine::open_with(&image, Options::default().clock(clock)).unwrap();
+    assert_eq!(e.stats().unwrap().tiers[0].segments[0].subfilters, 2);
+    assert!((0..n).all(|i| e.contains(&key(2, i)).unwrap()));
+}

@@ -13,7 +13,7 @@ use crate::wal::{self, Op, Wal};
 use crate::window;
 
 use super::snapshot::Snapshot;
-use super::{Engine, Maint, Syncer, BOOT, MANIFEST, WAL_DIR};
+use super::{Engine, Maint, Syncer, BOOT, MANIFEST, MAX_CHAIN, SEG_DIR, WAL_DIR};
 
 /// Msyncs every body not sealed on disk and rewrites its header.
 fn flush_bodies(snap: &Snapshot) -> Result<()> {
@@ -95,9 +95,11 @@ impl Engine {
                 }
             }
             if !records.is_empty() {
-                self.replay(snap, wal_dir, c, &records)?;
+                self.replay(m, snap, wal_dir, c, &records)?;
             }
         }
+        // A replay that grew a fingerprint chain published a new set.
+        let snap = &*self.current.load_full();
         if self.policy == SyncPolicy::None {
             if had_log {
                 // Leaving the logged policies: make the bodies durable, then
@@ -147,6 +149,7 @@ impl Engine {
     /// shadow copies at checkpoint `c`, then every logged write since.
     fn replay(
         &self,
+        m: &Maint,
         snap: &Snapshot,
         wal_dir: &Path,
         c: u64,
@@ -175,32 +178,47 @@ impl Engine {
         }
         // Fingerprint tables take each logged insert again with its own day
         // (the record's instant), as of today: a day they no longer keep
-        // is skipped, a key's day only moves forward.
+        // is skipped, a key's day only moves forward. A table may find less
+        // room than the logged writes had (writers of different keys filled
+        // it in another order than the log's, or the clock stepped back
+        // across the crash): it grows, as a writer's would, and the record
+        // is taken again.
         let today = self.day_of(self.now()?)?;
+        let mut cur = self.current.load_full();
+        let tables: Vec<usize> = (0..cur.tiers.len())
+            .filter(|&ti| cur.tiers[ti].tier.is_table())
+            .collect();
         for r in records {
-            let mut targets = Vec::with_capacity(snap.tiers.len());
-            for t in &snap.tiers {
-                if t.tier.is_table() {
-                    let (Ok(day), Some(seg)) = (self.day_of(r.t), t.segments.last()) else {
-                        continue;
-                    };
-                    let days = t.tier.table_days();
-                    match r.op {
-                        Op::Insert => {
-                            if let Some(Insert::Full) = seg.table_insert(&x, r.h, day, today, days)
-                            {
-                                return Err(Error::corrupt(
-                                    seg.tail().map(|s| s.path().to_path_buf()).unwrap_or_default(),
-                                    "a fingerprint table has no room for a logged insert at recovery",
-                                ));
+            for &ti in &tables {
+                let Ok(day) = self.day_of(r.t) else {
+                    continue;
+                };
+                let days = cur.tiers[ti].tier.table_days();
+                while let Some(seg) = cur.tiers[ti].segments.last() {
+                    let full = match r.op {
+                        Op::Insert => match seg.tail() {
+                            // A seam for tests: this insert finds no room.
+                            Some(s) if crate::file::check("replay table", s.path()).is_err() => {
+                                true
                             }
-                        }
+                            _ => matches!(
+                                seg.table_insert(&x, r.h, day, today, days),
+                                Some(Insert::Full)
+                            ),
+                        },
                         Op::Remove => {
                             seg.table_remove(&x, r.h, today, days);
+                            false
                         }
+                    };
+                    if !full {
+                        break;
                     }
-                    continue;
+                    cur = self.grow_at_recovery(m, &cur, ti)?;
                 }
+            }
+            let mut targets = Vec::with_capacity(cur.tiers.len());
+            for t in cur.tiers.iter().filter(|t| !t.tier.is_table()) {
                 let Some(w) = window::index(t.tier.span, r.t, self.config.utc_offset_secs) else {
                     continue;
                 };
@@ -226,6 +244,37 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// Recovery's growth of tier `ti`'s fingerprint chain: a new table,
+    /// named by a manifest at the same checkpoint, then published. A crash
+    /// before the replay's closing checkpoint replays from that checkpoint
+    /// again onto the longer chain: the new table has no shadow copy and
+    /// keeps what this replay wrote to it, keys that were all logged, so
+    /// nothing false is added (a key found there is updated in place).
+    fn grow_at_recovery(&self, m: &Maint, cur: &Snapshot, ti: usize) -> Result<Arc<Snapshot>> {
+        let mut next = cur.clone();
+        let t = &mut next.tiers[ti];
+        let Some(seg) = t.segments.last_mut() else {
+            return Err(Error::corrupt(
+                self.dir.join(SEG_DIR),
+                "a fingerprint tier has no table",
+            ));
+        };
+        if seg.subs.len() >= MAX_CHAIN {
+            return Err(Error::corrupt(
+                seg.tail()
+                    .map(|s| s.path().to_path_buf())
+                    .unwrap_or_default(),
+                "a fingerprint chain at its longest has no room for a logged insert at recovery",
+            ));
+        }
+        let index = seg.subs.len() as u32;
+        seg.subs
+            .push(self.new_subfilter(&t.tier, &t.code, seg.window, index)?);
+        crate::file::fsync_dir(&self.dir.join(SEG_DIR))?;
+        self.store_manifest(m, &next)?;
+        Ok(self.publish(next))
     }
 
     /// A checkpoint: every logged write made durable in the segments

@@ -173,7 +173,7 @@ impl Engine {
     }
 
     /// Creates the file of sub-filter `index` of `window` in a tier.
-    fn new_subfilter(
+    pub(super) fn new_subfilter(
         &self,
         tier: &Tier,
         code: &str,
