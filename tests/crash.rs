@@ -1,7 +1,9 @@
 //! Guards promise 1 and 4 of RELIABILITY under process crashes: a writer
 //! killed with SIGKILL at random moments, including during rotation, chain
 //! growth and expiry, loses no acknowledged key, and the directory always
-//! reopens.
+//! reopens. One configuration has Bloom tiers only; the other a fingerprint
+//! table beside them, planned small so that it kicks entries and grows its
+//! chain within a few rounds.
 //!
 //! The test re-runs its own binary as a child (`crash_child`), which inserts
 //! keys and appends their ids to an acknowledgement log only after the
@@ -21,18 +23,18 @@ const DIR_ENV: &str = "TIMEBLOOM_CRASH_DIR";
 const START_ENV: &str = "TIMEBLOOM_CRASH_START";
 const ROUND_ENV: &str = "TIMEBLOOM_CRASH_ROUND";
 const SYNC_ENV: &str = "TIMEBLOOM_CRASH_SYNC";
+const TABLE_ENV: &str = "TIMEBLOOM_CRASH_TABLE";
 
-fn crash_config() -> Config {
+fn crash_config(table: bool) -> Config {
     // Small windows (3 hours) and a small plan, so rotation, growth and
     // expiry all happen within a round.
-    config(
-        &[
-            Tier::custom(Duration::from_secs(3 * 3600), 4),
-            Tier::daily(3),
-        ],
-        20_000,
-        0.01,
-    )
+    let window = Tier::custom(Duration::from_secs(3 * 3600), 4);
+    if table {
+        // A 3-day table planned for 2,000 keys a day: full (kicks, then
+        // growth) after about 6,000.
+        return config(&[window, Tier::fingerprint(3)], 2_000, 0.01);
+    }
+    config(&[window, Tier::daily(3)], 20_000, 0.01)
 }
 
 /// The child: runs only when the parent sets the environment.
@@ -48,12 +50,13 @@ fn crash_child() {
     let dir = std::path::PathBuf::from(dir);
     let round: u64 = round.parse().unwrap();
     let sync: SyncPolicy = std::env::var(SYNC_ENV).unwrap().parse().unwrap();
+    let table = std::env::var_os(TABLE_ENV).is_some();
     let clock = ManualClock::new(at(start.parse().unwrap()));
     let opts = Options::default().clock(clock.clone()).sync(sync);
     let e = match Engine::open_with(&dir, opts.clone()) {
         Ok(e) => e,
         Err(timebloom::Error::NotFound { .. }) => {
-            let mut cfg = crash_config();
+            let mut cfg = crash_config(table);
             cfg.sync = sync;
             Engine::create_with(&dir, cfg, opts).unwrap()
         }
@@ -88,11 +91,16 @@ fn crash_child() {
 fn run_child(
     dir: &std::path::Path,
     sync: SyncPolicy,
+    table: bool,
     start: u64,
     round: u64,
     kill_after: Duration,
 ) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    if table {
+        cmd.env(TABLE_ENV, "1");
+    }
+    let mut child = cmd
         .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
         .env(DIR_ENV, dir)
         .env(SYNC_ENV, sync.to_string())
@@ -112,7 +120,11 @@ fn run_child(
 /// Reopens and checks every acknowledged key. `as_after_power_loss`
 /// recovers from the log alone (counting shadows restored, every record
 /// replayed) instead of trusting the page cache.
-fn check_acknowledged(dir: &std::path::Path, now: u64, as_after_power_loss: bool) -> usize {
+fn check_acknowledged(
+    dir: &std::path::Path,
+    now: u64,
+    as_after_power_loss: bool,
+) -> (usize, usize) {
     let clock = ManualClock::new(at(now));
     let opts = Options::default()
         .clock(clock)
@@ -128,14 +140,19 @@ fn check_acknowledged(dir: &std::path::Path, now: u64, as_after_power_loss: bool
         assert!(e.contains(&url(3, i)).unwrap(), "acknowledged key {i} lost");
         n += 1;
     }
-    n
+    let chain = e.stats().unwrap().tiers[1]
+        .segments
+        .iter()
+        .map(|s| s.subfilters)
+        .max()
+        .unwrap_or(0);
+    (n, chain)
 }
 
-/// Rounds of kill -9; `TIMEBLOOM_FULL=1` runs `full` of them.
 /// Rounds of kill -9; `TIMEBLOOM_FULL=1` runs `full` of them. Every 12
 /// rounds start over in a new directory: the clock moves 2 hours a round,
 /// and past 3 days the tier would (rightly) expire the first keys.
-fn kill_rounds(sync: SyncPolicy, quick: u64, full: u64) {
+fn kill_rounds(sync: SyncPolicy, table: bool, quick: u64, full: u64) {
     let mut dir = tempfile::tempdir().unwrap();
     let mut rng = 0x2545_f491_4f6c_dd1du64;
     let mut start = T0;
@@ -145,6 +162,7 @@ fn kill_rounds(sync: SyncPolicy, quick: u64, full: u64) {
         quick
     };
     let mut total = 0;
+    let mut longest = 0;
     for round in 0..rounds {
         if round > 0 && round % 12 == 0 {
             dir = tempfile::tempdir().unwrap();
@@ -160,14 +178,15 @@ fn kill_rounds(sync: SyncPolicy, quick: u64, full: u64) {
         } else {
             Duration::from_millis(100 + rng % 400)
         };
-        run_child(dir.path(), sync, start, round, kill_after);
+        run_child(dir.path(), sync, table, start, round, kill_after);
         // The next writer starts where this one may have got to (20 s of
         // clock per 64 keys), so windows rotate and expire across crashes.
         start += 2 * 3600;
         if round % 4 == 3 || round + 1 == rounds {
-            let n = check_acknowledged(dir.path(), start, false);
+            let (n, chain) = check_acknowledged(dir.path(), start, false);
             assert!(n > 0, "the child acknowledged nothing");
             total += n;
+            longest = longest.max(chain);
             if sync == SyncPolicy::Always {
                 // Everything acknowledged is in the durable log: a recovery
                 // that trusts only the log and the checkpoint finds it too.
@@ -176,8 +195,14 @@ fn kill_rounds(sync: SyncPolicy, quick: u64, full: u64) {
         }
     }
     println!(
-        "{sync}: {rounds} rounds, {total} acknowledged keys checked (each check counts all so far)"
+        "{sync}, table {table}: {rounds} rounds, {total} acknowledged keys checked (each check \
+         counts all so far); longest chain of the second tier: {longest}"
     );
+    if table {
+        // The table filled and grew under the kills: relocations and
+        // growth were exercised, not only plain inserts.
+        assert!(longest >= 2, "the table never grew ({longest})");
+    }
 }
 
 #[test]
@@ -185,7 +210,7 @@ fn kill_9_loses_no_acknowledged_key() {
     if std::env::var(DIR_ENV).is_ok() {
         return;
     }
-    kill_rounds(SyncPolicy::default(), 12, 40);
+    kill_rounds(SyncPolicy::default(), false, 12, 40);
 }
 
 #[test]
@@ -193,7 +218,7 @@ fn kill_9_under_sync_always_loses_nothing_and_recovers_from_the_log() {
     if std::env::var(DIR_ENV).is_ok() {
         return;
     }
-    kill_rounds(SyncPolicy::Always, 12, 100);
+    kill_rounds(SyncPolicy::Always, false, 12, 100);
 }
 
 #[test]
@@ -201,5 +226,21 @@ fn kill_9_under_sync_none_loses_nothing() {
     if std::env::var(DIR_ENV).is_ok() {
         return;
     }
-    kill_rounds(SyncPolicy::None, 8, 40);
+    kill_rounds(SyncPolicy::None, false, 8, 40);
+}
+
+#[test]
+fn kill_9_with_a_fingerprint_table_loses_no_acknowledged_key() {
+    if std::env::var(DIR_ENV).is_ok() {
+        return;
+    }
+    kill_rounds(SyncPolicy::default(), true, 12, 40);
+}
+
+#[test]
+fn kill_9_with_a_fingerprint_table_under_sync_always_recovers_from_the_log() {
+    if std::env::var(DIR_ENV).is_ok() {
+        return;
+    }
+    kill_rounds(SyncPolicy::Always, true, 12, 100);
 }
