@@ -131,7 +131,7 @@ enum Command {
     /// The line is printed as it was read, whatever key was made of it.
     #[command(
         override_usage = "timebloom filter-new [OPTIONS] <DIR> [FILES]...\n       timebloom filter-new [OPTIONS] --redis <URL> [--prefix <P>] [FILES]...",
-        after_help = "Examples:\n  crawl | timebloom filter-new crawl.tb --canonical > new-urls.txt\n  timebloom filter-new crawl.tb --dry-run --stats today.txt.gz | wc -l\n  crawl | timebloom filter-new --redis redis://10.0.0.5:6379 --prefix crawl --canonical"
+        after_help = "Examples:\n  crawl | timebloom filter-new crawl.tb --canonical > new-urls.txt\n  timebloom filter-new crawl.tb --dry-run --stats today.txt.gz | wc -l\n  crawl | timebloom filter-new crawl.tb --within 7d > due-for-recrawl.txt\n  crawl | timebloom filter-new --redis redis://10.0.0.5:6379 --prefix crawl --canonical"
     )]
     FilterNew {
         /// The engine directory (with --redis, the first file of keys).
@@ -152,6 +152,12 @@ enum Command {
         /// Print the repeated lines instead of the new ones.
         #[arg(long)]
         duplicates: bool,
+        /// A line counts as seen only when recorded within this long of now
+        /// (3d, 12h, 2w, 1d12h): print what is due for a recrawl, and
+        /// record it again. Windows are whole, so a key up to one window of
+        /// the answering tier older may count as seen too.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        within: Option<Duration>,
         /// One summary line on stderr at the end: lines read, new, repeated,
         /// skipped, rate.
         #[arg(long)]
@@ -480,6 +486,7 @@ struct FilterMode {
     dry_run: bool,
     duplicates: bool,
     stats: bool,
+    within: Option<Duration>,
 }
 
 fn run(cli: Cli) -> CliResult<ExitCode> {
@@ -572,6 +579,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             dry_run,
             duplicates,
             stats,
+            within,
             sizing,
             keys,
             lines,
@@ -593,6 +601,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
                 dry_run,
                 duplicates,
                 stats,
+                within,
             };
             let result = filter_new(&engine, reader, &mode, &mut out);
             let closed = engine.close();
@@ -799,11 +808,16 @@ fn filter_new(
         while !out.closed && reader.fill(&mut chunk)? {
             let (fresh, stopped): (Vec<bool>, _) = if mode.dry_run {
                 let keys = chunk.keys();
-                let seen = engine.contains_batch(&keys)?;
+                let seen = match mode.within {
+                    Some(h) => engine.contains_within_batch(&keys, h)?,
+                    None => engine.contains_batch(&keys)?,
+                };
                 let fresh = (keys.iter().zip(seen))
                     .map(|(k, seen)| !seen && printed.insert(xxhash_rust::xxh3::xxh3_128(k)))
                     .collect();
                 (fresh, None)
+            } else if let Some(h) = mode.within {
+                engine.insert_within_batch(&chunk.keys(), h)?
             } else {
                 engine.insert_batch(&chunk.keys())?
             };

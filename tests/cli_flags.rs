@@ -127,6 +127,51 @@ fn filter_new_quiet_dry_run_duplicates_trim_and_stats() {
     assert!(!none.exists());
 }
 
+/// `filter-new --within`: prints the lines not seen within the horizon
+/// (due for a recrawl) and records them again; `--dry-run` with it records
+/// nothing; a horizon past every tier is refused.
+#[test]
+fn filter_new_within_prints_what_is_due_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let dbs = db.to_str().unwrap();
+    let at = |now: &str, flags: &[&str], input: &[u8]| {
+        let mut args = vec!["filter-new", dbs, "--now", now, "--within", "5d"];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(SMALL);
+        run(&args, input)
+    };
+    let out = at("2026-11-02T12:00:00Z", &[], b"a\nb\na\n");
+    assert_eq!((code(&out), stdout(&out).as_str()), (0, "a\nb\n"));
+    // Three days later: both seen within 5 days; c is new.
+    let out = at("2026-11-05T12:00:00Z", &[], b"a\nc\n");
+    assert_eq!(stdout(&out), "c\n");
+    // Nine days after the first sight: a (last seen on day 3, six days
+    // ago) and b are due; c was seen 6 days ago, due too; d is new.
+    let out = at("2026-11-11T12:00:00Z", &["--dry-run"], b"a\nb\nd\n");
+    assert_eq!(stdout(&out), "a\nb\nd\n");
+    let out = at("2026-11-11T12:00:00Z", &[], b"a\nb\nc\nd\na\n");
+    assert_eq!(stdout(&out), "a\nb\nc\nd\n");
+    let out = at("2026-11-11T13:00:00Z", &[], b"a\nb\nc\nd\n");
+    assert_eq!(stdout(&out), "", "recorded by the run before");
+    // Without --within, every key ever seen is a repeat.
+    let out = cmd("filter-new", &db, &[], b"a\n");
+    assert_eq!(stdout(&out), "");
+    let out = run(
+        &[
+            "filter-new",
+            dbs,
+            "--now",
+            "2026-11-11T14:00:00Z",
+            "--within",
+            "400d",
+        ],
+        b"z\n",
+    );
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("horizon"), "{}", stderr(&out));
+}
+
 #[test]
 fn several_inputs_gzip_crlf_and_no_final_newline() {
     let tmp = tempfile::tempdir().unwrap();

@@ -152,6 +152,15 @@ fn session(target: &[String]) -> Vec<(String, i32, String)> {
         false,
     );
     step(at_day("check", target, 40, &["x"], b""), false);
+    // filter-new --within (check never moved the engine past day 9): x and
+    // fresh-b, last seen on day 1, are due again.
+    let within = ["--within", "2d"];
+    let due = b"x\nfresh-b\nnew-9\nx\n";
+    step(at_day("filter-new", target, 9, &within, due), false);
+    step(
+        at_day("filter-new", target, 9, &within, b"x\nnew-9\n"),
+        false,
+    );
     steps
 }
 
@@ -182,6 +191,8 @@ fn every_shared_command_prints_what_it_prints_with_a_directory() {
         "check day 9",
         "check --within day 9",
         "check day 40",
+        "filter-new --within day 9",
+        "filter-new --within day 9, again",
     ];
     assert_eq!(with_redis.len(), names.len());
     for ((name, d), r) in names.iter().zip(&with_dir).zip(&with_redis) {
@@ -222,6 +233,8 @@ fn every_shared_command_prints_what_it_prints_with_a_directory() {
     assert_eq!(out(11), ("x\tseen\n", 0));
     assert_eq!(out(12), ("x\tnew\n", 1));
     assert_eq!(out(13), ("x\tnew\n", 1));
+    assert_eq!(out(14), ("x\nfresh-b\nnew-9\n", 0));
+    assert_eq!(out(15), ("", 0));
 }
 
 #[cfg(feature = "redis")]

@@ -25,6 +25,7 @@ trait Dedup: Send + Sync {
     fn contains_within(&self, key: &[u8], horizon: Duration) -> Result<bool, String>;
     fn contains_within_batch(&self, keys: &[Vec<u8>], horizon: Duration) -> Vec<bool>;
     fn insert_at(&self, key: &[u8], t: SystemTime) -> Result<bool, String>;
+    fn insert_within(&self, key: &[u8], horizon: Duration) -> Result<bool, String>;
     fn stats(&self) -> Stats;
 }
 
@@ -47,6 +48,9 @@ impl Dedup for Engine {
     fn insert_at(&self, key: &[u8], t: SystemTime) -> Result<bool, String> {
         Engine::insert_at(self, key, t).map_err(|e| e.to_string())
     }
+    fn insert_within(&self, key: &[u8], horizon: Duration) -> Result<bool, String> {
+        Engine::insert_within(self, key, horizon).map_err(|e| e.to_string())
+    }
     fn stats(&self) -> Stats {
         Engine::stats(self).expect("stats")
     }
@@ -67,6 +71,9 @@ impl Dedup for RedisEngine {
     }
     fn insert_at(&self, key: &[u8], t: SystemTime) -> Result<bool, String> {
         RedisEngine::insert_at(self, key, t).map_err(|e| e.to_string())
+    }
+    fn insert_within(&self, key: &[u8], horizon: Duration) -> Result<bool, String> {
+        RedisEngine::insert_within(self, key, horizon).map_err(|e| e.to_string())
     }
     fn stats(&self) -> Stats {
         RedisEngine::stats(self).expect("stats")
@@ -241,6 +248,78 @@ fn horizons(b: &mut dyn Backend) {
     assert!(err.contains("horizon"), "{err}");
 }
 
+/// Check-and-insert within a horizon (a recrawl schedule): a key is new
+/// again once it was not seen within the horizon, and recorded each time;
+/// too long a horizon is an error that records nothing.
+fn recrawl_within_a_horizon(b: &mut dyn Backend) {
+    let clock = ManualClock::new(day(0));
+    let e = b.create(
+        config(&[Tier::daily(7), Tier::weekly(4)], 10_000, 0.001),
+        &clock,
+    );
+    let horizon = 5 * DAY;
+    let a = keys(15, 500);
+    let new = |e: &Arc<dyn Dedup>| {
+        a.iter()
+            .filter(|k| e.insert_within(k, horizon).expect("insert_within"))
+            .count()
+    };
+    // A false positive is "seen" for a key never inserted: a few allowed
+    // (500 keys against 6 windows at 0.1%).
+    assert!(new(&e) >= 497, "first sight");
+    assert_eq!(new(&e), 0, "just recorded");
+    clock.set(day(3));
+    assert_eq!(new(&e), 0, "seen 3 days ago");
+    // Day 9: last seen on day 3, six days ago: due again, once.
+    clock.set(day(9));
+    let again = new(&e);
+    assert!(again >= 497, "only {again} of 500 due again");
+    assert_eq!(new(&e), 0, "recorded by the recrawl");
+    assert_eq!(count(&e.contains_batch(&a)), 500);
+    assert_eq!(
+        a.iter()
+            .filter(|k| e.contains_within(k, DAY).expect("contains_within"))
+            .count(),
+        500
+    );
+    let fresh = url(16, 0);
+    let err = e
+        .insert_within(&fresh, 400 * DAY)
+        .expect_err("a horizon past every tier");
+    assert!(err.contains("horizon"), "{err}");
+    assert_eq!(
+        e.contains_batch(&[fresh]),
+        [false],
+        "the refused call wrote"
+    );
+}
+
+/// 8 clients recrawl the same keys at once, a key by call: once a key is
+/// due (not seen within the horizon), exactly one of them is told so.
+fn concurrency_exactly_one_recrawl(b: &mut dyn Backend) {
+    let clock = ManualClock::new(day(0));
+    let e = b.create(
+        config(&[Tier::daily(7), Tier::weekly(4)], 10_000, 1e-7),
+        &clock,
+    );
+    let universe = keys(61, 1_500);
+    assert_eq!(count(&e.insert_batch(&universe)), universe.len());
+    clock.set(day(9));
+    let clients = b.clients(8, &clock);
+    let wins = race(&clients, universe.len(), |c, e, got| {
+        for j in 0..universe.len() {
+            let i = (j + c * 200) % universe.len();
+            got[i] += u32::from(
+                e.insert_within(&universe[i], 5 * DAY)
+                    .expect("insert_within"),
+            );
+        }
+    });
+    for (i, &n) in wins.iter().enumerate() {
+        assert_eq!(n, 1, "key {i} was due for {n} clients");
+    }
+}
+
 /// Windows leave when the clock passes their retention: nothing of them
 /// is found afterwards.
 fn expiry_with_moved_clock(b: &mut dyn Backend) {
@@ -384,35 +463,51 @@ fn concurrency_through_growth(b: &mut dyn Backend) {
     );
 }
 
-fn eight_clients(b: &mut dyn Backend, cfg: Config, n: u64) {
-    let clock = ManualClock::new(day(0));
-    b.create(cfg, &clock);
-    let clients = b.clients(8, &clock);
-    let universe = keys(60, n);
-    let news: Vec<Vec<u32>> = std::thread::scope(|s| {
+/// Runs `each(client number, client, wins)` on every client at once, each
+/// counting in its own `wins` (one counter per key) the keys it was told
+/// are new; returns the sum per key.
+fn race(
+    clients: &[Arc<dyn Dedup>],
+    keys: usize,
+    each: impl Fn(usize, &dyn Dedup, &mut [u32]) + Sync,
+) -> Vec<u32> {
+    let per_client: Vec<Vec<u32>> = std::thread::scope(|s| {
         let hs: Vec<_> = clients
             .iter()
             .enumerate()
             .map(|(c, e)| {
-                let universe = &universe;
+                let each = &each;
                 s.spawn(move || {
-                    let mut got = vec![0u32; universe.len()];
-                    // Every client walks the whole universe from another
-                    // offset, in batches, so they collide all the time.
-                    let order: Vec<usize> = (0..universe.len())
-                        .map(|i| (i + c * 500) % universe.len())
-                        .collect();
-                    for chunk in order.chunks(100) {
-                        let ks: Vec<Vec<u8>> = chunk.iter().map(|&i| universe[i].clone()).collect();
-                        for (&i, new) in chunk.iter().zip(e.insert_batch(&ks)) {
-                            got[i] += u32::from(new);
-                        }
-                    }
+                    let mut got = vec![0u32; keys];
+                    each(c, e.as_ref(), &mut got);
                     got
                 })
             })
             .collect();
         hs.into_iter().map(|h| h.join().expect("client")).collect()
+    });
+    (0..keys)
+        .map(|i| per_client.iter().map(|g| g[i]).sum())
+        .collect()
+}
+
+fn eight_clients(b: &mut dyn Backend, cfg: Config, n: u64) {
+    let clock = ManualClock::new(day(0));
+    b.create(cfg, &clock);
+    let clients = b.clients(8, &clock);
+    let universe = keys(60, n);
+    let wins = race(&clients, universe.len(), |c, e, got| {
+        // Every client walks the whole universe from another offset, in
+        // batches, so they collide all the time.
+        let order: Vec<usize> = (0..universe.len())
+            .map(|i| (i + c * 500) % universe.len())
+            .collect();
+        for chunk in order.chunks(100) {
+            let ks: Vec<Vec<u8>> = chunk.iter().map(|&i| universe[i].clone()).collect();
+            for (&i, new) in chunk.iter().zip(e.insert_batch(&ks)) {
+                got[i] += u32::from(new);
+            }
+        }
     });
     // Exactly one client sees each key new, except a key that is a false
     // positive before anyone inserts it: every client is told "seen" (the
@@ -422,8 +517,7 @@ fn eight_clients(b: &mut dyn Backend, cfg: Config, n: u64) {
     // positives (16,000 keys at 1e-5), so more than 3 (Poisson: 3e-5)
     // fails the test.
     let mut none = Vec::new();
-    for i in 0..universe.len() {
-        let n: u32 = news.iter().map(|g| g[i]).sum();
+    for (i, &n) in wins.iter().enumerate() {
         assert!(n <= 1, "key {i} was new for {n} clients");
         if n == 0 {
             none.push(i);
@@ -455,7 +549,7 @@ fn eight_clients(b: &mut dyn Backend, cfg: Config, n: u64) {
 
 type Case = fn(&mut dyn Backend);
 
-const SUITE: [(&str, Case); 8] = [
+const SUITE: [(&str, Case); 10] = [
     ("insert_and_contains", insert_and_contains),
     ("horizons", horizons),
     ("expiry_with_moved_clock", expiry_with_moved_clock),
@@ -464,6 +558,11 @@ const SUITE: [(&str, Case); 8] = [
     ("false_positive_rate", false_positive_rate),
     ("concurrency_exactly_one_new", concurrency_exactly_one_new),
     ("concurrency_through_growth", concurrency_through_growth),
+    ("recrawl_within_a_horizon", recrawl_within_a_horizon),
+    (
+        "concurrency_exactly_one_recrawl",
+        concurrency_exactly_one_recrawl,
+    ),
 ];
 
 macro_rules! both {
@@ -501,6 +600,8 @@ both!(
     false_positive_rate,
     concurrency_exactly_one_new,
     concurrency_through_growth,
+    recrawl_within_a_horizon,
+    concurrency_exactly_one_recrawl,
 );
 
 /// The whole suite on a three-node Cluster; afterwards every node holds

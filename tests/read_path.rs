@@ -304,6 +304,64 @@ fn handles_agree_on_one_winner_per_key() {
     }
 }
 
+/// `insert_within` through handles and batches: once keys are due (not
+/// seen within the horizon), exactly one caller is told so per key; on
+/// Bloom tiers and on a fingerprint table.
+#[test]
+fn handles_agree_on_one_recrawl_per_key() {
+    for tiers in [
+        vec![Tier::daily(3), Tier::weekly(2)],
+        vec![Tier::fingerprint(30)],
+    ] {
+        const KEYS: u64 = 10_000;
+        let tmp = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(day(0));
+        let e = create(tmp.path(), config(&tiers, 20_000, 0.0001), &clock);
+        let keys: Vec<Vec<u8>> = (0..KEYS).map(|i| url(6, i)).collect();
+        e.insert_batch(&keys).unwrap();
+        clock.set(day(5));
+        let horizon = 2 * DAY;
+        let wins: Vec<AtomicU8> = (0..KEYS).map(|_| AtomicU8::new(0)).collect();
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let (mut h, wins, keys, e) = (e.handle(), &wins, &keys, &e);
+                s.spawn(move || {
+                    let order: Vec<usize> = (0..KEYS as usize)
+                        .map(|i| (i + t as usize * 2_500) % KEYS as usize)
+                        .collect();
+                    for chunk in order.chunks(37) {
+                        let news = if t == 3 {
+                            let ks: Vec<&Vec<u8>> = chunk.iter().map(|&i| &keys[i]).collect();
+                            e.insert_within_batch(&ks, horizon).unwrap()
+                        } else {
+                            chunk
+                                .iter()
+                                .map(|&i| h.insert_within(&keys[i], horizon).unwrap())
+                                .collect()
+                        };
+                        for (&i, new) in chunk.iter().zip(news) {
+                            if new {
+                                wins[i].fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        for (i, w) in wins.iter().enumerate() {
+            let n = w.load(Ordering::Relaxed);
+            assert!(n <= 1, "{tiers:?}: key {i} due for {n} callers");
+        }
+        let none = wins
+            .iter()
+            .filter(|w| w.load(Ordering::Relaxed) == 0)
+            .count();
+        assert!(none <= 3, "{tiers:?}: {none} keys due for nobody");
+        // Recorded today: within any horizon now.
+        assert!(keys.iter().all(|k| e.contains_within(k, DAY).unwrap()));
+    }
+}
+
 /// Writers racing rotations never write a window after its seal: every
 /// sealed body verifies against its checksum afterwards. Counting tiers
 /// under a logged policy (their rotation checkpoints) and Bloom tiers

@@ -136,6 +136,17 @@ impl RedisStore {
         Ok((per_key(keys.len(), answers)?, None))
     }
 
+    pub fn insert_within_batch<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        horizon: Duration,
+    ) -> CliResult<(Vec<bool>, Option<CliError>)> {
+        let answers = (self.engine)
+            .insert_within_batch(keys, horizon)
+            .map_err(|e| self.err(e))?;
+        Ok((per_key(keys.len(), answers)?, None))
+    }
+
     pub fn contains_batch<K: AsRef<[u8]>>(&self, keys: &[K]) -> CliResult<Vec<bool>> {
         let answers = self.engine.contains_batch(keys).map_err(|e| self.err(e))?;
         per_key(keys.len(), answers)

@@ -161,6 +161,20 @@ impl Store {
         }
     }
 
+    /// Check-and-insert of a batch where a key counts as seen only within
+    /// `horizon`: as [`Store::insert_batch`].
+    pub fn insert_within_batch<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        horizon: Duration,
+    ) -> CliResult<(Vec<bool>, Option<CliError>)> {
+        match self {
+            Store::Dir(e) => recorded(keys.len(), e.insert_within_batch(keys, horizon)),
+            #[cfg(feature = "redis")]
+            Store::Redis(r) => r.insert_within_batch(keys, horizon),
+        }
+    }
+
     /// Whether each key is in a live window.
     pub fn contains_batch<K: AsRef<[u8]>>(&self, keys: &[K]) -> CliResult<Vec<bool>> {
         match self {

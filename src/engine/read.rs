@@ -159,10 +159,21 @@ impl Engine {
     ) -> Result<bool> {
         let now = self.now()?;
         self.check_open(snap)?;
+        self.within(snap, self.hash(key), now, horizon)
+    }
+
+    /// Whether the key was inserted within `horizon` of `now`, read in
+    /// `snap` (see [`Engine::contains_within`]).
+    pub(super) fn within(
+        &self,
+        snap: &Snapshot,
+        h: KeyHash,
+        now: i64,
+        horizon: Duration,
+    ) -> Result<bool> {
         if now >= snap.next_boundary {
             self.past_boundary(snap, now)?;
         }
-        let h = self.hash(key);
         let (ti, first) = self.pick_tier(snap, now, horizon)?;
         let t = &snap.tiers[ti];
         if t.tier.is_table() {

@@ -230,6 +230,12 @@ impl<'a> Handle<'a> {
         engine.insert_in(self.fresh(), key)
     }
 
+    /// [`Engine::insert_within`].
+    pub fn insert_within(&mut self, key: &[u8], horizon: Duration) -> Result<bool> {
+        let engine = self.engine;
+        engine.insert_within_in(self.fresh(), key, horizon)
+    }
+
     /// [`Engine::insert_batch`].
     pub fn insert_batch<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> Result<Vec<bool>> {
         let engine = self.engine;

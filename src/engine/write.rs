@@ -11,7 +11,7 @@
 //! exactly one is told it was new.
 
 use std::sync::atomic::Ordering;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use crate::chain::{Lookup, Segment, MAX_GROUP};
 use crate::clock::instant;
@@ -24,6 +24,16 @@ use crate::wal::Op;
 use super::rotate::growth_due;
 use super::snapshot::{Snapshot, Source};
 use super::Engine;
+
+/// What counts as seen for a check-and-insert (the answer is "new" when
+/// the key was not).
+#[derive(Clone, Copy)]
+enum Seen {
+    /// In any live window (`insert`).
+    Live,
+    /// Within a horizon of now (`insert_within`).
+    Within(Duration),
+}
 
 /// How one attempt at a write ended.
 enum Step<T> {
@@ -72,19 +82,96 @@ impl Engine {
     #[inline]
     pub(super) fn insert_in<S: Source>(&self, src: &mut S, key: &[u8]) -> Result<bool> {
         self.writable()?;
-        let new = self.insert_unsynced(src, key)?;
+        let new = self.insert_unsynced(src, key, Seen::Live)?;
         self.sync_writes()?;
         Ok(new)
+    }
+
+    /// Records `key` in the open window of every tier, as [`Engine::insert`]
+    /// does, and returns `true` when the key was **not seen within
+    /// `horizon`** before: the check of [`Engine::contains_within`] and the
+    /// insert in one step. This is "fetch it again after `horizon`": a
+    /// recrawl schedule without a race between checking and recording.
+    ///
+    /// Of several threads calling it for the same key at once, when the
+    /// key was not seen within the horizon, exactly one gets `true`. The
+    /// horizon is read as `contains_within` reads it: a key seen up to one
+    /// window of the answering tier before the horizon may still count as
+    /// seen (day precision for a fingerprint tier). A horizon longer than
+    /// every tier keeps is [`Error::HorizonTooLong`], and nothing is written.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use timebloom::{Config, Engine, ManualClock, Options, Tier};
+    /// # fn main() -> timebloom::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let clock = ManualClock::new(SystemTime::now());
+    /// let engine = Engine::create_with(
+    ///     dir.path().join("crawl.tb"),
+    ///     Config { tiers: vec![Tier::daily(30)], expected_items_per_day: 1_000, ..Config::default() },
+    ///     Options::default().clock(clock.clone()),
+    /// )?;
+    /// let week = Duration::from_secs(7 * 86_400);
+    /// let url = b"https://example.com/a";
+    /// assert!(engine.insert_within(url, week)?); // first seen: fetch
+    /// clock.advance(Duration::from_secs(3 * 86_400));
+    /// assert!(!engine.insert_within(url, week)?); // seen 3 days ago: skip
+    /// clock.advance(Duration::from_secs(9 * 86_400));
+    /// assert!(engine.insert_within(url, week)?); // 9 days since: fetch again
+    /// assert!(!engine.insert(url)?); // and it is known, as ever
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn insert_within(&self, key: &[u8], horizon: Duration) -> Result<bool> {
+        self.insert_within_in(&mut self.current(), key, horizon)
+    }
+
+    pub(super) fn insert_within_in<S: Source>(
+        &self,
+        src: &mut S,
+        key: &[u8],
+        horizon: Duration,
+    ) -> Result<bool> {
+        self.writable()?;
+        let new = self.insert_unsynced(src, key, Seen::Within(horizon))?;
+        self.sync_writes()?;
+        Ok(new)
+    }
+
+    /// [`Engine::insert_within`] for many keys, one answer per key in input
+    /// order (a key repeated in the batch is new at most once); under
+    /// `always`, one sync for the batch. Errors as [`Engine::insert_batch`]:
+    /// a batch stopped part way is [`Error::Incomplete`] with the answers of
+    /// the keys it recorded. The keys are taken one by one (no pipelined
+    /// loads, unlike `insert_batch`).
+    pub fn insert_within_batch<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        horizon: Duration,
+    ) -> Result<Vec<bool>> {
+        self.writable()?;
+        let src = &mut self.current();
+        let mut out = Vec::with_capacity(keys.len());
+        let r = keys.iter().try_for_each(|k| {
+            out.push(self.insert_unsynced(src, k.as_ref(), Seen::Within(horizon))?);
+            Ok(())
+        });
+        let synced = self.sync_writes();
+        match (r, synced) {
+            (Ok(()), Ok(())) => Ok(out),
+            (Err(e), Ok(())) => Err(incomplete(out, e)),
+            (_, Err(e)) => Err(e),
+        }
     }
 
     /// One check-and-insert, not yet synced under `always` (the caller
     /// syncs: once per key, or once per batch).
     #[inline]
-    fn insert_unsynced<S: Source>(&self, src: &mut S, key: &[u8]) -> Result<bool> {
+    fn insert_unsynced<S: Source>(&self, src: &mut S, key: &[u8], seen: Seen) -> Result<bool> {
         let h = self.hash(key);
         loop {
             let now = self.ready(src)?;
-            match self.insert_one(src.snap(), h, now)? {
+            match self.insert_one(src.snap(), h, now, seen)? {
                 Step::Done(new) => return Ok(new),
                 // A full open window grows before it takes the write.
                 Step::Grow => self.grow()?,
@@ -96,7 +183,7 @@ impl Engine {
 
     /// One check-and-insert against `snap`.
     #[inline]
-    fn insert_one(&self, snap: &Snapshot, h: KeyHash, now: i64) -> Result<Step<bool>> {
+    fn insert_one(&self, snap: &Snapshot, h: KeyHash, now: i64, seen: Seen) -> Result<Step<bool>> {
         for t in &snap.tiers {
             if let Some(seg) = t.segments.last() {
                 match t.tier.is_table() {
@@ -106,7 +193,7 @@ impl Engine {
             }
         }
         let today = self.table_day(snap, now)?;
-        let present = self.live_full(snap, now)?.contains(h);
+        let present = self.seen(snap, h, now, seen)?;
         if present && settled(snap, h, today) {
             return Ok(Step::Done(false));
         }
@@ -114,7 +201,17 @@ impl Engine {
         if let Some(step) = self.recheck(snap, &x) {
             return Ok(step);
         }
-        self.write_locked(snap, &x, h, present, now)
+        self.write_locked(snap, &x, h, present, now, seen)
+    }
+
+    /// Whether the key counts as seen for a check-and-insert: in any live
+    /// window, or within a horizon.
+    #[inline]
+    fn seen(&self, snap: &Snapshot, h: KeyHash, now: i64, seen: Seen) -> Result<bool> {
+        match seen {
+            Seen::Live => Ok(self.live_full(snap, now)?.contains(h)),
+            Seen::Within(horizon) => self.within(snap, h, now, horizon),
+        }
     }
 
     /// Under a stripe, before writing the open windows of `snap`: `Stale`
@@ -144,8 +241,9 @@ impl Engine {
         h: KeyHash,
         present: bool,
         now: i64,
+        seen: Seen,
     ) -> Result<Step<bool>> {
-        let present = present || self.live_full(snap, now)?.contains(h);
+        let present = present || self.seen(snap, h, now, seen)?;
         let today = self.table_day(snap, now)?;
         if let Some(step) = self.write_tables(snap, x, h, today, today, |_| true)? {
             return Ok(step);
@@ -284,7 +382,7 @@ impl Engine {
             // A fingerprint tier: key by key (the groups below read
             // windows only), synced once for the batch by the caller.
             for k in keys {
-                out.push(self.insert_unsynced(src, k.as_ref())?);
+                out.push(self.insert_unsynced(src, k.as_ref(), Seen::Live)?);
             }
             return Ok(());
         }
@@ -349,7 +447,7 @@ impl Engine {
                     return Ok(step);
                 }
                 let was_present = !out[first + i];
-                match self.write_locked(snap, &x, *h, was_present, now) {
+                match self.write_locked(snap, &x, *h, was_present, now, Seen::Live) {
                     Ok(Step::Done(new)) => out[first + i] = new,
                     // Only a table grows here, and batches of engines with
                     // a table go key by key: kept for completeness.
@@ -486,7 +584,7 @@ impl Engine {
     /// than every tier keeps, or in a future window, is an error.
     ///
     /// ```
-    /// use std::time::SystemTime;
+    /// use std::time::{Duration, SystemTime};
     /// use timebloom::{Config, Engine, Tier};
     /// # fn main() -> timebloom::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();

@@ -580,7 +580,44 @@ impl RedisEngine {
     /// one pipeline. A key repeated in the batch is new at most once.
     pub fn insert_batch<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<bool>> {
         let now = self.now()?;
-        let mut plans = vec![self.read_plan(now)?];
+        self.insert_reading(keys, vec![self.read_plan(now)?], now)
+    }
+
+    /// Records `key` in the open window of every tier, as
+    /// [`RedisEngine::insert`] does, and returns `true` when the key was
+    /// **not seen within `horizon`** before: [`RedisEngine::contains_within`]
+    /// and the insert in one server-side step (see
+    /// [`crate::Engine::insert_within`]). Of several clients calling it for
+    /// the same key at once, when the key was not seen within the horizon,
+    /// exactly one gets `true`. A horizon longer than every tier keeps is an
+    /// error, and nothing is written.
+    pub fn insert_within(&self, key: &[u8], horizon: Duration) -> Result<bool> {
+        Ok(self
+            .insert_within_batch(&[key], horizon)?
+            .first()
+            .copied()
+            .unwrap_or(false))
+    }
+
+    /// [`RedisEngine::insert_within`] for many keys, one answer per key in
+    /// input order. A key repeated in the batch is new at most once.
+    pub fn insert_within_batch<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        horizon: Duration,
+    ) -> Result<Vec<bool>> {
+        let now = self.now()?;
+        self.insert_reading(keys, vec![self.within_plan(now, horizon)?], now)
+    }
+
+    /// Check-and-insert of `keys`: a key is new when no window `plans`
+    /// read holds it; every tier's open window records it.
+    fn insert_reading<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        mut plans: Vec<TierPlan>,
+        now: i64,
+    ) -> Result<Vec<bool>> {
         for (ti, t) in self.stored.config.tiers.iter().enumerate() {
             let cur = self.window_index(t.span, now)?;
             self.add_write(&mut plans, ti, cur, now)?;
@@ -688,15 +725,20 @@ impl RedisEngine {
         horizon: Duration,
     ) -> Result<Vec<bool>> {
         let now = self.now()?;
+        let plans = vec![self.within_plan(now, horizon)?];
+        self.run_batch(keys, &plans, Mode::Check, now)
+    }
+
+    /// The windows that answer "seen within `horizon`" at `now`.
+    fn within_plan(&self, now: i64, horizon: Duration) -> Result<TierPlan> {
         let (ti, first) = self.pick_tier(now, horizon)?;
         let t = &self.stored.config.tiers[ti];
         let cur = self.window_index(t.span, now)?;
-        let plans = vec![TierPlan {
+        Ok(TierPlan {
             tier: ti,
             prune_below: t.oldest_live(cur) - 1,
             windows: reads(t.span, first, cur),
-        }];
-        self.run_batch(keys, &plans, Mode::Check, now)
+        })
     }
 
     /// The tier and first window that answer a horizon: the finest windows
