@@ -128,8 +128,8 @@ fn filter_new_quiet_dry_run_duplicates_trim_and_stats() {
 }
 
 /// `filter-new --within`: prints the lines not seen within the horizon
-/// (due for a recrawl) and records them again; `--dry-run` with it records
-/// nothing; a horizon past every tier is refused.
+/// (due for a recrawl) and records them again, and only them; `--dry-run`
+/// with it records nothing; a horizon past every tier is refused.
 #[test]
 fn filter_new_within_prints_what_is_due_again() {
     let tmp = tempfile::tempdir().unwrap();
@@ -143,15 +143,19 @@ fn filter_new_within_prints_what_is_due_again() {
     };
     let out = at("2026-11-02T12:00:00Z", &[], b"a\nb\na\n");
     assert_eq!((code(&out), stdout(&out).as_str()), (0, "a\nb\n"));
-    // Three days later: both seen within 5 days; c is new.
+    // Three days later: both seen within 5 days (and not recorded again);
+    // c is new.
     let out = at("2026-11-05T12:00:00Z", &[], b"a\nc\n");
     assert_eq!(stdout(&out), "c\n");
-    // Nine days after the first sight: a (last seen on day 3, six days
-    // ago) and b are due; c was seen 6 days ago, due too; d is new.
+    // Six days after a was recorded: due, the sight on day 3 did not push
+    // it back.
+    let out = at("2026-11-08T12:00:00Z", &[], b"a\n");
+    assert_eq!(stdout(&out), "a\n");
+    // Day 9: b (day 0) and c (day 3) are due, a (day 6) is not; d is new.
     let out = at("2026-11-11T12:00:00Z", &["--dry-run"], b"a\nb\nd\n");
-    assert_eq!(stdout(&out), "a\nb\nd\n");
-    let out = at("2026-11-11T12:00:00Z", &[], b"a\nb\nc\nd\na\n");
-    assert_eq!(stdout(&out), "a\nb\nc\nd\n");
+    assert_eq!(stdout(&out), "b\nd\n");
+    let out = at("2026-11-11T12:00:00Z", &[], b"a\nb\nc\nd\nb\n");
+    assert_eq!(stdout(&out), "b\nc\nd\n");
     let out = at("2026-11-11T13:00:00Z", &[], b"a\nb\nc\nd\n");
     assert_eq!(stdout(&out), "", "recorded by the run before");
     // Without --within, every key ever seen is a repeat.

@@ -222,6 +222,34 @@ impl PyEngine {
         self.read_key(key, |e, k| e.contains_within(k, h))
     }
 
+    /// Records `key` now, as `insert` does, and returns True when it was not
+    /// seen within `horizon` (a timedelta or seconds) before: the check of
+    /// `contains_within` and the insert in one step (a recrawl schedule).
+    /// Of several threads calling it for the same due key, exactly one
+    /// gets True.
+    fn insert_within(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        horizon: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let h = duration_of(horizon)?;
+        self.write_key(py, key, |e, k| e.insert_within(k, h))
+    }
+
+    /// `insert_within` for every key of an iterable, with the GIL released;
+    /// one bool per key, in order.
+    fn insert_within_many(
+        &self,
+        py: Python<'_>,
+        keys: &Bound<'_, PyAny>,
+        horizon: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<bool>> {
+        let h = duration_of(horizon)?;
+        self.slot
+            .batch(py, keys, |e, k| e.insert_within_batch(k, h))
+    }
+
     /// Records `key` as seen at `when` (an aware datetime or seconds since
     /// the epoch): a backfill into every tier that still keeps that window.
     /// Returns True when the key was new.

@@ -151,6 +151,10 @@ class Engine:
         """``contains`` for every key, with the GIL released."""
     def contains_within(self, key: _Key, horizon: _Seconds) -> bool:
         """Whether ``key`` was inserted within ``horizon`` of now."""
+    def insert_within(self, key: _Key, horizon: _Seconds) -> bool:
+        """Records ``key`` now; True when it was not seen within ``horizon`` before."""
+    def insert_within_many(self, keys: Iterable[_Key], horizon: _Seconds) -> list[bool]:
+        """``insert_within`` for every key, with the GIL released; one bool per key."""
     def insert_at(self, key: _Key, when: _Instant) -> bool:
         """Records ``key`` as seen at ``when`` (a backfill); True when it was new."""
     def remove(self, key: _Key) -> bool:
@@ -252,6 +256,10 @@ class RedisEngine:
         """Whether ``key`` was inserted within ``horizon`` of now."""
     def contains_within_many(self, keys: Iterable[_Key], horizon: _Seconds) -> list[bool]:
         """``contains_within`` for every key."""
+    def insert_within(self, key: _Key, horizon: _Seconds) -> bool:
+        """Records ``key`` now; True when it was not seen within ``horizon`` before."""
+    def insert_within_many(self, keys: Iterable[_Key], horizon: _Seconds) -> list[bool]:
+        """``insert_within`` for every key, in one pipeline; one bool per key."""
     def stats(self) -> dict[str, Any]:
         """Tiers, windows, fill, estimated keys and rates."""
     def close(self) -> None:

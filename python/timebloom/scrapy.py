@@ -251,10 +251,9 @@ class TimebloomDupeFilter(BaseDupeFilter):
         fp = self.fingerprinter.fingerprint(request)
         if self.recrawl_after is None:
             return not self.engine.insert(fp)
-        if self.engine.contains_within(fp, self.recrawl_after):
-            return True
-        self.engine.insert(fp)
-        return False
+        # One step: of several spiders sharing a Redis engine, exactly one
+        # is told a request is due again.
+        return not self.engine.insert_within(fp, self.recrawl_after)
 
     def close(self, reason: str) -> None:
         """Closes the engine (and deletes a temporary directory); the

@@ -87,11 +87,14 @@ impl Engine {
         Ok(new)
     }
 
-    /// Records `key` in the open window of every tier, as [`Engine::insert`]
-    /// does, and returns `true` when the key was **not seen within
-    /// `horizon`** before: the check of [`Engine::contains_within`] and the
-    /// insert in one step. This is "fetch it again after `horizon`": a
-    /// recrawl schedule without a race between checking and recording.
+    /// Claims a key that is due: when `key` was **not seen within
+    /// `horizon`**, records it in the open window of every tier (as
+    /// [`Engine::insert`]) and returns `true`; otherwise writes nothing and
+    /// returns `false`. The check of [`Engine::contains_within`] and the
+    /// insert in one step: "fetch it again after `horizon`", a recrawl
+    /// schedule without a race between checking and recording. A key seen
+    /// within the horizon is not recorded again, so asking often does not
+    /// push its next due time back.
     ///
     /// Of several threads calling it for the same key at once, when the
     /// key was not seen within the horizon, exactly one gets `true`. The
@@ -115,9 +118,10 @@ impl Engine {
     /// let url = b"https://example.com/a";
     /// assert!(engine.insert_within(url, week)?); // first seen: fetch
     /// clock.advance(Duration::from_secs(3 * 86_400));
-    /// assert!(!engine.insert_within(url, week)?); // seen 3 days ago: skip
-    /// clock.advance(Duration::from_secs(9 * 86_400));
-    /// assert!(engine.insert_within(url, week)?); // 9 days since: fetch again
+    /// assert!(!engine.insert_within(url, week)?); // fetched 3 days ago: skip
+    /// clock.advance(Duration::from_secs(5 * 86_400));
+    /// assert!(engine.insert_within(url, week)?); // 8 days since: fetch again
+    /// assert!(!engine.insert_within(url, week)?); // just claimed
     /// assert!(!engine.insert(url)?); // and it is known, as ever
     /// # Ok(())
     /// # }
@@ -194,7 +198,7 @@ impl Engine {
         }
         let today = self.table_day(snap, now)?;
         let present = self.seen(snap, h, now, seen)?;
-        if present && settled(snap, h, today) {
+        if present && (matches!(seen, Seen::Within(_)) || settled(snap, h, today)) {
             return Ok(Step::Done(false));
         }
         let x = self.stripes.lock(h);
@@ -244,6 +248,11 @@ impl Engine {
         seen: Seen,
     ) -> Result<Step<bool>> {
         let present = present || self.seen(snap, h, now, seen)?;
+        if present && matches!(seen, Seen::Within(_)) {
+            // Seen within the horizon: not due, and not recorded again (the
+            // key's last record stays the one that claimed it).
+            return Ok(Step::Done(false));
+        }
         let today = self.table_day(snap, now)?;
         if let Some(step) = self.write_tables(snap, x, h, today, today, |_| true)? {
             return Ok(step);

@@ -4,7 +4,9 @@
 -- KEYS[1]    the client's result key (idempotent retries); the other keys
 --            are the tiers' directory hashes and the sub-filter strings,
 --            referenced by index from the plan. All share one hash tag.
--- ARGV[1]    'i' check-and-insert, 'c' check only
+-- ARGV[1]    'i' check-and-insert, 'd' check-and-insert of the keys absent
+--            from every window read (a key found is not written), 'c'
+--            check only
 -- ARGV[2]    request id (a retry sends the same id and gets the stored answer)
 -- ARGV[3]    plan: records separated by ';'
 --              T <dir key index> <prune below window>
@@ -28,7 +30,9 @@
 -- chain length in this shard of every window written.
 local mode = ARGV[1]
 local req = ARGV[2]
-if mode == 'i' then
+-- Whether this call writes (the result key, windows, chains).
+local writing = mode == 'i' or mode == 'd'
+if writing then
   local done = redis.call('GET', KEYS[1])
   if done then
     local sep = string.find(done, '|', 1, true)
@@ -112,7 +116,7 @@ for _, t in ipairs(tiers) do
     for i = 0, have - 1 do win.fill[i] = fills[win.w .. ':' .. i] or 0 end
   end
 end
-if mode == 'i' then
+if writing then
   for _, t in ipairs(tiers) do
     if #t.old > 0 then redis.call('HDEL', KEYS[t.dir], unpack(t.old)) end
     for _, win in ipairs(t.windows) do
@@ -217,7 +221,7 @@ local reads, writes = {}, {}
 for _, t in ipairs(tiers) do
   for _, win in ipairs(t.windows) do
     if win.read then reads[#reads + 1] = win end
-    if win.write and mode == 'i' then writes[#writes + 1] = win end
+    if win.write and writing then writes[#writes + 1] = win end
   end
 end
 for jj = 1, nkeys do
@@ -235,7 +239,10 @@ for jj = 1, nkeys do
     end
     if present then break end
   end
-  for w = 1, #writes do
+  -- Mode 'd' writes only the keys no window read holds.
+  local todo = #writes
+  if mode == 'd' and present then todo = 0 end
+  for w = 1, todo do
     local win = writes[w]
     local held = false
     for i = 0, win.have - 2 do
@@ -264,11 +271,11 @@ for jj = 1, nkeys do
       end
     end
   end
-  if (mode == 'i') ~= present then out[jj] = '1' else out[jj] = '0' end
+  if writing ~= present then out[jj] = '1' else out[jj] = '0' end
 end
 
 local chains = {}
-if mode == 'i' then
+if writing then
   for _, t in ipairs(tiers) do
     for _, win in ipairs(t.windows) do
       if win.write then
@@ -311,5 +318,5 @@ if mode == 'i' then
   end
 end
 local res = table.concat(out) .. '|' .. table.concat(chains, ';')
-if mode == 'i' then redis.call('SET', KEYS[1], req .. '|' .. res, 'EX', ttl) end
+if writing then redis.call('SET', KEYS[1], req .. '|' .. res, 'EX', ttl) end
 return {1, res}

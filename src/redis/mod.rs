@@ -167,7 +167,11 @@ struct TierPlan {
 
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
+    /// Check-and-insert: every key is written.
     Insert,
+    /// Check-and-insert of the keys no window read holds (`insert_within`).
+    Due,
+    /// Lookups only.
     Check,
 }
 
@@ -580,17 +584,17 @@ impl RedisEngine {
     /// one pipeline. A key repeated in the batch is new at most once.
     pub fn insert_batch<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<bool>> {
         let now = self.now()?;
-        self.insert_reading(keys, vec![self.read_plan(now)?], now)
+        self.insert_reading(keys, vec![self.read_plan(now)?], Mode::Insert, now)
     }
 
-    /// Records `key` in the open window of every tier, as
-    /// [`RedisEngine::insert`] does, and returns `true` when the key was
-    /// **not seen within `horizon`** before: [`RedisEngine::contains_within`]
-    /// and the insert in one server-side step (see
-    /// [`crate::Engine::insert_within`]). Of several clients calling it for
-    /// the same key at once, when the key was not seen within the horizon,
-    /// exactly one gets `true`. A horizon longer than every tier keeps is an
-    /// error, and nothing is written.
+    /// Claims a key that is due: when `key` was **not seen within
+    /// `horizon`**, records it in the open window of every tier and returns
+    /// `true`; otherwise writes nothing and returns `false`
+    /// ([`RedisEngine::contains_within`] and the insert in one server-side
+    /// step; see [`crate::Engine::insert_within`]). Of several clients
+    /// calling it for the same key at once, when the key was not seen
+    /// within the horizon, exactly one gets `true`. A horizon longer than
+    /// every tier keeps is an error, and nothing is written.
     pub fn insert_within(&self, key: &[u8], horizon: Duration) -> Result<bool> {
         Ok(self
             .insert_within_batch(&[key], horizon)?
@@ -607,15 +611,17 @@ impl RedisEngine {
         horizon: Duration,
     ) -> Result<Vec<bool>> {
         let now = self.now()?;
-        self.insert_reading(keys, vec![self.within_plan(now, horizon)?], now)
+        self.insert_reading(keys, vec![self.within_plan(now, horizon)?], Mode::Due, now)
     }
 
     /// Check-and-insert of `keys`: a key is new when no window `plans`
-    /// read holds it; every tier's open window records it.
+    /// read holds it; every tier's open window records it (`Mode::Insert`),
+    /// or records it only when it is new (`Mode::Due`).
     fn insert_reading<K: AsRef<[u8]>>(
         &self,
         keys: &[K],
         mut plans: Vec<TierPlan>,
+        mode: Mode,
         now: i64,
     ) -> Result<Vec<bool>> {
         for (ti, t) in self.stored.config.tiers.iter().enumerate() {
@@ -626,7 +632,7 @@ impl RedisEngine {
         let mut rest = keys;
         while !rest.is_empty() {
             let (round, tail) = rest.split_at(self.round_size(&plans).min(rest.len()));
-            out.extend(self.run_batch(round, &plans, Mode::Insert, now)?);
+            out.extend(self.run_batch(round, &plans, mode, now)?);
             rest = tail;
         }
         Ok(out)
@@ -825,7 +831,7 @@ impl RedisEngine {
             let sha = &self.sha;
             let replies = st.link.run(
                 match mode {
-                    Mode::Insert => "EVALSHA check-and-insert",
+                    Mode::Insert | Mode::Due => "EVALSHA check-and-insert",
                     Mode::Check => "EVALSHA check",
                 },
                 |i| calls.get(i).map(|c| c.keys[0].clone()).unwrap_or_default(),
@@ -908,7 +914,7 @@ impl RedisEngine {
         for (ti, w, n) in grown {
             self.record_growth(&mut st, ti, w, n)?;
         }
-        if let (Mode::Insert, Some((replicas, timeout))) = (mode, self.wait) {
+        if let (Mode::Insert | Mode::Due, Some((replicas, timeout))) = (mode, self.wait) {
             // Sent once, never retried: on a new connection `WAIT` would
             // wait for nothing and report every replica as caught up.
             let key = self.names.config();
@@ -1006,6 +1012,7 @@ impl RedisEngine {
         let argv: Vec<Vec<u8>> = vec![
             match mode {
                 Mode::Insert => b"i".to_vec(),
+                Mode::Due => b"d".to_vec(),
                 Mode::Check => b"c".to_vec(),
             },
             req.as_bytes().to_vec(),
