@@ -224,6 +224,48 @@ def test_contains_within_and_expiry_with_a_manual_clock(tb_dir):
         assert e.insert("old")
 
 
+def test_insert_within_claims_a_key_once_it_is_due(tb_dir):
+    clock = ManualClock(T0)
+    with Engine.create(tb_dir, tiers="7d,4w", items_per_day=1000, clock=clock) as e:
+        assert e.insert_within("a", timedelta(days=3))  # first sight
+        assert not e.insert_within(b"a", 3 * 86_400)  # str and bytes: one key
+        clock.advance(timedelta(days=2))
+        assert not e.insert_within("a", timedelta(days=3))  # not recorded again
+        clock.advance(timedelta(days=2))
+        assert e.insert_within("a", timedelta(days=3))  # 4 days since the record
+        assert e.insert_within_many(["a", "b", "b"], timedelta(days=3)) == [False, True, False]
+        with pytest.raises(timebloom.HorizonTooLongError):
+            e.insert_within("c", timedelta(days=400))
+        assert "c" not in e, "a refused call records nothing"
+
+
+def test_of_many_threads_one_claims_each_due_key(tb_dir):
+    clock = ManualClock(T0)
+    keys = [f"https://example.com/{i}" for i in range(3000)]
+    with Engine.create(tb_dir, tiers="7d,4w", items_per_day=10_000, fpr=1e-6, clock=clock) as e:
+        e.insert_many(keys)
+        clock.advance(timedelta(days=5))
+        claims: list = [None] * 6
+
+        def work(t: int) -> None:
+            mine = keys[t * 500 :] + keys[: t * 500]
+            if t % 2:
+                claims[t] = list(zip(mine, e.insert_within_many(mine, timedelta(days=2))))
+            else:
+                claims[t] = [(k, e.insert_within(k, timedelta(days=2))) for k in mine]
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        won: dict = {}
+        for c in claims:
+            for k, due in c:
+                won[k] = won.get(k, 0) + due
+        assert sorted(set(won.values())) == [1], "every due key claimed exactly once"
+
+
 def test_a_clock_jump_past_every_window_is_refused_until_maintain(tb_dir):
     clock = ManualClock(T0)
     with Engine.create(tb_dir, tiers="7d", items_per_day=1000, clock=clock) as e:

@@ -152,6 +152,50 @@ def test_contains_within_and_recrawl_with_a_manual_clock(redis_server, prefix):
             e.insert_at("x", T0 + 30 * DAY)
 
 
+def test_insert_within_claims_a_key_once_it_is_due(redis_server, prefix):
+    clock = ManualClock(T0)
+    with RedisEngine.create(redis_server.url, prefix, "7d,4w", 1000, clock=clock) as e:
+        assert e.insert_within("a", timedelta(days=3))
+        assert not e.insert_within(b"a", 3 * 86_400)
+        clock.advance(2 * DAY)
+        assert not e.insert_within("a", timedelta(days=3))  # not recorded again
+        clock.advance(2 * DAY)
+        assert e.insert_within("a", timedelta(days=3))
+        assert e.insert_within_many(["a", "b", "b"], 3 * DAY) == [False, True, False]
+        with pytest.raises(timebloom.HorizonTooLongError):
+            e.insert_within("c", timedelta(days=60))
+        assert not e.contains("c")
+
+
+def test_of_many_clients_one_claims_each_due_key(redis_server, prefix):
+    clock = ManualClock(T0)
+    keys = [f"k{i}" for i in range(2000)]
+    with RedisEngine.create(redis_server.url, prefix, "7d,4w", 10_000, fpr=1e-6, clock=clock) as e:
+        e.insert_many(keys)
+    clock.advance(5 * DAY)
+    claims: list = [None] * 6
+
+    def work(t: int) -> None:
+        with RedisEngine.open(redis_server.url, prefix, clock=clock) as e:
+            mine = keys[t * 300 :] + keys[: t * 300]
+            if t % 2:
+                claims[t] = list(zip(mine, e.insert_within_many(mine, 2 * DAY)))
+            else:
+                claims[t] = [(k, e.insert_within(k, 2 * DAY)) for k in mine[:400]]
+                claims[t] += list(zip(mine[400:], e.insert_within_many(mine[400:], 2 * DAY)))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    won: dict = {}
+    for c in claims:
+        for k, due in c:
+            won[k] = won.get(k, 0) + due
+    assert sorted(set(won.values())) == [1], "every due key claimed exactly once"
+
+
 def test_errors_are_typed_and_name_the_url_and_prefix(redis_server, prefix):
     url = redis_server.url
     with pytest.raises(timebloom.NotFoundError) as ex:

@@ -275,6 +275,26 @@ def test_spiders_crawling_at_once_fetch_every_page_once_between_them(site, redis
     assert all(s.get("downloader/response_count", 0) > 0 for s in stats)
 
 
+def test_spiders_recrawling_at_once_fetch_every_due_page_once_between_them(site, redis_server, prefix):
+    """Past TIMEBLOOM_RECRAWL_AFTER, three processes recrawl at once: a page
+    due again is claimed by one of them (check and record in one step), so
+    every page is fetched exactly once between them."""
+    settings = {
+        "DUPEFILTER_CLASS": FILTER,
+        "TIMEBLOOM_REDIS_URL": redis_server.url,
+        "TIMEBLOOM_REDIS_PREFIX": prefix,
+        "TIMEBLOOM_RECRAWL_AFTER": "1d",
+        "TIMEBLOOM_NOW": T_REDIS.isoformat(),
+    }
+    crawl(site, **settings)
+    assert fetched_once_each(site)
+    later = {**settings, "TIMEBLOOM_NOW": (T_REDIS + timedelta(days=3)).isoformat()}
+    starts = [f"http://127.0.0.1:{site.port}/page?id={i}&lang=en" for i in (0, N_PAGES // 3, 2 * N_PAGES // 3)]
+    stats = crawl_together(site, [(start, later) for start in starts])
+    assert fetched_once_each(site), (sorted(site.hits.items())[:20], site.other)
+    assert sum(s.get("downloader/response_count", 0) for s in stats) == N_PAGES
+
+
 def test_redis_settings_reach_the_engine(redis_server, prefix):
     df = make_filter(
         {
