@@ -22,7 +22,9 @@
 //!   past the boundary and
 //!   the writer's next insert rotates (takes the day's and the month's
 //!   windows created ahead, seals the two they follow). Every lookup's and insert's latency is kept: worst
-//!   and percentiles of each phase.
+//!   and percentiles of each phase. After each lookup the reader also times
+//!   the floor's lookup (no engine involved): the control that tells the
+//!   machine's stalls (the reader losing its core) from the engine's.
 //!
 //! Results print as tables and go to `target/timebloom-bench/read_path.json`.
 //! Without `--bench` (under `cargo test --benches`) a tiny version runs.
@@ -181,13 +183,21 @@ fn boundary_part(n: u64, fill: u64, out: &mut Vec<Value>) {
     }
     let stop = AtomicBool::new(false);
     let crossed = AtomicBool::new(false);
+    // The control: the floor's lookup (no engine at all) timed by the same
+    // thread right after each engine lookup. A stall that hits both is the
+    // machine's (the reader losing its core), not the engine's.
+    let floor = Floor::new(if fill > 1_000_000 { 256 << 20 } else { 1 << 20 });
     // Per phase (0: the next windows created ahead, 1: across the
-    // boundary): every lookup's latency, and the writer's insert latencies.
-    let (reads, writes) = std::thread::scope(|s| {
+    // boundary): every lookup's latency, the floor's beside them, and the
+    // writer's insert latencies.
+    let (reads, floors, writes) = std::thread::scope(|s| {
         let reader = s.spawn(|| {
             let mut h = engine.handle();
             let probes = keys(3, 0, 1 << 16);
             let mut lat: [Vec<u32>; 2] = [Vec::with_capacity(1 << 24), Vec::with_capacity(1 << 24)];
+            let mut control: [Vec<u32>; 2] =
+                [Vec::with_capacity(1 << 24), Vec::with_capacity(1 << 24)];
+            let mut hits = 0usize;
             let mut i = 0usize;
             while !stop.load(Ordering::Relaxed) {
                 let phase = usize::from(crossed.load(Ordering::Relaxed));
@@ -200,9 +210,13 @@ fn boundary_part(n: u64, fill: u64, out: &mut Vec<Value>) {
                 let found = h.contains(k).expect("contains");
                 lat[phase].push(nanos(start));
                 assert!(found || i % 2 == 1, "a known key went missing");
+                let start = Instant::now();
+                hits += usize::from(floor.lookup(&probes[(i + 7) % probes.len()]));
+                control[phase].push(nanos(start));
                 i += 1;
             }
-            lat
+            std::hint::black_box(hits);
+            (lat, control)
         });
         let writer = s.spawn(|| {
             let mut h = engine.handle();
@@ -233,9 +247,9 @@ fn boundary_part(n: u64, fill: u64, out: &mut Vec<Value>) {
         // Long enough for the rotation and the background seals.
         std::thread::sleep(Duration::from_secs(if big { 8 } else { 2 }));
         stop.store(true, Ordering::Relaxed);
-        let reads = reader.join().expect("reader");
+        let (reads, floors) = reader.join().expect("reader");
         let writes = writer.join().expect("writer");
-        (reads, writes)
+        (reads, floors, writes)
     });
     let st = engine.stats().expect("stats");
     let sealed: usize = st
@@ -249,11 +263,12 @@ fn boundary_part(n: u64, fill: u64, out: &mut Vec<Value>) {
         "across the month boundary: the writer rotates",
     ];
     let mut phases = Vec::new();
-    for ((name, r), w) in names.iter().zip(reads).zip(writes) {
+    for (((name, r), f), w) in names.iter().zip(reads).zip(floors).zip(writes) {
         println!("== {name}");
         let r = summary("lookups", r);
+        let f = summary("floor lookups, same thread (control)", f);
         let w = summary("inserts", w);
-        phases.push(json!({ "phase": name, "lookups": r, "inserts": w }));
+        phases.push(json!({ "phase": name, "lookups": r, "floor_lookups": f, "inserts": w }));
     }
     println!("after: {sealed} sealed window(s)");
     out.push(json!({ "part": "boundary", "n": n, "fill": fill, "phases": phases }));
