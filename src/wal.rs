@@ -42,7 +42,8 @@ pub(crate) const FILE_HEADER: usize = 32;
 pub(crate) const RECORD: usize = 40;
 /// The log is written out (not synced) whenever this much is buffered.
 const WRITE_AT: usize = 1 << 20;
-/// A checkpoint is due once the current log file passes this size.
+/// A checkpoint is due once the current log file passes this size (unless
+/// `Options::checkpoint_log_bytes` says otherwise).
 pub(crate) const CHECKPOINT_AT: u64 = 64 << 20;
 
 /// What a record does.
@@ -399,27 +400,39 @@ impl Wal {
         lock(&self.writer).next_lsn
     }
 
-    /// Whether the current file has grown past the checkpoint size (two
-    /// loads).
-    pub(crate) fn checkpoint_due(&self) -> bool {
+    /// Whether the current file has grown past `bytes` (two loads).
+    pub(crate) fn checkpoint_due(&self, bytes: u64) -> bool {
         let records = self
             .appended
             .load(Ordering::Relaxed)
             .saturating_sub(self.file_first.load(Ordering::Relaxed));
-        records.saturating_mul(RECORD as u64) >= CHECKPOINT_AT
+        records.saturating_mul(RECORD as u64) >= bytes
     }
 
     /// Returns once every record below `lsn` is durable. Of several threads
     /// waiting at once, one (the leader) writes and syncs everything
     /// appended so far; the others wait for it (group commit).
     pub(crate) fn sync_to(&self, lsn: u64) -> Result<()> {
+        self.lead(Some(lsn), || self.write_and_sync().map(Some))
+            .map(|_| ())
+    }
+
+    /// Runs `work` as the sync leader (the one thread that writes and syncs
+    /// the log; others wait for it), unless everything below `lsn` is
+    /// durable already. `work` returns the LSN below which every record is
+    /// then durable (`None`: nothing changed). A failure latches the log.
+    fn lead(
+        &self,
+        lsn: Option<u64>,
+        work: impl FnOnce() -> Result<Option<u64>>,
+    ) -> Result<Option<u64>> {
         let mut s = lock(&self.sync);
         loop {
             if s.failed {
                 return Err(Error::PreviousIo);
             }
-            if s.durable >= lsn {
-                return Ok(());
+            if lsn.is_some_and(|l| s.durable >= l) {
+                return Ok(None);
             }
             if !s.syncing {
                 break;
@@ -428,14 +441,15 @@ impl Wal {
         }
         s.syncing = true;
         drop(s);
-        let r = self.write_and_sync();
+        let r = work();
         let mut s = lock(&self.sync);
         s.syncing = false;
         match &r {
-            Ok(upto) => {
+            Ok(Some(upto)) => {
                 s.durable = s.durable.max(*upto);
                 self.durable.store(s.durable, Ordering::Release);
             }
+            Ok(None) => {}
             Err(_) => {
                 s.failed = true;
                 self.failed.store(true, Ordering::Relaxed);
@@ -443,7 +457,7 @@ impl Wal {
         }
         self.synced.notify_all();
         drop(s);
-        r.map(|_| ())
+        r
     }
 
     /// Writes the buffer out and fdatasyncs; returns the LSN below which
@@ -460,6 +474,52 @@ impl Wal {
         };
         crate::file::sync_data(&file, &path, "fsync log")?;
         Ok(upto)
+    }
+
+    /// Moves the appends to a new log file and makes every record before it
+    /// durable in the older files; returns the new file's first LSN, or
+    /// `None` when the current file holds no record. Appends wait only
+    /// while the new file is opened (no sync runs under their lock).
+    ///
+    /// The first step of a checkpoint that runs beside the writers (see
+    /// `Engine::checkpoint_beside_writers`): the records below the returned
+    /// LSN are all in the older files, which the checkpoint may delete once
+    /// the segments hold those records. The caller holds the engine's
+    /// maintenance lock (one switch or restart at a time).
+    pub(crate) fn switch(&self) -> Result<Option<u64>> {
+        // As the sync leader for the whole switch: no group commit can then
+        // sync the new file and declare the old one's unsynced records
+        // durable with it.
+        self.lead(None, || self.switch_leading())
+    }
+
+    fn switch_leading(&self) -> Result<Option<u64>> {
+        let (old, old_path, l) = {
+            let mut w = lock(&self.writer);
+            let l = w.next_lsn;
+            if l == self.file_first.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            write_out(&mut w)?;
+            let (file, path) = new_file_unsynced(&self.dir, l)?;
+            let old = std::mem::replace(&mut w.file, file);
+            let old_path = std::mem::replace(&mut w.path, path);
+            w.len = FILE_HEADER as u64;
+            self.file_first.store(l, Ordering::Relaxed);
+            (old, old_path, l)
+        };
+        crate::file::sync_data(&old, &old_path, "fsync log")?;
+        let (new, new_path) = {
+            let w = lock(&self.writer);
+            let f = w
+                .file
+                .try_clone()
+                .map_err(|e| Error::io("duplicate log descriptor", &w.path, e))?;
+            (f, w.path.clone())
+        };
+        crate::file::sync_data(&new, &new_path, "fsync log")?;
+        crate::file::fsync_dir(&self.dir)?;
+        Ok(Some(l))
     }
 
     /// After a checkpoint made every record below `next_lsn` durable in the
@@ -518,6 +578,15 @@ fn reuse_empty(dir: &Path, lsn: u64) -> Option<(File, PathBuf)> {
 
 /// Creates `wal/<lsn>.log` with its header, fsyncs it and the directory.
 fn new_file(dir: &Path, next_lsn: u64) -> Result<(File, PathBuf)> {
+    let (file, path) = new_file_unsynced(dir, next_lsn)?;
+    crate::file::sync_data(&file, &path, "fsync log")?;
+    crate::file::fsync_dir(dir)?;
+    Ok((file, path))
+}
+
+/// [`new_file`] without its syncs: the caller makes the file and its
+/// directory entry durable before any record in it counts as durable.
+fn new_file_unsynced(dir: &Path, next_lsn: u64) -> Result<(File, PathBuf)> {
     let path = dir.join(log_name(next_lsn));
     crate::file::check("create log", &path)?;
     let mut file = OpenOptions::new()
@@ -528,8 +597,6 @@ fn new_file(dir: &Path, next_lsn: u64) -> Result<(File, PathBuf)> {
         .map_err(|e| Error::io("create log", &path, e))?;
     file.write_all(&file_header(next_lsn))
         .map_err(|e| Error::io("write log", &path, e))?;
-    crate::file::sync_data(&file, &path, "fsync log")?;
-    crate::file::fsync_dir(dir)?;
     Ok((file, path))
 }
 

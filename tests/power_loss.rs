@@ -160,6 +160,17 @@ type Workload = fn(&Engine, &ManualClock, &Arc<Mutex<Recorder>>, &mut Vec<(Vec<u
 /// Runs `workload` on a new engine under `policy` while recording every
 /// sync, then crashes at every sync point and checks the image.
 fn crash_at_every_sync(tiers: &[Tier], policy: SyncPolicy, workload: Workload) -> usize {
+    crash_at_every_sync_with(tiers, policy, workload, None)
+}
+
+/// [`crash_at_every_sync`] with the log checkpointed every `checkpoint`
+/// bytes (`Options::checkpoint_log_bytes`).
+fn crash_at_every_sync_with(
+    tiers: &[Tier],
+    policy: SyncPolicy,
+    workload: Workload,
+    checkpoint: Option<u64>,
+) -> usize {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("root");
     fs::create_dir(&root).unwrap();
@@ -184,7 +195,11 @@ fn crash_at_every_sync(tiers: &[Tier], policy: SyncPolicy, workload: Workload) -
     })));
     let mut cfg = config(tiers, 300, 0.01);
     cfg.sync = policy;
-    let e = Engine::create_with(&dir, cfg, Options::default().clock(clock.clone())).unwrap();
+    let mut opts = Options::default().clock(clock.clone());
+    if let Some(bytes) = checkpoint {
+        opts = opts.checkpoint_log_bytes(bytes);
+    }
+    let e = Engine::create_with(&dir, cfg, opts).unwrap();
     let mut acked = Vec::new();
     workload(&e, &clock, &rec, &mut acked);
     drop(e);
@@ -328,6 +343,16 @@ fn power_loss_at_every_sync_point() {
     let n = crash_at_every_sync(&counting, SyncPolicy::Always, counting_workload);
     println!("counting, always: {n} crash points");
     assert!(n > 50, "only {n} crash points");
+    // The log checkpointed every 150 records: Bloom tiers checkpoint beside
+    // the writers (a new log file, the segments flushed on a thread, the
+    // manifest at the next write); counting tiers stop the writers.
+    let small = Some(150 * 40);
+    let n = crash_at_every_sync_with(&bloom, SyncPolicy::Always, bloom_workload, small);
+    println!("bloom, always, checkpoints beside the writers: {n} crash points");
+    assert!(n > 50, "only {n} crash points");
+    let n = crash_at_every_sync_with(&counting, SyncPolicy::Always, counting_workload, small);
+    println!("counting, always, small log: {n} crash points");
+    assert!(n > 50, "only {n} crash points");
     // A fingerprint table beside a daily tier, overfilled (it grows and
     // relocates entries): its shadow copies and replay with days.
     let table = [Tier::daily(2), Tier::fingerprint(3)];
@@ -340,6 +365,8 @@ fn power_loss_at_every_sync_point() {
     ] {
         let n = crash_at_every_sync(&bloom, policy, bloom_workload);
         println!("bloom, {policy}: {n} crash points, every one opened");
+        let n = crash_at_every_sync_with(&bloom, policy, bloom_workload, small);
+        println!("bloom, {policy}, small log: {n} crash points, every one opened");
         let n = crash_at_every_sync(&counting, policy, counting_workload);
         println!("counting, {policy}: {n} crash points, every one opened");
         let n = crash_at_every_sync(&table, policy, bloom_workload);

@@ -681,3 +681,129 @@ fn the_rotation_does_not_wait_for_the_prefault_of_the_windows_created_ahead() {
     assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
     assert!(e.contains(b"https://example.com/day-1").unwrap());
 }
+
+fn log_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir.join("wal"))
+        .unwrap()
+        .filter(|e| {
+            let n = e.as_ref().unwrap().file_name();
+            n.to_string_lossy().ends_with(".log")
+        })
+        .count()
+}
+
+/// The checkpoint position the manifest names (its JSON body follows a
+/// 20-byte prefix: magic, version, length, checksum; docs/format.md).
+fn manifest_checkpoint(dir: &Path) -> u64 {
+    let bytes = std::fs::read(dir.join("MANIFEST")).unwrap();
+    let m: serde_json::Value = serde_json::from_slice(&bytes[20..]).unwrap();
+    m["checkpoint_lsn"].as_u64().expect("checkpoint_lsn")
+}
+
+/// Bloom tiers checkpoint beside their writers: with the checkpoint's
+/// msync parked, writers go on inserting (under `always`, each insert
+/// synced), and once it is let go the next write commits it (the manifest
+/// names the new position, the old log files are deleted).
+#[test]
+fn a_checkpoint_of_bloom_tiers_runs_beside_the_writers() {
+    let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    let clock = ManualClock::new(day(0));
+    let cfg = timebloom::Config {
+        sync: timebloom::SyncPolicy::Always,
+        ..config(&[Tier::daily(3), Tier::weekly(2)], 10_000, 0.001)
+    };
+    let e = Arc::new(
+        Engine::create_with(&dir, cfg, opts(&clock).checkpoint_log_bytes(100 * 40)).unwrap(),
+    );
+    let before = manifest_checkpoint(&dir);
+    let (go, parked) = park(&dir, "msync segment");
+    // The 100th record makes a checkpoint due; its thread parks in msync.
+    let e1 = Arc::clone(&e);
+    let first = std::thread::spawn(move || {
+        for i in 0..100 {
+            e1.insert(&url(7, i)).unwrap();
+        }
+    });
+    parked
+        .recv_timeout(Duration::from_secs(10))
+        .expect("no checkpoint started");
+    // Writers go on meanwhile.
+    let e2 = Arc::clone(&e);
+    within(
+        Duration::from_secs(5),
+        "an insert beside the checkpoint",
+        move || {
+            for i in 100..190 {
+                e2.insert(&url(7, i)).unwrap();
+            }
+        },
+    );
+    assert_eq!(manifest_checkpoint(&dir), before, "committed while parked");
+    drop(go);
+    first.join().unwrap();
+    set_fault_hook(None);
+    // The next writes commit it.
+    let mut i = 190;
+    while manifest_checkpoint(&dir) == before {
+        e.insert(&url(7, i)).unwrap();
+        i += 1;
+        assert!(i < 100_000, "the checkpoint never committed");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(manifest_checkpoint(&dir) >= 100);
+    assert!(log_files(&dir) <= 2, "{} log files", log_files(&dir));
+    for j in 0..i {
+        assert!(e.contains(&url(7, j)).unwrap());
+    }
+    drop(e);
+    let e = Engine::open_with(&dir, opts(&clock).assume_power_loss(true)).unwrap();
+    assert!((0..i).all(|j| e.contains(&url(7, j)).unwrap()));
+}
+
+/// A checkpoint beside the writers that fails (its msync, here) reaches a
+/// caller: a later write or the close reports it, and a reopen finds every
+/// acknowledged key (the log was not deleted).
+#[test]
+fn a_failed_checkpoint_beside_the_writers_reaches_a_caller() {
+    let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    let clock = ManualClock::new(day(0));
+    let cfg = timebloom::Config {
+        sync: timebloom::SyncPolicy::Always,
+        ..config(&[Tier::daily(3)], 10_000, 0.001)
+    };
+    let e = Engine::create_with(&dir, cfg, opts(&clock).checkpoint_log_bytes(50 * 40)).unwrap();
+    let fired = Arc::new(AtomicBool::new(false));
+    let (f, d) = (Arc::clone(&fired), dir.clone());
+    set_fault_hook(Some(Box::new(move |op, path| {
+        (op == "msync segment" && path.starts_with(&d) && !f.swap(true, Ordering::SeqCst))
+            .then(|| std::io::Error::from_raw_os_error(5))
+    })));
+    let mut acked = 0u64;
+    let mut told = false;
+    for i in 0..20_000u64 {
+        match e.insert(&url(8, i)) {
+            Ok(_) => acked = i + 1,
+            Err(_) => {
+                told = true;
+                break;
+            }
+        }
+        if fired.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    set_fault_hook(None);
+    assert!(fired.load(Ordering::SeqCst), "no checkpoint ran");
+    if !told {
+        told = e.close().is_err();
+    } else {
+        drop(e);
+    }
+    assert!(told, "the failed checkpoint reached nobody");
+    let e = Engine::open_with(&dir, opts(&clock).assume_power_loss(true)).unwrap();
+    assert!((0..acked).all(|i| e.contains(&url(8, i)).unwrap()));
+}

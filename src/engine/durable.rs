@@ -3,6 +3,7 @@
 
 use std::fs;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::config::SyncPolicy;
@@ -44,6 +45,7 @@ impl Engine {
             Maint {
                 checkpoint_lsn: 0,
                 sealing: Vec::new(),
+                background: None,
             },
         );
         let r = self.start_durability_with(
@@ -289,6 +291,12 @@ impl Engine {
         let Some(log) = &self.wal else {
             return Ok(());
         };
+        // A checkpoint running beside the writers finishes first; this one
+        // supersedes it.
+        if let Some((_, h)) = m.background.take() {
+            self.flushed.store(false, Ordering::Relaxed);
+            join_flush(h, &self.dir)?;
+        }
         let _x = self.stripes.lock_all();
         let l = log.next_lsn();
         log.sync_to(l)?;
@@ -334,16 +342,109 @@ impl Engine {
             let r = log.sync_appended();
             self.latch(r)?;
         }
-        if log.checkpoint_due() {
+        if self.flushed.load(Ordering::Relaxed) {
+            // A background checkpoint flushed its segments: commit it, unless
+            // maintenance is busy (a later write will).
+            if let Some(mut m) = self.maint.try_lock() {
+                let r = self.commit_background(&mut m);
+                self.latch(r)?;
+            }
+        }
+        if log.checkpoint_due(self.checkpoint_at) {
             let mut m = self.maint.lock();
             let snap = self.current.load_full();
             self.check_usable(&snap)?;
-            if log.checkpoint_due() {
-                let r = self.checkpoint(&mut m, &snap);
+            if log.checkpoint_due(self.checkpoint_at) {
+                let r = if snap.tiers.iter().any(|t| t.tier.kind.needs_shadow()) {
+                    self.checkpoint(&mut m, &snap)
+                } else {
+                    self.checkpoint_beside_writers(&mut m, log)
+                };
                 self.latch(r)?;
             }
         }
         Ok(())
+    }
+
+    /// A checkpoint that does not stop the writers, for engines of Bloom
+    /// tiers only. A Bloom write is applied before its record is appended
+    /// and replaying it again changes nothing, so a fuzzy checkpoint is
+    /// exact enough. On a background thread, the log moves to a new file
+    /// at LSN `l` (every record below `l` is then applied, and durable in
+    /// the older files) and every open segment of the current snapshot is
+    /// msynced; writers go on meanwhile (what they write is logged at `l`
+    /// or later and replayed if needed). The next write after that commits
+    /// the checkpoint: the manifest names `l`, and the older log files go.
+    ///
+    /// What makes it sound: a write below `l` went to a window of this
+    /// snapshot, which the thread flushes, or of an older one, rotated out
+    /// before this snapshot (sealed, or being sealed: the commit waits for
+    /// the seals). A snapshot published meanwhile (rotation, growth) may
+    /// have taken writes below `l` that the thread did not flush: then the
+    /// checkpoint is dropped, and a later one commits. Recovery before the
+    /// commit replays from the previous checkpoint through every file.
+    ///
+    /// Measured at 10^7 keys a day (docs/benchmarks.md, "Read path and
+    /// threads"): the checkpoint that stops the writers held every writer
+    /// for the msync of the open windows, 1.6-3.8 s every 64 MiB of log.
+    fn checkpoint_beside_writers(&self, m: &mut Maint, log: &Arc<Wal>) -> Result<()> {
+        if m.background.is_some() {
+            return Ok(());
+        }
+        let snap = self.current.load_full();
+        let generation = snap.generation;
+        let (log, flushed) = (Arc::clone(log), Arc::clone(&self.flushed));
+        let dir = self.dir.join(super::SEG_DIR);
+        let h = std::thread::Builder::new()
+            .name("timebloom-checkpoint".into())
+            .spawn(move || {
+                super::ahead::background();
+                let r = (|| {
+                    let Some(l) = log.switch()? else {
+                        return Ok(None);
+                    };
+                    snap.tiers
+                        .iter()
+                        .flat_map(|t| &t.segments)
+                        .flat_map(|seg| &seg.subs)
+                        .filter(|s| !s.sealed_on_disk())
+                        .try_for_each(|s| s.flush())?;
+                    Ok(Some(l))
+                })();
+                flushed.store(true, Ordering::Release);
+                r
+            })
+            .map_err(|e| Error::io("start checkpoint thread", &dir, e))?;
+        m.background = Some((generation, h));
+        Ok(())
+    }
+
+    /// Commits a background checkpoint whose segments are flushed: the
+    /// manifest names its position and the older log files are deleted.
+    /// Waits for nothing: while a seal runs (a window the thread did not
+    /// flush may depend on it), the commit is left for a later write.
+    fn commit_background(&self, m: &mut Maint) -> Result<()> {
+        let finished = m.background.as_ref().is_some_and(|(_, h)| h.is_finished());
+        if !finished || m.sealing.iter().any(|h| !h.is_finished()) {
+            return Ok(());
+        }
+        let Some((generation, h)) = m.background.take() else {
+            return Ok(());
+        };
+        self.flushed.store(false, Ordering::Relaxed);
+        let l = join_flush(h, &self.dir)?;
+        self.join_seals(m)?;
+        let cur = self.current.load_full();
+        match l {
+            Some(l) if l > m.checkpoint_lsn && cur.generation == generation => {
+                m.checkpoint_lsn = l;
+                self.store_manifest(m, &cur)?;
+                wal::remove_older(&self.dir.join(WAL_DIR), l)
+            }
+            // Nothing to checkpoint, superseded, or a snapshot published
+            // since: the log files stay for a later checkpoint.
+            _ => Ok(()),
+        }
     }
 
     /// Writes the manifest naming `snap`'s windows (the commit point of
@@ -402,4 +503,19 @@ impl Engine {
         })();
         self.latch(r)
     }
+}
+
+/// Joins a background checkpoint's thread: the log position it flushed
+/// to, its error, or a panic as an I/O error.
+pub(super) fn join_flush(
+    h: std::thread::JoinHandle<Result<Option<u64>>>,
+    dir: &Path,
+) -> Result<Option<u64>> {
+    h.join().unwrap_or_else(|_| {
+        Err(Error::Io {
+            op: "checkpoint",
+            path: dir.join(super::SEG_DIR),
+            source: std::io::Error::other("the checkpoint thread panicked"),
+        })
+    })
 }

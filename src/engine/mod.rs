@@ -68,6 +68,10 @@ struct Maint {
     /// Seals running in the background (see `rotate`), joined before
     /// anything that needs them finished.
     sealing: Vec<JoinHandle<Result<()>>>,
+    /// A checkpoint running beside the writers (see `durable`): the
+    /// generation of the snapshot it flushes, and its thread, which returns
+    /// the log position it made durable.
+    background: Option<(u64, JoinHandle<Result<Option<u64>>>)>,
 }
 
 /// An open timebloom engine directory.
@@ -118,6 +122,11 @@ pub struct Engine {
     wal: Option<Arc<Wal>>,
     /// Syncs the log every interval (`interval` policy).
     syncer: Mutex<Option<Syncer>>,
+    /// The log size at which a checkpoint is due.
+    checkpoint_at: u64,
+    /// Set by a background checkpoint's thread when its segments are
+    /// flushed: the next write commits it (see `durable`).
+    flushed: Arc<AtomicBool>,
 }
 
 struct Syncer {
@@ -606,7 +615,12 @@ impl Engine {
             maint: Mutex::new(Maint {
                 checkpoint_lsn,
                 sealing: Vec::new(),
+                background: None,
             }),
+            checkpoint_at: options
+                .checkpoint_log_bytes
+                .unwrap_or(crate::wal::CHECKPOINT_AT),
+            flushed: Arc::new(AtomicBool::new(false)),
             stripes: Stripes::default(),
             failed: Arc::new(AtomicBool::new(false)),
             policy,
@@ -786,12 +800,19 @@ impl Engine {
             syncer.stop();
         }
         let sealed = self.join_seals(&mut m);
+        // A checkpoint running beside the writers stops touching the files
+        // before anything else does.
+        let flushed = m
+            .background
+            .take()
+            .map_or(Ok(None), |(_, h)| durable::join_flush(h, &self.dir));
         if self.failed.load(Ordering::Relaxed) || self.wal.as_ref().is_some_and(|w| w.failed()) {
             // Nothing is written after an I/O error; the caller learns that
             // the last writes may not have reached the disk.
             return Err(Error::PreviousIo);
         }
         sealed?;
+        flushed?;
         // Everything logged reaches the segments; the log restarts empty.
         if self
             .wal
