@@ -700,6 +700,23 @@ fn manifest_checkpoint(dir: &Path) -> u64 {
     m["checkpoint_lsn"].as_u64().expect("checkpoint_lsn")
 }
 
+/// A temporary directory, the engine's path in it, a clock at day 0.
+fn temp_engine_dir() -> (tempfile::TempDir, PathBuf, ManualClock) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    (tmp, dir, ManualClock::new(day(0)))
+}
+
+/// A new engine of `tiers` under `always`, checkpointed every `records`
+/// log records.
+fn small_log(dir: &Path, clock: &ManualClock, tiers: &[Tier], records: u64) -> Engine {
+    let cfg = timebloom::Config {
+        sync: timebloom::SyncPolicy::Always,
+        ..config(tiers, 10_000, 0.001)
+    };
+    Engine::create_with(dir, cfg, opts(clock).checkpoint_log_bytes(records * 40)).unwrap()
+}
+
 /// Bloom tiers checkpoint beside their writers: with the checkpoint's
 /// msync parked, writers go on inserting (under `always`, each insert
 /// synced), and once it is let go the next write commits it (the manifest
@@ -707,16 +724,13 @@ fn manifest_checkpoint(dir: &Path) -> u64 {
 #[test]
 fn a_checkpoint_of_bloom_tiers_runs_beside_the_writers() {
     let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("crawl.tb");
-    let clock = ManualClock::new(day(0));
-    let cfg = timebloom::Config {
-        sync: timebloom::SyncPolicy::Always,
-        ..config(&[Tier::daily(3), Tier::weekly(2)], 10_000, 0.001)
-    };
-    let e = Arc::new(
-        Engine::create_with(&dir, cfg, opts(&clock).checkpoint_log_bytes(100 * 40)).unwrap(),
-    );
+    let (_tmp, dir, clock) = temp_engine_dir();
+    let e = Arc::new(small_log(
+        &dir,
+        &clock,
+        &[Tier::daily(3), Tier::weekly(2)],
+        100,
+    ));
     let before = manifest_checkpoint(&dir);
     let (go, parked) = park(&dir, "msync segment");
     // The 100th record makes a checkpoint due; its thread parks in msync.
@@ -768,14 +782,8 @@ fn a_checkpoint_of_bloom_tiers_runs_beside_the_writers() {
 #[test]
 fn a_failed_checkpoint_beside_the_writers_reaches_a_caller() {
     let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("crawl.tb");
-    let clock = ManualClock::new(day(0));
-    let cfg = timebloom::Config {
-        sync: timebloom::SyncPolicy::Always,
-        ..config(&[Tier::daily(3)], 10_000, 0.001)
-    };
-    let e = Engine::create_with(&dir, cfg, opts(&clock).checkpoint_log_bytes(50 * 40)).unwrap();
+    let (_tmp, dir, clock) = temp_engine_dir();
+    let e = small_log(&dir, &clock, &[Tier::daily(3)], 50);
     let fired = Arc::new(AtomicBool::new(false));
     let (f, d) = (Arc::clone(&fired), dir.clone());
     set_fault_hook(Some(Box::new(move |op, path| {
