@@ -266,6 +266,30 @@ def test_of_many_threads_one_claims_each_due_key(tb_dir):
         assert sorted(set(won.values())) == [1], "every due key claimed exactly once"
 
 
+def test_a_fingerprint_tier_answers_horizons_by_day_and_removes(tb_dir):
+    clock = ManualClock(T0)
+    with Engine.create(tb_dir, tiers="7d,365d:fingerprint", items_per_day=1000, clock=clock) as e:
+        assert e.tiers == "7d,365d:fingerprint"
+        assert e.insert("old") and not e.insert("old")
+        clock.advance(timedelta(days=40))
+        assert e.insert("recent")
+        # Past the 7-day tier, the table answers at day precision.
+        assert e.contains_within("old", timedelta(days=41))
+        assert not e.contains_within("old", timedelta(days=39))
+        assert e.contains("old") and e.contains("recent")
+        assert e.insert_within("old", timedelta(days=30))  # due: 40 days since
+        assert not e.insert_within("old", timedelta(days=30))
+        tiers = {t["tier"]: t for t in e.stats()["tiers"]}
+        assert "365d:fingerprint" in tiers
+    with Engine.open(tb_dir, clock=clock) as e:
+        assert e.contains("old") and e.contains_within("recent", timedelta(days=1))
+        with pytest.raises(timebloom.RemoveUnsupportedError):
+            e.remove("recent")  # the 7d tier is a plain Bloom tier
+    with Engine.create(str(tb_dir) + "-t", tiers="365d:fingerprint", items_per_day=1000, clock=clock) as e:
+        assert e.insert_many(["a", "b", "a"]) == [True, True, False]
+        assert e.remove("a") and not e.contains("a") and e.contains("b")
+
+
 def test_a_clock_jump_past_every_window_is_refused_until_maintain(tb_dir):
     clock = ManualClock(T0)
     with Engine.create(tb_dir, tiers="7d", items_per_day=1000, clock=clock) as e:
