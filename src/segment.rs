@@ -422,6 +422,10 @@ pub(crate) struct SubFilter {
     /// lock also serializes header rewrites (a seal in the background and a
     /// checkpoint may both want one).
     disk: Mutex<Header>,
+    /// `disk.state == Sealed`, readable without the lock: a checkpoint holds
+    /// it through a whole msync, and a rotation asking whether a window is
+    /// sealed must not wait for that.
+    sealed_on_disk: AtomicBool,
     /// `Open` or `Sealed` (see `State`), read by writers under their stripe.
     state: AtomicU8,
     occupied: AtomicU64,
@@ -614,6 +618,7 @@ impl SubFilter {
             map,
             header,
             disk: Mutex::new(header),
+            sealed_on_disk: AtomicBool::new(header.state == State::Sealed),
             state: AtomicU8::new(header.state as u8),
             occupied: AtomicU64::new(occupied),
             grow_at,
@@ -1086,6 +1091,7 @@ impl SubFilter {
         self.recount();
         disk.state = State::Sealed;
         disk.clean = true;
+        self.sealed_on_disk.store(true, Ordering::Release);
         self.write_header(&mut disk)
     }
 
@@ -1093,6 +1099,12 @@ impl SubFilter {
     /// window); true when it was sealed. The caller keeps seals out
     /// (the engine's maintenance lock).
     pub(crate) fn unseal(&self) -> Result<bool> {
+        // The common case, an open window, without waiting for the lock (a
+        // checkpoint may hold it through an msync): only the caller seals
+        // or unseals, so neither state can change meanwhile.
+        if !self.sealed_on_disk() && self.state() == State::Open {
+            return Ok(false);
+        }
         let mut disk = self.disk.lock();
         if !matches!(self.map, Map::Writable(_)) {
             return Ok(false);
@@ -1102,6 +1114,7 @@ impl SubFilter {
         }
         disk.state = State::Open;
         disk.clean = false;
+        self.sealed_on_disk.store(false, Ordering::Release);
         self.write_header(&mut disk)?;
         // The sealed count described the body when it was sealed; the body
         // may have been damaged since (only `verify` reads it), so a close
@@ -1113,7 +1126,7 @@ impl SubFilter {
 
     /// Whether the header on disk says sealed (the seal is durable).
     pub(crate) fn sealed_on_disk(&self) -> bool {
-        self.disk.lock().state == State::Sealed
+        self.sealed_on_disk.load(Ordering::Acquire)
     }
 
     /// Checks both header copies, a sealed body against its checksum and
