@@ -24,6 +24,7 @@ const START_ENV: &str = "TIMEBLOOM_CRASH_START";
 const ROUND_ENV: &str = "TIMEBLOOM_CRASH_ROUND";
 const SYNC_ENV: &str = "TIMEBLOOM_CRASH_SYNC";
 const TABLE_ENV: &str = "TIMEBLOOM_CRASH_TABLE";
+const SMALL_LOG_ENV: &str = "TIMEBLOOM_CRASH_SMALL_LOG";
 
 fn crash_config(table: bool) -> Config {
     // Small windows (3 hours) and a small plan, so rotation, growth and
@@ -52,7 +53,12 @@ fn crash_child() {
     let sync: SyncPolicy = std::env::var(SYNC_ENV).unwrap().parse().unwrap();
     let table = std::env::var_os(TABLE_ENV).is_some();
     let clock = ManualClock::new(at(start.parse().unwrap()));
-    let opts = Options::default().clock(clock.clone()).sync(sync);
+    let mut opts = Options::default().clock(clock.clone()).sync(sync);
+    if std::env::var_os(SMALL_LOG_ENV).is_some() {
+        // A checkpoint every 200 records: Bloom tiers checkpoint beside the
+        // writers all the time, and the kills land in them.
+        opts = opts.checkpoint_log_bytes(200 * 40);
+    }
     let e = match Engine::open_with(&dir, opts.clone()) {
         Ok(e) => e,
         Err(timebloom::Error::NotFound { .. }) => {
@@ -88,18 +94,24 @@ fn crash_child() {
     }
 }
 
-fn run_child(
-    dir: &std::path::Path,
+/// What a round's child runs: the sync policy, a fingerprint table beside
+/// the Bloom tier, a small log (checkpoints all the time).
+#[derive(Clone, Copy)]
+struct Setup {
     sync: SyncPolicy,
     table: bool,
-    start: u64,
-    round: u64,
-    kill_after: Duration,
-) {
+    small_log: bool,
+}
+
+fn run_child(dir: &std::path::Path, setup: Setup, start: u64, round: u64, kill_after: Duration) {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    if table {
+    if setup.table {
         cmd.env(TABLE_ENV, "1");
     }
+    if setup.small_log {
+        cmd.env(SMALL_LOG_ENV, "1");
+    }
+    let sync = setup.sync;
     let mut child = cmd
         .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
         .env(DIR_ENV, dir)
@@ -152,7 +164,8 @@ fn check_acknowledged(
 /// Rounds of kill -9; `TIMEBLOOM_FULL=1` runs `full` of them. Every 12
 /// rounds start over in a new directory: the clock moves 2 hours a round,
 /// and past 3 days the tier would (rightly) expire the first keys.
-fn kill_rounds(sync: SyncPolicy, table: bool, quick: u64, full: u64) {
+fn kill_rounds(setup: Setup, quick: u64, full: u64) {
+    let Setup { sync, table, .. } = setup;
     let mut dir = tempfile::tempdir().unwrap();
     let mut rng = 0x2545_f491_4f6c_dd1du64;
     let mut start = T0;
@@ -178,7 +191,7 @@ fn kill_rounds(sync: SyncPolicy, table: bool, quick: u64, full: u64) {
         } else {
             Duration::from_millis(100 + rng % 400)
         };
-        run_child(dir.path(), sync, table, start, round, kill_after);
+        run_child(dir.path(), setup, start, round, kill_after);
         // The next writer starts where this one may have got to (20 s of
         // clock per 64 keys), so windows rotate and expire across crashes.
         start += 2 * 3600;
@@ -195,8 +208,9 @@ fn kill_rounds(sync: SyncPolicy, table: bool, quick: u64, full: u64) {
         }
     }
     println!(
-        "{sync}, table {table}: {rounds} rounds, {total} acknowledged keys checked (each check \
-         counts all so far); longest chain of the second tier: {longest}"
+        "{sync}, table {table}, small log {}: {rounds} rounds, {total} acknowledged keys checked \
+         (each check counts all so far); longest chain of the second tier: {longest}",
+        setup.small_log
     );
     if table {
         // The table filled and grew under the kills: relocations and
@@ -210,7 +224,15 @@ fn kill_9_loses_no_acknowledged_key() {
     if std::env::var(DIR_ENV).is_ok() {
         return;
     }
-    kill_rounds(SyncPolicy::default(), false, 12, 40);
+    kill_rounds(
+        Setup {
+            sync: SyncPolicy::default(),
+            table: false,
+            small_log: false,
+        },
+        12,
+        40,
+    );
 }
 
 #[test]
@@ -218,7 +240,15 @@ fn kill_9_under_sync_always_loses_nothing_and_recovers_from_the_log() {
     if std::env::var(DIR_ENV).is_ok() {
         return;
     }
-    kill_rounds(SyncPolicy::Always, false, 12, 100);
+    kill_rounds(
+        Setup {
+            sync: SyncPolicy::Always,
+            table: false,
+            small_log: false,
+        },
+        12,
+        100,
+    );
 }
 
 #[test]
@@ -226,7 +256,15 @@ fn kill_9_under_sync_none_loses_nothing() {
     if std::env::var(DIR_ENV).is_ok() {
         return;
     }
-    kill_rounds(SyncPolicy::None, false, 8, 40);
+    kill_rounds(
+        Setup {
+            sync: SyncPolicy::None,
+            table: false,
+            small_log: false,
+        },
+        8,
+        40,
+    );
 }
 
 #[test]
@@ -234,7 +272,15 @@ fn kill_9_with_a_fingerprint_table_loses_no_acknowledged_key() {
     if std::env::var(DIR_ENV).is_ok() {
         return;
     }
-    kill_rounds(SyncPolicy::default(), true, 12, 40);
+    kill_rounds(
+        Setup {
+            sync: SyncPolicy::default(),
+            table: true,
+            small_log: false,
+        },
+        12,
+        40,
+    );
 }
 
 #[test]
@@ -242,5 +288,31 @@ fn kill_9_with_a_fingerprint_table_under_sync_always_recovers_from_the_log() {
     if std::env::var(DIR_ENV).is_ok() {
         return;
     }
-    kill_rounds(SyncPolicy::Always, true, 12, 100);
+    kill_rounds(
+        Setup {
+            sync: SyncPolicy::Always,
+            table: true,
+            small_log: false,
+        },
+        12,
+        100,
+    );
+}
+
+#[test]
+fn kill_9_during_checkpoints_beside_the_writers_loses_nothing() {
+    if std::env::var(DIR_ENV).is_ok() {
+        return;
+    }
+    for sync in [SyncPolicy::Always, SyncPolicy::default()] {
+        kill_rounds(
+            Setup {
+                sync,
+                table: false,
+                small_log: true,
+            },
+            12,
+            60,
+        );
+    }
 }
