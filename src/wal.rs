@@ -484,8 +484,9 @@ impl Wal {
     /// The first step of a checkpoint that runs beside the writers (see
     /// `Engine::checkpoint_beside_writers`): the records below the returned
     /// LSN are all in the older files, which the checkpoint may delete once
-    /// the segments hold those records. The caller holds the engine's
-    /// maintenance lock (one switch or restart at a time).
+    /// the segments hold those records. One switch or restart at a time:
+    /// the engine switches only on a background checkpoint's thread, which
+    /// every restart (an exclusive checkpoint) joins first.
     pub(crate) fn switch(&self) -> Result<Option<u64>> {
         // As the sync leader for the whole switch: no group commit can then
         // sync the new file and declare the old one's unsynced records
