@@ -46,6 +46,7 @@ impl Engine {
                 checkpoint_lsn: 0,
                 sealing: Vec::new(),
                 background: None,
+                failure: None,
             },
         );
         let r = self.start_durability_with(
@@ -394,6 +395,7 @@ impl Engine {
         let snap = self.current.load_full();
         let generation = snap.generation;
         let (log, flushed) = (Arc::clone(log), Arc::clone(&self.flushed));
+        let failed = Arc::clone(&self.failed);
         let dir = self.dir.join(super::SEG_DIR);
         let h = std::thread::Builder::new()
             .name("timebloom-checkpoint".into())
@@ -411,6 +413,11 @@ impl Engine {
                         .try_for_each(|s| s.flush())?;
                     Ok(Some(l))
                 })();
+                if r.is_err() {
+                    // Writes stop before they write (`check_usable`): none
+                    // is acknowledged past a failure it was not told of.
+                    failed.store(true, Ordering::Relaxed);
+                }
                 flushed.store(true, Ordering::Release);
                 r
             })
@@ -432,7 +439,16 @@ impl Engine {
             return Ok(());
         };
         self.flushed.store(false, Ordering::Relaxed);
-        let l = join_flush(h, &self.dir)?;
+        let l = match join_flush(h, &self.dir) {
+            Ok(l) => l,
+            // The thread latched the engine; the write that got here was
+            // applied and logged before, so it is not the one to fail.
+            // `close` reports the cause.
+            Err(e) => {
+                m.failure.get_or_insert(e);
+                return Ok(());
+            }
+        };
         self.join_seals(m)?;
         let cur = self.current.load_full();
         match l {

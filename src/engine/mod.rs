@@ -72,6 +72,9 @@ struct Maint {
     /// generation of the snapshot it flushes, and its thread, which returns
     /// the log position it made durable.
     background: Option<(u64, JoinHandle<Result<Option<u64>>>)>,
+    /// Why a background checkpoint failed (the engine is latched): what
+    /// `close` reports.
+    failure: Option<Error>,
 }
 
 /// An open timebloom engine directory.
@@ -616,6 +619,7 @@ impl Engine {
                 checkpoint_lsn,
                 sealing: Vec::new(),
                 background: None,
+                failure: None,
             }),
             checkpoint_at: options
                 .checkpoint_log_bytes
@@ -806,13 +810,18 @@ impl Engine {
             .background
             .take()
             .map_or(Ok(None), |(_, h)| durable::join_flush(h, &self.dir));
+        // A failed background checkpoint latched the engine: its cause,
+        // rather than `PreviousIo`.
+        if let Some(e) = m.failure.take() {
+            return Err(e);
+        }
+        flushed?;
         if self.failed.load(Ordering::Relaxed) || self.wal.as_ref().is_some_and(|w| w.failed()) {
             // Nothing is written after an I/O error; the caller learns that
             // the last writes may not have reached the disk.
             return Err(Error::PreviousIo);
         }
         sealed?;
-        flushed?;
         // Everything logged reaches the segments; the log restarts empty.
         if self
             .wal
