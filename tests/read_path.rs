@@ -811,3 +811,47 @@ fn a_failed_checkpoint_beside_the_writers_reaches_a_caller() {
     let e = Engine::open_with(&dir, opts(&clock).assume_power_loss(true)).unwrap();
     assert!((0..acked).all(|i| e.contains(&url(8, i)).unwrap()));
 }
+
+/// A rotation published while a checkpoint beside the writers runs drops
+/// that checkpoint (the new windows may hold writes it did not flush), and
+/// another starts at once: the manifest's position moves on within a few
+/// writes, not after another log's worth.
+#[test]
+fn a_checkpoint_dropped_by_a_rotation_starts_again_at_once() {
+    let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+    let (_tmp, dir, clock) = temp_engine_dir();
+    let e = Arc::new(small_log(&dir, &clock, &[Tier::daily(3)], 1_000));
+    let before = manifest_checkpoint(&dir);
+    let (go, parked) = park(&dir, "msync segment");
+    let e1 = Arc::clone(&e);
+    let first = std::thread::spawn(move || {
+        for i in 0..1_000 {
+            e1.insert(&url(9, i)).unwrap();
+        }
+    });
+    parked
+        .recv_timeout(Duration::from_secs(10))
+        .expect("no checkpoint started");
+    // A rotation while the checkpoint's msync is parked.
+    clock.set(day(1));
+    let e2 = Arc::clone(&e);
+    within(
+        Duration::from_secs(5),
+        "a rotation beside the checkpoint",
+        move || {
+            e2.insert(&url(9, 1_000)).unwrap();
+        },
+    );
+    drop(go);
+    set_fault_hook(None);
+    first.join().unwrap();
+    // Far fewer writes than a log's worth (1,000 records) commit one.
+    let mut i = 1_001;
+    while manifest_checkpoint(&dir) == before {
+        e.insert(&url(9, i)).unwrap();
+        i += 1;
+        assert!(i < 1_600, "no checkpoint committed after the dropped one");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(manifest_checkpoint(&dir) >= 1_000);
+}

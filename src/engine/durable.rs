@@ -457,8 +457,15 @@ impl Engine {
                 self.store_manifest(m, &cur)?;
                 wal::remove_older(&self.dir.join(WAL_DIR), l)
             }
-            // Nothing to checkpoint, superseded, or a snapshot published
-            // since: the log files stay for a later checkpoint.
+            // A snapshot published since: the log files stay, and another
+            // checkpoint starts at once with the new snapshot (waiting for
+            // the log to fill again would let rotations and growth that
+            // keep landing in checkpoints grow it without bound).
+            Some(l) if l > m.checkpoint_lsn => match &self.wal {
+                Some(log) => self.checkpoint_beside_writers(m, log),
+                None => Ok(()),
+            },
+            // Nothing to checkpoint, or superseded.
             _ => Ok(()),
         }
     }
