@@ -222,11 +222,12 @@ impl PyEngine {
         self.read_key(key, |e, k| e.contains_within(k, h))
     }
 
-    /// Records `key` now, as `insert` does, and returns True when it was not
-    /// seen within `horizon` (a timedelta or seconds) before: the check of
-    /// `contains_within` and the insert in one step (a recrawl schedule).
-    /// Of several threads calling it for the same due key, exactly one
-    /// gets True.
+    /// Claims `key` when it is due: when it was not seen within `horizon`
+    /// (a timedelta or seconds), records it now, as `insert` does, and
+    /// returns True; otherwise records nothing and returns False. The check
+    /// of `contains_within` and the insert in one step (a recrawl
+    /// schedule). Of several threads calling it for the same due key,
+    /// exactly one gets True.
     fn insert_within(
         &self,
         py: Python<'_>,

@@ -230,10 +230,10 @@ impl PyRedisEngine {
         self.slot.batch(py, keys, |e, k| e.insert_batch(k))
     }
 
-    /// Records `key` now, as `insert` does, and returns True when it was not
-    /// seen within `horizon` (a timedelta or seconds) before, in one
-    /// server-side step: of several processes calling it for the same due
-    /// key, exactly one gets True.
+    /// Claims `key` when it is due: when it was not seen within `horizon`
+    /// (a timedelta or seconds), records it now and returns True; otherwise
+    /// records nothing and returns False. One server-side step: of several
+    /// processes calling it for the same due key, exactly one gets True.
     fn insert_within(
         &self,
         py: Python<'_>,

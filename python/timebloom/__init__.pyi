@@ -152,7 +152,7 @@ class Engine:
     def contains_within(self, key: _Key, horizon: _Seconds) -> bool:
         """Whether ``key`` was inserted within ``horizon`` of now."""
     def insert_within(self, key: _Key, horizon: _Seconds) -> bool:
-        """Records ``key`` now; True when it was not seen within ``horizon`` before."""
+        """Records ``key`` now and returns True when it was not seen within ``horizon``; otherwise records nothing."""
     def insert_within_many(self, keys: Iterable[_Key], horizon: _Seconds) -> list[bool]:
         """``insert_within`` for every key, with the GIL released; one bool per key."""
     def insert_at(self, key: _Key, when: _Instant) -> bool:
@@ -257,7 +257,7 @@ class RedisEngine:
     def contains_within_many(self, keys: Iterable[_Key], horizon: _Seconds) -> list[bool]:
         """``contains_within`` for every key."""
     def insert_within(self, key: _Key, horizon: _Seconds) -> bool:
-        """Records ``key`` now; True when it was not seen within ``horizon`` before."""
+        """Records ``key`` now and returns True when it was not seen within ``horizon``; otherwise records nothing."""
     def insert_within_many(self, keys: Iterable[_Key], horizon: _Seconds) -> list[bool]:
         """``insert_within`` for every key, in one pipeline; one bool per key."""
     def stats(self) -> dict[str, Any]:

@@ -405,12 +405,7 @@ impl Engine {
                     let Some(l) = log.switch()? else {
                         return Ok(None);
                     };
-                    snap.tiers
-                        .iter()
-                        .flat_map(|t| &t.segments)
-                        .flat_map(|seg| &seg.subs)
-                        .filter(|s| !s.sealed_on_disk())
-                        .try_for_each(|s| s.flush())?;
+                    flush_bodies(&snap)?;
                     Ok(Some(l))
                 })();
                 if r.is_err() {

@@ -160,8 +160,14 @@ impl Engine {
             out.push(self.insert_unsynced(src, k.as_ref(), Seen::Within(horizon))?);
             Ok(())
         });
-        let synced = self.sync_writes();
-        match (r, synced) {
+        self.batch_answers(out, r)
+    }
+
+    /// The end of a batch of writes: one sync for the whole batch under
+    /// `always` (group commit), then the answers, or `Incomplete` with the
+    /// answers of the keys recorded before the error that stopped it.
+    fn batch_answers(&self, out: Vec<bool>, r: Result<()>) -> Result<Vec<bool>> {
+        match (r, self.sync_writes()) {
             (Ok(()), Ok(())) => Ok(out),
             (Err(e), Ok(())) => Err(incomplete(out, e)),
             (_, Err(e)) => Err(e),
@@ -370,13 +376,7 @@ impl Engine {
         self.writable()?;
         let mut out = Vec::with_capacity(keys.len());
         let r = self.insert_batch_steps(src, keys, &mut out);
-        // Under `always`, one sync for the whole batch (group commit).
-        let synced = self.sync_writes();
-        match (r, synced) {
-            (Ok(()), Ok(())) => Ok(out),
-            (Err(e), Ok(())) => Err(incomplete(out, e)),
-            (_, Err(e)) => Err(e),
-        }
+        self.batch_answers(out, r)
     }
 
     fn insert_batch_steps<S: Source, K: AsRef<[u8]>>(
