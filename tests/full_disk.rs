@@ -13,6 +13,13 @@ use std::process::Command;
 use common::*;
 use timebloom::{Engine, Error, ManualClock, Options, Tier};
 
+/// The tests take turns. Each spawns `mount` and `umount`, and a spawned
+/// child holds a copy of every descriptor of the process until it execs,
+/// the engine directory's lock among them: a reopen in the other test
+/// could find its directory locked by a `umount` starting up (seen once in
+/// a CI run).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A tmpfs of `kib` KiB (whole pages), unmounted on drop.
 struct Tmpfs {
     path: PathBuf,
@@ -67,6 +74,7 @@ fn cfg() -> timebloom::Config {
 
 #[test]
 fn rotation_expires_before_it_creates() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let clock = ManualClock::new(day(0));
     let scratch = tempfile::tempdir().unwrap();
     let w = window_bytes(&scratch.path().join("probe"), &clock);
@@ -87,6 +95,7 @@ fn rotation_expires_before_it_creates() {
 
 #[test]
 fn a_full_disk_at_a_boundary_keeps_lookups_and_reopens_after_space_is_freed() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let clock = ManualClock::new(day(0));
     let scratch = tempfile::tempdir().unwrap();
     let w = window_bytes(&scratch.path().join("probe"), &clock);
