@@ -5,7 +5,7 @@
 //! TIMEBLOOM_BENCH_N=1e6 cargo bench --bench read_path
 //! ```
 //!
-//! Two parts, timed by hand (criterion times one thread; these need the wall
+//! Three parts, timed by hand (criterion times one thread; these need the wall
 //! time of several, and the tail of single calls):
 //!
 //! * `threads`: lookups of negative keys through a handle, through
@@ -13,6 +13,10 @@
 //!   in an array of the engine's size), and inserts of new keys through
 //!   handles, on 1, 2, 4 and 8 threads (each thread its own keys); the best
 //!   of three runs. Scaling is the throughput against one thread.
+//! * `mixed`: a crawler's mix on one daily window: one thread looks
+//!   negative keys up through its handle while another inserts 2 million
+//!   new keys through its own; each side's ns per call (best of three),
+//!   to set beside the one-thread rows of `threads`.
 //! * `boundary`: default tiers (7d, 4w, 12m) at 10^7 keys a day, the clock
 //!   two minutes before a month boundary. A reader thread looks keys up
 //!   through a handle without pause and a writer inserts new keys; the
@@ -142,6 +146,66 @@ fn threads_part(n: u64, per_thread: u64, counts: &[usize], out: &mut Vec<Value>)
         rows.push(json!({"what": "timebloom handle.insert new", "threads": th, "ns_per_key": per_key, "scaling": one / per_key}));
     }
     out.push(json!({"part": "threads", "n": n, "per_thread": per_thread, "rows": rows}));
+}
+
+/// A crawler's mix: one thread looks negative keys up through its handle
+/// while another inserts new keys into the same open window through its
+/// own. Each side's ns per call, best of three runs on fresh engines;
+/// compare with the one-thread rows above (each side alone).
+fn mixed_part(n: u64, per_thread: u64, out: &mut Vec<Value>) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let clock = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_614_400));
+    let cfg = config(n, vec![Tier::daily(1)], SyncPolicy::None);
+    let neg: Vec<Vec<Vec<u8>>> = (0..2).map(|t| keys(1000 + t, 0, per_thread)).collect();
+    let share = (n / 2).min(per_thread) as usize;
+    println!("\n== one reader beside one writer, {share} inserts, n = {n}, p = 0.001, ns per call");
+    let (mut reader, mut writer) = (f64::INFINITY, f64::INFINITY);
+    for run in 0..3 {
+        let e = Engine::create_with(
+            tmp.path().join(format!("mix-{run}")),
+            cfg.clone(),
+            Options::default().clock(clock.clone()),
+        )
+        .expect("create");
+        let done = AtomicBool::new(false);
+        let (r, w) = std::thread::scope(|s| {
+            let r = s.spawn(|| {
+                let mut h = e.handle();
+                let (mut calls, mut hits) = (0u64, 0usize);
+                let t = Instant::now();
+                for chunk in neg[1].chunks(1024).cycle() {
+                    if done.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    for k in chunk {
+                        hits += usize::from(h.contains(k).unwrap());
+                    }
+                    calls += chunk.len() as u64;
+                }
+                std::hint::black_box(hits);
+                t.elapsed().as_secs_f64() * 1e9 / calls as f64
+            });
+            let w = s.spawn(|| {
+                let mut h = e.handle();
+                let t = Instant::now();
+                let new = neg[0][..share]
+                    .iter()
+                    .filter(|k| h.insert(k).unwrap())
+                    .count();
+                let secs = t.elapsed().as_secs_f64();
+                done.store(true, Ordering::Relaxed);
+                std::hint::black_box(new);
+                secs * 1e9 / share as f64
+            });
+            (r.join().expect("reader"), w.join().expect("writer"))
+        });
+        reader = reader.min(r);
+        writer = writer.min(w);
+    }
+    println!("{:<28} {reader:>10.1}", "handle.contains (negative)");
+    println!("{:<28} {writer:>10.1}", "handle.insert (new keys)");
+    out.push(json!({"part": "mixed", "n": n, "inserts": share,
+        "reader_ns_per_call": reader, "writer_ns_per_call": writer}));
 }
 
 fn percentile(sorted: &[u32], q: f64) -> f64 {
@@ -306,11 +370,14 @@ fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
     let n = bench_n(if bench { 10_000_000 } else { 20_000 });
     let parts =
-        std::env::var("TIMEBLOOM_BENCH_PARTS").unwrap_or_else(|_| "threads,boundary".into());
+        std::env::var("TIMEBLOOM_BENCH_PARTS").unwrap_or_else(|_| "threads,mixed,boundary".into());
     let mut out = Vec::new();
     if parts.contains("threads") {
         let per = if bench { 2_000_000 } else { 5_000 };
         threads_part(n, per, &[1, 2, 4, 8], &mut out);
+    }
+    if parts.contains("mixed") {
+        mixed_part(n, if bench { 2_000_000 } else { 5_000 }, &mut out);
     }
     if parts.contains("boundary") {
         boundary_part(n, if bench { n / 2 } else { 5_000 }, &mut out);
