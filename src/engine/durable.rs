@@ -334,7 +334,7 @@ impl Engine {
 
     /// Under `always`, returns once every logged write is durable (group
     /// commit: two loads when it already is); then checkpoints if the log
-    /// has grown past its limit.
+    /// has grown past its limit (see `upkeep`).
     pub(super) fn sync_writes(&self) -> Result<()> {
         let Some(log) = &self.wal else {
             return Ok(());
@@ -343,28 +343,52 @@ impl Engine {
             let r = log.sync_appended();
             self.latch(r)?;
         }
+        self.upkeep(log);
+        Ok(())
+    }
+
+    /// Commits a finished background checkpoint and starts a due one, once
+    /// the calling write is logged (and, under `always`, synced).
+    ///
+    /// A failure here is not the calling write's: that write is recorded,
+    /// as durable as the policy promises, so the call returns its answer.
+    /// An error instead would tell a crawler that the key was not recorded;
+    /// asked again, the engine would answer "seen" and the page would never
+    /// be fetched. The failure latches the engine: the next write reports
+    /// `PreviousIo` and `close` reports the cause.
+    fn upkeep(&self, log: &Arc<Wal>) {
         if self.flushed.load(Ordering::Relaxed) {
             // A background checkpoint flushed its segments: commit it, unless
             // maintenance is busy (a later write will).
             if let Some(mut m) = self.maint.try_lock() {
                 let r = self.commit_background(&mut m);
-                self.latch(r)?;
+                self.keep_failure(&mut m, r);
             }
         }
         if log.checkpoint_due(self.checkpoint_at) {
             let mut m = self.maint.lock();
             let snap = self.current.load_full();
-            self.check_usable(&snap)?;
+            if self.check_usable(&snap).is_err() {
+                return; // closed, or latched already: nothing to start
+            }
             if log.checkpoint_due(self.checkpoint_at) {
                 let r = if snap.tiers.iter().any(|t| t.tier.kind.needs_shadow()) {
                     self.checkpoint(&mut m, &snap)
                 } else {
                     self.checkpoint_beside_writers(&mut m, log)
                 };
-                self.latch(r)?;
+                self.keep_failure(&mut m, r);
             }
         }
-        Ok(())
+    }
+
+    /// Latches the engine on a failed checkpoint, keeping the first cause
+    /// for `close` (see `upkeep`).
+    fn keep_failure(&self, m: &mut Maint, r: Result<()>) {
+        if let Err(e) = r {
+            self.failed.store(true, Ordering::Relaxed);
+            m.failure.get_or_insert(e);
+        }
     }
 
     /// A checkpoint that does not stop the writers, for engines of Bloom
