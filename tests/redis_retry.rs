@@ -21,10 +21,14 @@ use timebloom::redis::{RedisEngine, RedisError, RedisOptions};
 use timebloom::{Config, ManualClock, Tier};
 
 /// Forwards loopback connections to `target`; when `cut` is set, the next
-/// reply is swallowed and both connections are closed.
+/// reply is swallowed and both connections are closed; while `down` is
+/// set, every reply is. `budget` (unlimited at `usize::MAX`) is the number
+/// of reply bytes still forwarded before `down` sets itself.
 struct Proxy {
     port: u16,
     cut: Arc<AtomicBool>,
+    down: Arc<AtomicBool>,
+    budget: Arc<AtomicUsize>,
     cuts: Arc<AtomicUsize>,
 }
 
@@ -33,15 +37,27 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let cut = Arc::new(AtomicBool::new(false));
+        let down = Arc::new(AtomicBool::new(false));
+        let budget = Arc::new(AtomicUsize::new(usize::MAX));
         let cuts = Arc::new(AtomicUsize::new(0));
-        let (c, n) = (Arc::clone(&cut), Arc::clone(&cuts));
+        let (c, d, b, n) = (
+            Arc::clone(&cut),
+            Arc::clone(&down),
+            Arc::clone(&budget),
+            Arc::clone(&cuts),
+        );
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { break };
                 let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
                     continue;
                 };
-                let (c, n) = (Arc::clone(&c), Arc::clone(&n));
+                let (c, d, b, n) = (
+                    Arc::clone(&c),
+                    Arc::clone(&d),
+                    Arc::clone(&b),
+                    Arc::clone(&n),
+                );
                 let (mut c_in, mut s_out) = (
                     client.try_clone().expect("clone"),
                     server.try_clone().expect("clone"),
@@ -62,7 +78,13 @@ impl Proxy {
                         if k == 0 {
                             break;
                         }
-                        if c.swap(false, Ordering::SeqCst) {
+                        let spent = b.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                            (left != usize::MAX).then(|| left.saturating_sub(k))
+                        });
+                        if spent.is_ok_and(|left| left < k) {
+                            d.store(true, Ordering::SeqCst);
+                        }
+                        if c.swap(false, Ordering::SeqCst) || d.load(Ordering::SeqCst) {
                             n.fetch_add(1, Ordering::SeqCst);
                             break; // the reply is lost
                         }
@@ -75,38 +97,62 @@ impl Proxy {
                 });
             }
         });
-        Proxy { port, cut, cuts }
+        Proxy {
+            port,
+            cut,
+            down,
+            budget,
+            cuts,
+        }
     }
 }
 
-fn engine(port: u16, prefix: &str, clock: &ManualClock, create: bool) -> RedisEngine {
+/// A new engine through `port` (4 retries, 10 ms backoff) of `tiers`
+/// planned for `per_day` keys a day.
+fn engine(
+    port: u16,
+    prefix: &str,
+    clock: &ManualClock,
+    tiers: Vec<Tier>,
+    per_day: u64,
+) -> RedisEngine {
     let mut o = RedisOptions::default().clock(clock.clone());
     o.backoff = Duration::from_millis(10);
     o.retries = 4;
     let url = format!("redis://127.0.0.1:{port}");
-    if create {
-        let config = Config {
-            tiers: vec![Tier::daily(7), Tier::monthly(12)],
-            expected_items_per_day: 100_000,
-            fpr: 1e-6,
-            ..Config::default()
-        };
-        RedisEngine::create_with(&url, prefix, config, o).expect("create")
-    } else {
-        RedisEngine::open_with(&url, prefix, o).expect("open")
-    }
+    let config = Config {
+        tiers,
+        expected_items_per_day: per_day,
+        fpr: 1e-6,
+        ..Config::default()
+    };
+    RedisEngine::create_with(&url, prefix, config, o).expect("create")
 }
 
-#[test]
-fn a_lost_reply_is_retried_and_reports_each_key_new_once() {
-    if !require("a_lost_reply_is_retried_and_reports_each_key_new_once") {
-        return;
+fn default_tiers() -> Vec<Tier> {
+    vec![Tier::daily(7), Tier::monthly(12)]
+}
+
+/// A server, a proxy in front of it, and an engine (7d, 12m at 100,000
+/// keys a day) through the proxy that has inserted one key; `None` when
+/// the test may skip (no `redis-server` outside CI).
+fn setup(test: &str) -> Option<(Server, Proxy, ManualClock, RedisEngine)> {
+    if !require(test) {
+        return None;
     }
     let server = Server::start();
     let proxy = Proxy::start(server.port);
     let clock = ManualClock::new(day(0));
-    let e = engine(proxy.port, &prefix("retry"), &clock, true);
+    let e = engine(proxy.port, &prefix(test), &clock, default_tiers(), 100_000);
     assert!(e.insert(b"warm-up").expect("insert"));
+    Some((server, proxy, clock, e))
+}
+
+#[test]
+fn a_lost_reply_is_retried_and_reports_each_key_new_once() {
+    let Some((_server, proxy, _clock, e)) = setup("retry") else {
+        return;
+    };
     let keys: Vec<Vec<u8>> = (0..3000).map(|i| url(80, i)).collect();
     proxy.cut.store(true, Ordering::SeqCst);
     let first = e.insert_batch(&keys).expect("insert through a lost reply");
@@ -124,6 +170,92 @@ fn a_lost_reply_is_retried_and_reports_each_key_new_once() {
         .all(|&f| f));
 }
 
+/// After a write failed part-way (the proxy up again): some of `keys` are
+/// recorded, not all; `send` sending them again reports every key new, and
+/// a third time none.
+fn check_resumed(
+    what: &str,
+    e: &RedisEngine,
+    keys: &[Vec<u8>],
+    send: impl Fn() -> Result<Vec<bool>, RedisError>,
+) {
+    let count = |v: Vec<bool>| v.iter().filter(|&&p| p).count();
+    let seen = count(e.contains_batch(keys).expect("contains"));
+    assert!(
+        seen > 0 && seen < keys.len(),
+        "{what}: {seen} of {} keys recorded",
+        keys.len()
+    );
+    let new = count(send().expect("the same batch again"));
+    assert_eq!(
+        new,
+        keys.len(),
+        "{what}: resumed batch reported keys present"
+    );
+    assert_eq!(
+        count(send().expect("a third time")),
+        0,
+        "{what}: a key was new twice"
+    );
+}
+
+/// Every reply lost until the retries run out: the call fails after Redis
+/// ran its scripts. Sent again, the same batch resumes (the stored answers
+/// of the rounds and groups that ran) and reports each key new exactly
+/// once; a different batch in between starts over, reporting the keys it
+/// sent before as present.
+#[test]
+fn a_batch_sent_again_after_the_retries_ran_out_reports_each_key_new_once() {
+    let Some((_server, proxy, clock, e)) = setup("resume") else {
+        return;
+    };
+    for (method, set) in [("insert_batch", 82), ("insert_within_batch", 83)] {
+        let keys: Vec<Vec<u8>> = (0..3000).map(|i| url(set, i)).collect();
+        let send = || match method {
+            "insert_batch" => e.insert_batch(&keys),
+            _ => e.insert_within_batch(&keys, Duration::from_secs(86_400)),
+        };
+        proxy.down.store(true, Ordering::SeqCst);
+        let cuts = proxy.cuts.load(Ordering::SeqCst);
+        let err = send().expect_err("every reply lost");
+        proxy.down.store(false, Ordering::SeqCst);
+        assert!(proxy.cuts.load(Ordering::SeqCst) > cuts, "no reply was cut");
+        assert!(msg_has(&err, "EVALSHA check-and-insert"), "{err}");
+        // The pipeline was cut after its first reply: some groups ran.
+        check_resumed(method, &e, &keys, send);
+    }
+    // A batch of many rounds (a small plan: rounds of a few hundred keys)
+    // cut part-way: the rounds answered keep their answers, the round cut
+    // resumes from its stored results, the rest run.
+    let small = engine(
+        proxy.port,
+        &prefix("rounds"),
+        &clock,
+        vec![Tier::daily(7)],
+        10_000,
+    );
+    let keys: Vec<Vec<u8>> = (0..6000).map(|i| url(85, i)).collect();
+    proxy.budget.store(2_500, Ordering::SeqCst);
+    small
+        .insert_batch(&keys)
+        .expect_err("replies lost part-way");
+    proxy.budget.store(usize::MAX, Ordering::SeqCst);
+    proxy.down.store(false, Ordering::SeqCst);
+    check_resumed("rounds", &small, &keys, || small.insert_batch(&keys));
+
+    // A different write between the failure and the resend: the resend
+    // starts over (the results it would resume from may be replaced).
+    let keys: Vec<Vec<u8>> = (0..500).map(|i| url(84, i)).collect();
+    proxy.down.store(true, Ordering::SeqCst);
+    e.insert_batch(&keys).expect_err("every reply lost");
+    proxy.down.store(false, Ordering::SeqCst);
+    assert!(e.insert(b"another key").expect("insert"));
+    let answers = e.insert_batch(&keys).expect("the batch again");
+    // Resumed, every key would be new; started over, those applied before
+    // are present.
+    assert!(!answers.iter().all(|&n| n), "resumed across another write");
+}
+
 #[test]
 fn errors_name_the_command_and_the_key() {
     if !require("errors_name_the_command_and_the_key") {
@@ -132,7 +264,7 @@ fn errors_name_the_command_and_the_key() {
     let mut server = Server::start();
     let clock = ManualClock::new(day(0));
     let pre = prefix("errors");
-    let e = engine(server.port, &pre, &clock, true);
+    let e = engine(server.port, &pre, &clock, default_tiers(), 100_000);
     // A key of the engine's layout holding another type: Redis refuses.
     let dir = format!("{pre}:{{{pre}:0}}:dir:d");
     server.cli(&["DEL", &dir]);
@@ -152,7 +284,7 @@ fn errors_name_the_command_and_the_key() {
     assert!(msg_has(&err, "HGETALL") && msg_has(&err, "config"), "{err}");
     // Another configuration under an existing prefix is refused.
     server.restart();
-    let _e = engine(server.port, "cfg", &clock, true);
+    let _e = engine(server.port, "cfg", &clock, default_tiers(), 100_000);
     let other = Config {
         tiers: vec![Tier::daily(3)],
         ..Config::default()

@@ -110,13 +110,13 @@ create_exception!(
     timebloom,
     RedisError,
     TimebloomError,
-    "Redis, or the connection to it, failed after every retry, or answered something unexpected; the message names the command and the Redis key."
+    "Redis, or the connection to it, failed after every retry, or answered something unexpected; the message names the command and the Redis key. After a failed `insert_many`, send the same keys again (same order, no other insert in between): the call resumes and reports each key new exactly once."
 );
 create_exception!(
     timebloom,
     NotReplicatedError,
     RedisError,
-    "An insert batch was applied, but fewer replicas than `wait_replicas` confirmed it in time: `answers` holds its answers (valid: the keys are recorded on the master), `acked` and `wanted` the replica counts. A failover may lose these writes."
+    "An insert batch was applied, but fewer replicas than `wait_replicas` confirmed it in time: `answers` holds the answers of the first `len(answers)` keys (valid: they are recorded on the master; all of them unless the batch went out in several rounds, and sending it again sends the rest), `acked` and `wanted` the replica counts. A failover may lose these writes."
 );
 create_exception!(
     timebloom,

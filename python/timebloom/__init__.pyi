@@ -76,14 +76,19 @@ class ClosedError(TimebloomError):
 
 class RedisError(TimebloomError):
     """Redis, or the connection to it, failed after every retry, or answered
-    something unexpected; ``path`` is the URL (password masked) and prefix."""
+    something unexpected; ``path`` is the URL (password masked) and prefix.
+    After a failed ``insert_many``, send the same keys again (same order,
+    no other insert in between): the call resumes and reports each key new
+    exactly once."""
 
 class NotReplicatedError(RedisError):
     """An insert batch was applied, but fewer replicas than ``wait_replicas``
     confirmed it in time."""
 
     answers: list[bool]
-    """The batch's answers, one per key (valid: the keys are recorded)."""
+    """Answers of the first ``len(answers)`` keys, which are recorded: all of
+    them, unless the batch went out in several rounds (the rest were not
+    sent; sending the same batch again sends them)."""
     acked: int
     """Replicas that confirmed."""
     wanted: int

@@ -59,7 +59,10 @@ pub enum RedisError {
         acked: u32,
         /// Replicas asked for.
         wanted: u32,
-        /// The batch's answers, one per key, as if the call had succeeded.
+        /// The batch's answers, one per key, as if the call had succeeded;
+        /// for a batch sent in several rounds, those of the rounds sent
+        /// (a prefix of the keys): the `WAIT` after each round stops the
+        /// rest, and sending the same batch again sends only the rest.
         answers: Vec<bool>,
     },
     /// The configuration asks for something the Redis engine does not do.

@@ -179,10 +179,49 @@ struct State {
     link: Link,
     /// Sub-filters per `(tier, window)` as last seen; 1 when absent.
     chains: HashMap<(usize, i64), u32>,
-    /// Request ids: one per batch.
+    /// Request ids: one per round of a batch.
     requests: u64,
+    /// Writing rounds run so far (see `Unfinished`).
+    writes: u64,
+    /// The last check-and-insert call, if it failed part-way.
+    unfinished: Option<Unfinished>,
     /// The chain lengths are read again from the config hash at this instant.
     refresh_at: i64,
+}
+
+/// A check-and-insert call that failed part-way: the answers of the rounds
+/// that completed, and the request id and size of the round that failed.
+///
+/// Sent again (the same keys in the same order, by the same method) before
+/// any other write through this engine, the call resumes instead of
+/// starting over: the completed rounds keep their answers, and the failed
+/// round goes out with its own request id, so each of its groups that
+/// Redis ran before the connection failed answers from its stored result
+/// (see `check_insert.lua`) instead of running again, which would report
+/// its new keys as present. A key is then reported new exactly once even
+/// across the error.
+struct Unfinished {
+    /// The call: its method and every key (see `RedisEngine::digest`).
+    digest: u128,
+    /// `writes` after the failed round: another write since then may have
+    /// replaced the stored results, and the call starts over.
+    writes: u64,
+    answers: Vec<bool>,
+    /// `(request id, keys)` of the round that failed; `None` when the
+    /// call stopped after a complete round (`NotReplicated`).
+    failed: Option<(u64, usize)>,
+}
+
+/// What identifies a check-and-insert call for `Unfinished`: its method
+/// and every key's hash, in order.
+fn digest(method: u8, hashes: &[KeyHash]) -> u128 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&[method]);
+    for k in hashes {
+        h.update(&k.lo.to_le_bytes());
+        h.update(&k.hi.to_le_bytes());
+    }
+    h.digest128()
 }
 
 /// A time-windowed filter engine whose state lives in Redis.
@@ -387,6 +426,8 @@ impl RedisEngine {
                 link,
                 chains: HashMap::new(),
                 requests: 0,
+                writes: 0,
+                unfinished: None,
                 refresh_at: i64::MIN,
             }),
             stored,
@@ -582,6 +623,12 @@ impl RedisEngine {
     /// [`RedisEngine::insert`] for many keys, one answer per key in input
     /// order: one script call per shard (and per 1000 keys), all shards in
     /// one pipeline. A key repeated in the batch is new at most once.
+    ///
+    /// After an error (the retries ran out, some groups possibly applied),
+    /// send the same keys again in the same order, before any other write
+    /// through this engine: the call resumes from what Redis stored and
+    /// reports each key new exactly once (docs/distributed.md, "Failure
+    /// behaviour"). The same holds for [`RedisEngine::insert_within_batch`].
     pub fn insert_batch<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<bool>> {
         let now = self.now()?;
         self.insert_reading(keys, vec![self.read_plan(now)?], Mode::Insert, now)
@@ -628,14 +675,90 @@ impl RedisEngine {
             let cur = self.window_index(t.span, now)?;
             self.add_write(&mut plans, ti, cur, now)?;
         }
-        let mut out = Vec::with_capacity(keys.len());
-        let mut rest = keys;
-        while !rest.is_empty() {
-            let (round, tail) = rest.split_at(self.round_size(&plans).min(rest.len()));
-            out.extend(self.run_batch(round, &plans, mode, now)?);
-            rest = tail;
+        let method = match mode {
+            Mode::Due => b'd',
+            _ => b'i',
+        };
+        self.insert_rounds(keys, &plans, mode, now, method)
+    }
+
+    /// Check-and-insert of `keys` in rounds (see `round_size`), resuming
+    /// the previous call when it failed part-way and this one sends the
+    /// same keys by the same `method` (see `Unfinished`).
+    fn insert_rounds<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        plans: &[TierPlan],
+        mode: Mode,
+        now: i64,
+        method: u8,
+    ) -> Result<Vec<bool>> {
+        let hashes = self.hashes(keys);
+        let digest = digest(method, &hashes);
+        let (mut out, mut failed) = {
+            let mut st = self.state.lock();
+            match st.unfinished.take() {
+                Some(u) if u.digest == digest && u.writes == st.writes => (u.answers, u.failed),
+                _ => (Vec::with_capacity(keys.len()), None),
+            }
+        };
+        while out.len() < hashes.len() {
+            let rest = &hashes[out.len()..];
+            let (req, n) = match failed.take() {
+                Some((req, n)) => (req, n.min(rest.len())),
+                None => (self.next_request(), self.round_size(plans).min(rest.len())),
+            };
+            let mut writes = 0;
+            match self.run_batch(&rest[..n], plans, mode, now, req, &mut writes) {
+                Ok(a) => out.extend(a),
+                Err(RedisError::NotReplicated {
+                    acked,
+                    wanted,
+                    answers,
+                }) => {
+                    // Applied, with answers: the keys after this round
+                    // were not sent, and sending the call again sends them.
+                    out.extend(answers);
+                    if out.len() < hashes.len() {
+                        self.state.lock().unfinished = Some(Unfinished {
+                            digest,
+                            writes,
+                            answers: out.clone(),
+                            failed: None,
+                        });
+                    }
+                    return Err(RedisError::NotReplicated {
+                        acked,
+                        wanted,
+                        answers: out,
+                    });
+                }
+                Err(e) => {
+                    self.state.lock().unfinished = Some(Unfinished {
+                        digest,
+                        writes,
+                        answers: out,
+                        failed: Some((req, n)),
+                    });
+                    return Err(e);
+                }
+            }
         }
         Ok(out)
+    }
+
+    /// Every key's hash, in order.
+    fn hashes<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<KeyHash> {
+        keys.iter()
+            .map(|k| hash_key(self.stored.seed, k.as_ref()))
+            .collect()
+    }
+
+    /// A fresh request id.
+    fn next_request(&self) -> u64 {
+        let mut st = self.state.lock();
+        st.requests += 1;
+        st.requests
     }
 
     /// Keys sent before the chains are checked for growth: an eighth of the
@@ -686,7 +809,7 @@ impl RedisEngine {
             .into());
         }
         Ok(self
-            .run_batch(&[key], &plans, Mode::Insert, now)?
+            .insert_rounds(&[key], &plans, Mode::Insert, now, b'a')?
             .first()
             .copied()
             .unwrap_or(false))
@@ -707,7 +830,7 @@ impl RedisEngine {
     pub fn contains_batch<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<bool>> {
         let now = self.now()?;
         let plans = vec![self.read_plan(now)?];
-        self.run_batch(keys, &plans, Mode::Check, now)
+        self.run_batch(&self.hashes(keys), &plans, Mode::Check, now, 0, &mut 0)
     }
 
     /// Whether `key` was inserted within `horizon` of now: the tier with the
@@ -732,7 +855,7 @@ impl RedisEngine {
     ) -> Result<Vec<bool>> {
         let now = self.now()?;
         let plans = vec![self.within_plan(now, horizon)?];
-        self.run_batch(keys, &plans, Mode::Check, now)
+        self.run_batch(&self.hashes(keys), &plans, Mode::Check, now, 0, &mut 0)
     }
 
     /// The windows that answer "seen within `horizon`" at `now`.
@@ -782,21 +905,22 @@ impl RedisEngine {
 
     // ---- the batch machinery ------------------------------------------------
 
-    fn run_batch<K: AsRef<[u8]>>(
+    /// One round: every key's group script, pipelined. `req` is the
+    /// round's request id (writing modes); `writes` gets the engine's
+    /// count of writing rounds, this one included.
+    fn run_batch(
         &self,
-        keys: &[K],
+        hashes: &[KeyHash],
         plans: &[TierPlan],
         mode: Mode,
         now: i64,
+        req: u64,
+        writes: &mut u64,
     ) -> Result<Vec<bool>> {
-        if keys.is_empty() {
+        if hashes.is_empty() {
             return Ok(Vec::new());
         }
         let shards = self.stored.shards;
-        let hashes: Vec<KeyHash> = keys
-            .iter()
-            .map(|k| hash_key(self.stored.seed, k.as_ref()))
-            .collect();
         let mut by_shard: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         for (i, h) in hashes.iter().enumerate() {
             by_shard
@@ -815,9 +939,12 @@ impl RedisEngine {
         if now >= st.refresh_at {
             self.refresh_chains(&mut st, now)?;
         }
-        st.requests += 1;
-        let req = st.requests.to_string();
-        let mut out = vec![false; keys.len()];
+        if mode != Mode::Check {
+            st.writes += 1;
+            *writes = st.writes;
+        }
+        let req = req.to_string();
+        let mut out = vec![false; hashes.len()];
         let mut pending: Vec<usize> = (0..groups.len()).collect();
         let mut grown: Vec<(usize, i64, u32)> = Vec::new();
         for _round in 0..STALE_ROUNDS {
@@ -825,7 +952,7 @@ impl RedisEngine {
                 .iter()
                 .map(|&g| {
                     let (s, c, idx) = &groups[g];
-                    self.call(&st, *s, *c, idx, &hashes, plans, mode, &req)
+                    self.call(&st, *s, *c, idx, hashes, plans, mode, &req)
                 })
                 .collect::<Result<_>>()?;
             let sha = &self.sha;
