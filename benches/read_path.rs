@@ -10,7 +10,9 @@
 //!
 //! * `threads`: lookups of negative keys through a handle, through
 //!   `Engine::contains`, and the floor (xxh3-128 and one random 64-byte read
-//!   in an array of the engine's size), and inserts of new keys through
+//!   in an array of the engine's size; and the same reads one after
+//!   another, each address waiting for the previous answer: the latency
+//!   floor, which no overlap between calls hides), and inserts of new keys through
 //!   handles, on 1, 2, 4 and 8 threads (each thread its own keys); the best
 //!   of three runs. Scaling is the throughput against one thread.
 //! * `mixed`: a crawler's mix on one daily window: one thread looks
@@ -82,6 +84,10 @@ fn threads_part(n: u64, per_thread: u64, counts: &[usize], out: &mut Vec<Value>)
         (
             "floor lookup",
             Box::new(|t| neg[t].iter().filter(|k| floor.lookup(k)).count()),
+        ),
+        (
+            "floor, one after another",
+            Box::new(|t| floor.chained(&neg[t])),
         ),
         (
             "timebloom handle.contains",

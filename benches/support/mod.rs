@@ -95,6 +95,47 @@ impl Floor {
     }
 }
 
+impl Floor {
+    /// The latency floor: [`Floor::lookup`] over `keys`, each line's
+    /// address depending on the previous answer, so no two reads overlap.
+    /// The throughput floor lets the processor start the next keys' reads
+    /// while one waits for memory (several in flight); a lookup whose
+    /// reads overlap nothing can take no less than this.
+    pub fn chained<K: AsRef<[u8]>>(&self, keys: &[K]) -> usize {
+        self.chain(keys, |h, prev| {
+            let line = self.line(h >> 64, prev);
+            self.words[line * 8] & (1 << (h as u64 & 63)) != 0
+        })
+    }
+
+    /// [`Floor::chained`] for [`Floor::lookup2`]: the two lines of one key
+    /// are read together, each key's after the previous key's.
+    pub fn chained2<K: AsRef<[u8]>>(&self, keys: &[K]) -> usize {
+        self.chain(keys, |h, prev| {
+            let (a, b) = (self.line(h >> 64, prev), self.line(h, prev));
+            (self.words[a * 8] | self.words[b * 8]) & (1 << (h as u64 & 63)) != 0
+        })
+    }
+
+    fn chain<K: AsRef<[u8]>>(&self, keys: &[K], probe: impl Fn(u128, bool) -> bool) -> usize {
+        let mut prev = false;
+        let mut hits = 0;
+        for k in keys {
+            prev = probe(xxh3_128(k.as_ref()), prev);
+            hits += usize::from(prev);
+        }
+        hits
+    }
+
+    /// The line of hash bits `x` (their low 64), moved by the previous
+    /// answer: arithmetic, not a branch, so the address waits for it.
+    #[inline]
+    fn line(&self, x: u128, prev: bool) -> usize {
+        let line = ((x as u64 as u128 * self.lines as u128) >> 64) as usize;
+        line.saturating_sub(usize::from(prev))
+    }
+}
+
 /// `TIMEBLOOM_BENCH_N` (a count, `1e7` allowed), or `default`.
 pub fn bench_n(default: u64) -> u64 {
     std::env::var("TIMEBLOOM_BENCH_N")
