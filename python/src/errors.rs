@@ -136,6 +136,12 @@ create_exception!(
     TimebloomError,
     "The engine was closed; open it again."
 );
+create_exception!(
+    timebloom,
+    ForkedError,
+    ClosedError,
+    "The engine was opened in the parent of this process, before a `fork` (`multiprocessing`'s default on Linux): the child cannot use it, as the parent still writes it. Open it again in the child (an engine directory takes one writing process at a time: close it in the parent first, or open it read-only)."
+);
 
 /// The Python exception for an engine error, its message naming `path`.
 pub(crate) fn to_py(err: Error, path: &Path) -> PyErr {

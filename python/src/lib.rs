@@ -7,7 +7,7 @@
 //!
 //! Files: `engine` (the `Engine` class), `redis` (`RedisEngine`), `slot` (the lock that lets `close`
 //! take an engine away from threads calling it; calls with or without the
-//! GIL),
+//! GIL; engines inherited through `fork`),
 //! `clock` (`ManualClock`), `errors` (the exception classes and the mapping
 //! of engine errors onto them), `convert` (keys, durations, instants and
 //! reports between Python and the engine).
@@ -59,9 +59,17 @@ fn _timebloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("IncompleteError", py.get_type::<IncompleteError>())?;
     m.add("NotEmptyError", py.get_type::<NotEmptyError>())?;
     m.add("ClosedError", py.get_type::<ClosedError>())?;
+    m.add("ForkedError", py.get_type::<ForkedError>())?;
     m.add("RedisError", py.get_type::<RedisError>())?;
     m.add("NotReplicatedError", py.get_type::<NotReplicatedError>())?;
     m.add("ConfigMismatchError", py.get_type::<ConfigMismatchError>())?;
     m.add("UnsupportedError", py.get_type::<UnsupportedError>())?;
+    // Engines opened before a fork refuse calls in the child (see `slot`).
+    let after_fork = wrap_pyfunction!(slot::after_fork_in_child, m)?;
+    let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item("after_in_child", after_fork)?;
+    py.import("os")?
+        .getattr("register_at_fork")?
+        .call((), Some(&kwargs))?;
     Ok(())
 }

@@ -6,14 +6,55 @@
 //! later calls raise `ClosedError`. Calls that release the GIL take the
 //! lock only after releasing it, so no thread ever waits for the GIL while
 //! it holds the lock.
+//!
+//! A process forked while an engine is open (without `exec`: Python's
+//! `multiprocessing` on Linux) inherits it, but must not use it: the
+//! parent still writes the same files (or talks on the same connection),
+//! and the engine's threads and lock holders exist only in the parent.
+//! `os.register_at_fork` bumps a counter in the child; a slot made before
+//! the fork sees it changed and raises `ForkedError` without touching its
+//! lock (a thread of the parent may have held it at the fork). Closing or
+//! dropping it in the child lets go of it without a write (see `Leave`).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard};
 
 use pyo3::prelude::*;
 
 use crate::convert::{key_bytes, keys_of};
-use crate::errors::{with_path, ClosedError};
+use crate::errors::{with_path, ClosedError, ForkedError};
+
+/// Forks this process has been through (`os.register_at_fork` calls
+/// [`after_fork_in_child`] in each child).
+static FORKS: AtomicU64 = AtomicU64::new(0);
+
+/// Registered with `os.register_at_fork(after_in_child=...)`.
+#[pyfunction]
+pub(crate) fn after_fork_in_child() {
+    FORKS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// How an engine inherited through `fork` is let go of in the child.
+pub(crate) trait Leave {
+    /// Lets go without writing or joining anything.
+    fn leave(self);
+}
+
+impl Leave for timebloom::Engine {
+    fn leave(self) {
+        self.leave_after_fork();
+    }
+}
+
+impl Leave for timebloom::redis::RedisEngine {
+    /// The connection stays open until the child exits: closing the
+    /// child's copy of the socket would not end the parent's connection,
+    /// but dropping the client may talk on it.
+    fn leave(self) {
+        std::mem::forget(self);
+    }
+}
 
 /// An engine error that becomes a Python exception naming `place` (the
 /// engine directory, or the Redis URL and prefix).
@@ -23,20 +64,39 @@ pub(crate) trait Failure: Send {
 }
 
 /// An open engine, or `None` once closed.
-pub(crate) struct Slot<E> {
+pub(crate) struct Slot<E: Leave> {
     inner: RwLock<Option<E>>,
     /// What errors name: the engine directory, or the Redis URL (password
     /// masked) and prefix.
     place: PathBuf,
+    /// [`FORKS`] when the engine was opened.
+    forks: u64,
 }
 
-impl<E: Send + Sync> Slot<E> {
+impl<E: Leave> Drop for Slot<E> {
+    fn drop(&mut self) {
+        if FORKS.load(Ordering::Relaxed) != self.forks {
+            let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
+            if let Some(engine) = inner.take() {
+                engine.leave();
+            }
+        }
+    }
+}
+
+impl<E: Send + Sync + Leave> Slot<E> {
     /// `engine`, whose errors name `place`.
     pub(crate) fn new(place: PathBuf, engine: E) -> Slot<E> {
         Slot {
             inner: RwLock::new(Some(engine)),
             place,
+            forks: FORKS.load(Ordering::Relaxed),
         }
+    }
+
+    /// Whether this process was forked since the engine was opened.
+    fn forked(&self) -> bool {
+        FORKS.load(Ordering::Relaxed) != self.forks
     }
 
     /// What errors name.
@@ -44,27 +104,31 @@ impl<E: Send + Sync> Slot<E> {
         &self.place
     }
 
-    fn read(&self) -> RwLockReadGuard<'_, Option<E>> {
+    /// The shared lock, unless the engine was inherited through `fork`.
+    fn read(&self) -> PyResult<RwLockReadGuard<'_, Option<E>>> {
+        if self.forked() {
+            return Err(self.forked_error());
+        }
         // A panic while the lock was held cannot leave the engine half
         // changed from this side: the engine keeps its own invariants.
-        self.inner.read().unwrap_or_else(|p| p.into_inner())
+        Ok(self.inner.read().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// Whether `close` has run.
+    /// Whether `close` has run (or the engine was inherited through `fork`).
     pub(crate) fn is_closed(&self) -> bool {
-        self.read().is_none()
+        self.read().map_or(true, |g| g.is_none())
     }
 
     /// Runs `f` on the open engine under the shared lock, with the GIL held.
     pub(crate) fn with<T, X: Failure>(&self, f: impl FnOnce(&E) -> Result<T, X>) -> PyResult<T> {
-        let guard = self.read();
+        let guard = self.read()?;
         let engine = guard.as_ref().ok_or_else(|| self.closed_error())?;
         f(engine).map_err(|e| e.into_py(&self.place))
     }
 
     /// Reads something off the open engine (GIL held).
     pub(crate) fn get<T>(&self, f: impl FnOnce(&E) -> T) -> PyResult<T> {
-        let guard = self.read();
+        let guard = self.read()?;
         guard.as_ref().map(f).ok_or_else(|| self.closed_error())
     }
 
@@ -74,11 +138,8 @@ impl<E: Send + Sync> Slot<E> {
         py: Python<'_>,
         f: impl FnOnce(&E) -> Result<T, X> + Send,
     ) -> PyResult<T> {
-        let r = py.detach(|| {
-            let guard = self.read();
-            guard.as_ref().map(f)
-        });
-        match r {
+        let r = py.detach(|| self.read().map(|guard| guard.as_ref().map(f)));
+        match r? {
             None => Err(self.closed_error()),
             Some(r) => r.map_err(|e| e.into_py(&self.place)),
         }
@@ -99,12 +160,22 @@ impl<E: Send + Sync> Slot<E> {
 
     /// Takes the engine out, once every call in flight has returned, and
     /// hands it to `finish` (GIL released). Closing a closed slot does
-    /// nothing.
+    /// nothing. In a child forked since the engine was opened, lets go of
+    /// it instead (see [`Leave`]), unless a thread of the parent held the
+    /// lock at the fork (then the engine stays until the child exits).
     pub(crate) fn close<X: Failure>(
         &self,
         py: Python<'_>,
         finish: impl FnOnce(E) -> Result<(), X> + Send,
     ) -> PyResult<()> {
+        if self.forked() {
+            if let Ok(mut guard) = self.inner.try_write() {
+                if let Some(engine) = guard.take() {
+                    engine.leave();
+                }
+            }
+            return Ok(());
+        }
         let r = py.detach(|| {
             let mut guard = self.inner.write().unwrap_or_else(|p| p.into_inner());
             guard.take().map(finish)
@@ -113,6 +184,16 @@ impl<E: Send + Sync> Slot<E> {
             None | Some(Ok(())) => Ok(()),
             Some(Err(e)) => Err(e.into_py(&self.place)),
         }
+    }
+
+    fn forked_error(&self) -> PyErr {
+        let msg = format!(
+            "{}: opened before this process was forked (process {} is a child): \
+             open it again here; the parent still uses it",
+            self.place.display(),
+            std::process::id()
+        );
+        with_path(ForkedError::new_err(msg), &self.place)
     }
 
     fn closed_error(&self) -> PyErr {

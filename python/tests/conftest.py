@@ -7,6 +7,7 @@ variable is set (.ci/python.sh sets it) and are skipped elsewhere.
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import socket
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 import pytest
+
+import timebloom
 
 
 @pytest.fixture
@@ -112,3 +115,55 @@ def redis_server(tmp_path_factory) -> Iterator[RedisServer]:
 def prefix() -> str:
     """A key prefix no other test uses."""
     return f"t-{uuid.uuid4().hex[:12]}"
+
+
+# ---- fork: an engine inherited by a child process ----------------------------
+
+
+def in_forked_child(held: list, let_go) -> tuple[int, int, int]:
+    """Forks. The child calls ``insert`` on the engine ``held[0]`` (which
+    must raise ``ForkedError``, a ``ClosedError`` naming the engine's path
+    or Redis prefix), lets go of it with ``let_go(held)``, tells the parent
+    and waits for its word before exiting with 0 (1 or 2 when a check
+    failed). Returns the child's pid and the pipe ends the parent reads
+    from and writes to (a child that dies early closes its end: the
+    parent's read returns nothing instead of waiting)."""
+    to_child_r, to_child_w = os.pipe()
+    to_parent_r, to_parent_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(to_parent_r)
+            os.close(to_child_w)
+            e = held[0]
+            place = e.path if isinstance(e, timebloom.Engine) else e.prefix
+            try:
+                e.insert("https://example.com/child")
+            except timebloom.ForkedError as err:
+                code = 0 if isinstance(err, timebloom.ClosedError) and place in str(err) else 2
+            del e
+            let_go(held)
+            os.write(to_parent_w, b"x")
+            os.read(to_child_r, 1)
+        finally:
+            os._exit(code)
+    os.close(to_child_r)
+    os.close(to_parent_w)
+    return pid, to_parent_r, to_child_w
+
+
+def finish_child(pid: int, to_child_w: int) -> None:
+    os.write(to_child_w, b"x")
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def close_it(held: list) -> None:
+    held[0].close()
+    assert held[0].closed
+
+
+def drop_it(held: list) -> None:
+    held.clear()  # the last reference: the object goes
+    gc.collect()

@@ -13,6 +13,8 @@ import pytest
 import timebloom
 from timebloom import Engine, ManualClock
 
+from conftest import close_it, drop_it, finish_child, in_forked_child  # tests/conftest.py
+
 T0 = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)
 
 
@@ -107,6 +109,31 @@ def test_close_is_idempotent_and_later_calls_raise(tb_dir):
         e.insert_many(["a"])
     with pytest.raises(timebloom.TimebloomError):
         e.stats()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+@pytest.mark.parametrize("let_go", [close_it, drop_it])
+def test_fork_a_child_cannot_use_an_inherited_engine_and_keeps_no_lock(tb_dir, let_go):
+    """A child made by ``fork`` must not write what the parent writes: its
+    calls raise ``ForkedError``. Letting go of the engine there (``close``,
+    or dropping the last reference) writes nothing and closes the child's
+    copy of the directory lock: the parent, still running beside the
+    child, closes and opens the directory again."""
+    held = [Engine.create(tb_dir, "7d", items_per_day=1000)]
+    assert held[0].insert("https://example.com/parent")
+    pid, to_parent_r, to_child_w = in_forked_child(held, let_go)
+    try:
+        assert os.read(to_parent_r, 1) == b"x"
+        # The parent's engine is unaffected by the child.
+        assert held[0].insert("https://example.com/after-fork")
+        held[0].close()
+        # The child, still alive, no longer holds the lock.
+        with Engine.open(tb_dir) as again:
+            assert again.contains("https://example.com/parent")
+            assert again.contains("https://example.com/after-fork")
+            assert not again.contains("https://example.com/child")
+    finally:
+        finish_child(pid, to_child_w)
 
 
 def test_errors_are_typed_and_name_the_path(tb_dir, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -13,7 +14,13 @@ import pytest
 import timebloom
 from timebloom import ManualClock, RedisEngine
 
-from conftest import RedisServer, free_port  # tests/conftest.py; pytest puts tests/ on sys.path
+from conftest import (  # tests/conftest.py; pytest puts tests/ on sys.path
+    RedisServer,
+    close_it,
+    finish_child,
+    free_port,
+    in_forked_child,
+)
 
 # Noon UTC today: windows named by this clock expire (EXPIREAT, Redis's own
 # clock) days from now, however the tests move it forward.
@@ -68,6 +75,25 @@ def test_processes_share_what_they_have_seen(redis_server, prefix):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "500"  # only k500..k999 were new
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_fork_a_child_cannot_use_an_inherited_redis_engine(redis_server, prefix):
+    """A child made by ``fork`` shares the parent's connection: its calls
+    would interleave with the parent's on one socket. They raise
+    ``ForkedError``; ``close`` there sends nothing, and the parent's
+    connection keeps working, before and after the child exits."""
+    held = [RedisEngine.create(redis_server.url, prefix, items_per_day=1000)]
+    assert held[0].insert("https://example.com/parent")
+    pid, to_parent_r, to_child_w = in_forked_child(held, close_it)
+    try:
+        assert os.read(to_parent_r, 1) == b"x"
+        assert held[0].insert("https://example.com/after-fork")
+    finally:
+        finish_child(pid, to_child_w)
+    assert held[0].insert_many(["https://example.com/after-exit"]) == [True]
+    assert not held[0].contains("https://example.com/child")
+    held[0].close()
 
 
 def test_of_many_clients_each_key_is_new_exactly_once(redis_server, prefix):

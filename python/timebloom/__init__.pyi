@@ -74,6 +74,12 @@ class NotEmptyError(TimebloomError):
 class ClosedError(TimebloomError):
     """The engine was closed."""
 
+class ForkedError(ClosedError):
+    """The engine was opened in the parent of this process, before a ``fork``
+    (``multiprocessing``'s default on Linux): the parent still uses it, so
+    the child may not. Open it again in the child; ``close()`` there lets go
+    of the inherited engine without writing anything."""
+
 class RedisError(TimebloomError):
     """Redis, or the connection to it, failed after every retry, or answered
     something unexpected; ``path`` is the URL (password masked) and prefix.
@@ -303,6 +309,7 @@ __all__ = [
     "AlreadyExistsError",
     "ClockJumpError",
     "ClosedError",
+    "ForkedError",
     "ConfigMismatchError",
     "CorruptError",
     "Engine",

@@ -88,7 +88,9 @@ struct Maint {
 pub struct Engine {
     dir: PathBuf,
     /// The exclusive directory lock; `None` for a read-only engine.
-    _lock: Option<File>,
+    lock: Option<File>,
+    /// The process that opened the engine (see `Engine::leave_after_fork`).
+    pid: u32,
     /// Opened with [`Engine::open_read_only`]: nothing is ever written.
     read_only: bool,
     /// How far the clock may step forward by itself (see `Options`).
@@ -603,7 +605,8 @@ impl Engine {
             .collect();
         Engine {
             dir: dir.to_path_buf(),
-            _lock: lock,
+            lock,
+            pid: std::process::id(),
             read_only,
             max_clock_jump: options.max_clock_jump,
             allow_clock_jump: options.allow_clock_jump,
@@ -782,6 +785,28 @@ impl Engine {
     /// same silently).
     pub fn close(self) -> Result<()> {
         self.close_inner()
+    }
+
+    /// Lets go of an engine inherited through `fork` (without `exec`, as
+    /// Python's `multiprocessing` does by default on Linux), in the child.
+    ///
+    /// The child must not use or close the engine: the opening process
+    /// still writes the same files, and the threads the engine started
+    /// there do not exist in the child. This closes the child's copy of the
+    /// directory lock, so that the parent can close and open the directory
+    /// again while the child lives, and leaves everything else alone:
+    /// nothing is written, no thread is joined, the mappings go when the
+    /// child exits. Called in the process that opened the engine, it
+    /// closes the engine as dropping it does.
+    pub fn leave_after_fork(self) {
+        if std::process::id() == self.pid {
+            drop(self);
+        } else {
+            let mut inherited = std::mem::ManuallyDrop::new(self);
+            // The lock is the open file's, shared with the parent's copy:
+            // it holds until the parent closes its own.
+            drop(inherited.lock.take());
+        }
     }
 
     fn close_inner(&self) -> Result<()> {
