@@ -43,6 +43,10 @@ class Site:
         self.hits: Counter[int] = Counter()
         self.other: Counter[str] = Counter()
         self._lock = threading.Lock()
+        # `hold_for`: user agents whose first request every page waits for.
+        self.hold_for: set[str] = set()
+        self._seen_agents: set[str] = set()
+        self._arrived = threading.Condition(self._lock)
         site = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -59,7 +63,10 @@ class Site:
                         site.other[self.path] += 1
                     self.send_error(404)
                     return
-                with site._lock:
+                with site._arrived:
+                    site._seen_agents.add(self.headers.get("User-Agent", ""))
+                    site._arrived.notify_all()
+                    site._arrived.wait_for(lambda: site.hold_for <= site._seen_agents, timeout=60)
                     site.hits[i] += 1
                 port = self.server.server_address[1]
                 body = "".join(f'<a href="{h}">link</a>\n' for h in links(i, site.n, port))
@@ -88,6 +95,7 @@ class Site:
         with self._lock:
             self.hits.clear()
             self.other.clear()
+            self._seen_agents.clear()
 
     def stop(self) -> None:
         """Stops serving."""

@@ -269,7 +269,15 @@ def test_spiders_crawling_at_once_fetch_every_page_once_between_them(site, redis
     sharing one engine in Redis: every page is fetched exactly once."""
     settings = {"DUPEFILTER_CLASS": FILTER, "TIMEBLOOM_REDIS_URL": redis_server.url, "TIMEBLOOM_REDIS_PREFIX": prefix}
     starts = [f"http://127.0.0.1:{site.port}/page?id={i}&lang=en" for i in (0, N_PAGES // 3, 2 * N_PAGES // 3)]
-    stats = crawl_together(site, [(start, settings) for start in starts])
+    # Every page waits until all three processes have sent a request (each
+    # its own user agent): none discovers links before the others have
+    # claimed their start pages, however late one of them starts.
+    agents = [f"crawler-{k}" for k in range(len(starts))]
+    site.hold_for = set(agents)
+    try:
+        stats = crawl_together(site, [(s, {**settings, "USER_AGENT": a}) for s, a in zip(starts, agents)])
+    finally:
+        site.hold_for = set()
     assert fetched_once_each(site), (sorted(site.hits.items())[:20], site.other)
     assert sum(s.get("downloader/response_count", 0) for s in stats) == N_PAGES
     assert all(s.get("downloader/response_count", 0) > 0 for s in stats)
