@@ -73,9 +73,16 @@ pub(crate) struct Slot<E: Leave> {
     forks: u64,
 }
 
+impl<E: Leave> Slot<E> {
+    /// Whether this process was forked since the engine was opened.
+    fn forked(&self) -> bool {
+        FORKS.load(Ordering::Relaxed) != self.forks
+    }
+}
+
 impl<E: Leave> Drop for Slot<E> {
     fn drop(&mut self) {
-        if FORKS.load(Ordering::Relaxed) != self.forks {
+        if self.forked() {
             let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
             if let Some(engine) = inner.take() {
                 engine.leave();
@@ -92,11 +99,6 @@ impl<E: Send + Sync + Leave> Slot<E> {
             place,
             forks: FORKS.load(Ordering::Relaxed),
         }
-    }
-
-    /// Whether this process was forked since the engine was opened.
-    fn forked(&self) -> bool {
-        FORKS.load(Ordering::Relaxed) != self.forks
     }
 
     /// What errors name.

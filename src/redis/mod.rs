@@ -201,7 +201,7 @@ struct State {
 /// its new keys as present. A key is then reported new exactly once even
 /// across the error.
 struct Unfinished {
-    /// The call: its method and every key (see `RedisEngine::digest`).
+    /// The call: its method, its argument and every key (see `digest`).
     digest: u128,
     /// `writes` after the failed round: another write since then may have
     /// replaced the stored results, and the call starts over.
@@ -213,16 +213,22 @@ struct Unfinished {
 }
 
 /// What identifies a check-and-insert call for `Unfinished`: its method
-/// and every key's hash, in order.
-fn digest(method: u8, hashes: &[KeyHash]) -> u128 {
+/// with its argument (`Method`) and every key's hash, in order.
+fn digest(call: Method, hashes: &[KeyHash]) -> u128 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
-    h.update(&[method]);
+    h.update(&[call.0]);
+    h.update(&call.1.to_le_bytes());
     for k in hashes {
         h.update(&k.lo.to_le_bytes());
         h.update(&k.hi.to_le_bytes());
     }
     h.digest128()
 }
+
+/// A check-and-insert method and its argument, for `digest`: `(b'i', 0)`
+/// for `insert_batch`, `(b'd', horizon secs)` for `insert_within_batch`,
+/// `(b'a', instant)` for `insert_at`. A call resumes only the same call.
+type Method = (u8, i64);
 
 /// A time-windowed filter engine whose state lives in Redis.
 ///
@@ -631,7 +637,8 @@ impl RedisEngine {
     /// behaviour"). The same holds for [`RedisEngine::insert_within_batch`].
     pub fn insert_batch<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<bool>> {
         let now = self.now()?;
-        self.insert_reading(keys, vec![self.read_plan(now)?], Mode::Insert, now)
+        let plans = vec![self.read_plan(now)?];
+        self.insert_reading(keys, plans, Mode::Insert, now, (b'i', 0))
     }
 
     /// Claims a key that is due: when `key` was **not seen within
@@ -658,7 +665,9 @@ impl RedisEngine {
         horizon: Duration,
     ) -> Result<Vec<bool>> {
         let now = self.now()?;
-        self.insert_reading(keys, vec![self.within_plan(now, horizon)?], Mode::Due, now)
+        let plans = vec![self.within_plan(now, horizon)?];
+        let secs = i64::try_from(horizon.as_secs()).unwrap_or(i64::MAX);
+        self.insert_reading(keys, plans, Mode::Due, now, (b'd', secs))
     }
 
     /// Check-and-insert of `keys`: a key is new when no window `plans`
@@ -670,31 +679,28 @@ impl RedisEngine {
         mut plans: Vec<TierPlan>,
         mode: Mode,
         now: i64,
+        call: Method,
     ) -> Result<Vec<bool>> {
         for (ti, t) in self.stored.config.tiers.iter().enumerate() {
             let cur = self.window_index(t.span, now)?;
             self.add_write(&mut plans, ti, cur, now)?;
         }
-        let method = match mode {
-            Mode::Due => b'd',
-            _ => b'i',
-        };
-        self.insert_rounds(keys, &plans, mode, now, method)
+        self.insert_rounds(keys, &plans, mode, now, call)
     }
 
     /// Check-and-insert of `keys` in rounds (see `round_size`), resuming
-    /// the previous call when it failed part-way and this one sends the
-    /// same keys by the same `method` (see `Unfinished`).
+    /// the previous call when it failed part-way and this one is the same
+    /// `call` of the same keys (see `Unfinished`).
     fn insert_rounds<K: AsRef<[u8]>>(
         &self,
         keys: &[K],
         plans: &[TierPlan],
         mode: Mode,
         now: i64,
-        method: u8,
+        call: Method,
     ) -> Result<Vec<bool>> {
         let hashes = self.hashes(keys);
-        let digest = digest(method, &hashes);
+        let digest = digest(call, &hashes);
         let (mut out, mut failed) = {
             let mut st = self.state.lock();
             match st.unfinished.take() {
@@ -809,7 +815,7 @@ impl RedisEngine {
             .into());
         }
         Ok(self
-            .insert_rounds(&[key], &plans, Mode::Insert, now, b'a')?
+            .insert_rounds(&[key], &plans, Mode::Insert, now, (b'a', t))?
             .first()
             .copied()
             .unwrap_or(false))
