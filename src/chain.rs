@@ -87,7 +87,7 @@ impl Segment {
         }
     }
 
-    /// Fingerprint chain: issues the loads of the key's first bucket in
+    /// Fingerprint chain: issues the loads of the key's two buckets in
     /// every table.
     #[inline]
     pub(crate) fn prefetch_tables(&self, h: KeyHash) {

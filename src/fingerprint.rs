@@ -392,6 +392,15 @@ impl<'a> Table<'a> {
 
     // ---- readers -------------------------------------------------------
 
+    /// Issues the loads of both of the key's buckets (a batch lookup's
+    /// next group, whose lines arrive while the current group is tested).
+    #[inline]
+    pub(crate) fn prefetch(&self, h: KeyHash) {
+        let (_, b1, b2) = self.locate(h);
+        crate::filter::prefetch(&self.body[b1 as usize]);
+        crate::filter::prefetch(&self.body[b2 as usize]);
+    }
+
     /// True when the key's fingerprint is in one of its buckets with a day
     /// in `[first_day, today]` (or tomorrow, see the module comment). Never
     /// false for a key inserted on such a day and not removed since, while

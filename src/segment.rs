@@ -643,12 +643,11 @@ impl SubFilter {
             .is_some_and(|t| t.contains_since(h, first_day, today))
     }
 
-    /// Issues the loads of the key's first bucket (fingerprint tables).
+    /// Issues the loads of both of the key's buckets (fingerprint tables).
     #[inline]
     pub(crate) fn table_prefetch(&self, h: KeyHash) {
-        let b = filter::block_index(h, self.header.nblocks);
-        if let Some(block) = self.blocks().get(b as usize) {
-            filter::prefetch(block);
+        if let Some(t) = self.table() {
+            t.prefetch(h);
         }
     }
 

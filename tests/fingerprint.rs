@@ -244,7 +244,29 @@ fn growth_keeps_the_rate() {
         seg.subfilters, seg.bits_per_key
     );
     assert!(rate <= p, "measured {rate} above {p}");
+    // A batch over the chain answers as single calls do, in order: present
+    // and absent keys interleaved, a length no group size divides.
+    let mixed: Vec<Vec<u8>> = (0..10_007u64)
+        .map(|i| {
+            if i % 3 == 0 {
+                url(9, i)
+            } else {
+                key(0, i * 7 % n)
+            }
+        })
+        .collect();
+    let single: Vec<bool> = mixed.iter().map(|k| e.contains(k).unwrap()).collect();
+    assert_eq!(e.contains_batch(&mixed).unwrap(), single);
+    assert_eq!(
+        single.iter().filter(|&&x| x).count() as u64,
+        6_671 + fp_in(&single, 3)
+    );
     e.verify().unwrap();
+}
+
+/// False positives among the keys at positions `i % every == 0` (absent).
+fn fp_in(answers: &[bool], every: usize) -> u64 {
+    answers.iter().step_by(every).filter(|&&x| x).count() as u64
 }
 
 #[test]

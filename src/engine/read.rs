@@ -8,7 +8,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::chain::{any_contains, Lookup, Segment};
+use crate::chain::{any_contains, Lookup, Segment, MAX_GROUP};
 use crate::error::{Error, Result};
 use crate::filter::sizing;
 use crate::hash::KeyHash;
@@ -354,6 +354,9 @@ impl Engine {
     }
 }
 
+/// Bucket loads a table's batch lookup keeps in flight per group.
+const TABLE_LOADS_PER_GROUP: usize = 32;
+
 /// What answers "seen within the retention of a tier?" at one instant.
 pub(super) enum Reader<'s> {
     /// The live windows of a Bloom or counting tier.
@@ -378,19 +381,27 @@ impl Reader<'_> {
         }
     }
 
-    /// [`Reader::contains`] for many keys; a table's first buckets of a
-    /// group of keys are loaded before any is tested.
+    /// [`Reader::contains`] for many keys. For a table, pipelined as
+    /// `contains_batch` is for windows: both buckets of every key of the
+    /// next group are loaded before the current group is tested.
     pub(super) fn contains_all(&self, hashes: &[KeyHash]) -> Vec<bool> {
-        if let Reader::Table { seg: Some(seg), .. } = self {
-            let mut out = Vec::with_capacity(hashes.len());
-            for group in hashes.chunks(crate::chain::MAX_GROUP) {
-                for h in group {
-                    seg.prefetch_tables(*h);
-                }
-                out.extend(group.iter().map(|h| self.contains(*h)));
-            }
-            return out;
+        let Reader::Table { seg: Some(seg), .. } = self else {
+            return hashes.iter().map(|h| self.contains(*h)).collect();
+        };
+        // Two lines per key and table in flight per group.
+        let group = (TABLE_LOADS_PER_GROUP / (2 * seg.subs.len().max(1))).clamp(2, MAX_GROUP);
+        let prefetch = |g: &[KeyHash]| g.iter().for_each(|h| seg.prefetch_tables(*h));
+        let mut groups = hashes.chunks(group).peekable();
+        if let Some(first) = groups.peek() {
+            prefetch(first);
         }
-        hashes.iter().map(|h| self.contains(*h)).collect()
+        let mut out = Vec::with_capacity(hashes.len());
+        while let Some(g) = groups.next() {
+            if let Some(next) = groups.peek() {
+                prefetch(next);
+            }
+            out.extend(g.iter().map(|h| self.contains(*h)));
+        }
+        out
     }
 }
