@@ -26,6 +26,17 @@ pub(crate) struct Segment {
 }
 
 impl Segment {
+    /// The chain position of the oldest sub-filter: 0 unless the oldest
+    /// tables of a fingerprint chain expired and were dropped.
+    pub(crate) fn first(&self) -> u32 {
+        self.subs.first().map_or(0, |s| s.header().id.index)
+    }
+
+    /// The chain position a sub-filter added now takes.
+    pub(crate) fn next_index(&self) -> u32 {
+        self.subs.last().map_or(0, |s| s.header().id.index + 1)
+    }
+
     /// The sub-filter that takes inserts.
     pub(crate) fn tail(&self) -> Option<&SubFilter> {
         self.subs.last().map(|s| &**s)
@@ -110,39 +121,37 @@ impl Segment {
             .any(|s| s.table_contains(h, first_day, today))
     }
 
-    /// Fingerprint chain: records the key as seen on `day`. A table that
-    /// holds it live already (any day kept as of `today`) moves its day
-    /// there, as a Bloom chain leaves a key where it is; otherwise the
-    /// newest table takes it. `Full` when the newest has no room (the
-    /// chain grows; nothing was written), `None` on a read-only mapping.
+    /// Fingerprint chain: records the key as seen on `day` in the newest
+    /// table, which takes every write: a key seen again while an older
+    /// table still holds it gets a slot in the newest (or its day moved
+    /// there) and its old slot expires where it is. Older tables are thus
+    /// never written after the chain grew past them, so each drains one
+    /// retention later and leaves the chain (see `Engine::drop_drained`);
+    /// moving days in place would let every false match of a new key keep
+    /// an old table alive. `Full` when the newest has no room (the chain
+    /// grows; nothing was written), `None` on a read-only mapping.
     pub(crate) fn table_insert(
         &self,
         x: &Exclusive,
         h: KeyHash,
         day: u32,
         today: u32,
-        days: u32,
     ) -> Option<Insert> {
-        let (tail, older) = self.subs.split_last()?;
-        let first = today.saturating_sub(days);
-        if let Some(s) = older.iter().find(|s| s.table_contains(h, first, today)) {
-            match s.table_insert(x, h, day, today)? {
-                // The entry expired at midnight meanwhile: a new slot.
-                Insert::Full => {}
-                done => return Some(done),
-            }
-        }
-        tail.table_insert(x, h, day, today)
+        self.subs.last()?.table_insert(x, h, day, today)
     }
 
-    /// Fingerprint chain: deletes one live slot of the key from the oldest
-    /// table that holds it; whether one was.
+    /// Fingerprint chain: deletes one live slot of the key from every
+    /// table that holds it (a key seen again after the chain grew has one
+    /// in an older table and one in the newest); whether one was.
     pub(crate) fn table_remove(&self, x: &Exclusive, h: KeyHash, today: u32, days: u32) -> bool {
         let first = today.saturating_sub(days);
-        self.subs
-            .iter()
-            .find(|s| s.table_contains(h, first, today))
-            .is_some_and(|s| s.table_remove(x, h, today))
+        let mut removed = false;
+        for s in &self.subs {
+            if s.table_contains(h, first, today) {
+                removed |= s.table_remove(x, h, today);
+            }
+        }
+        removed
     }
 
     /// True when inserting the key would change nothing: a Bloom segment

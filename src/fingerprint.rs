@@ -295,6 +295,15 @@ impl Drop for Stripes<'_> {
     }
 }
 
+/// What a sweep did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Swept {
+    /// Slots cleared (dead as of the sweep's day).
+    pub cleared: u64,
+    /// The newest day among the live slots the sweep read; 0 when none.
+    pub newest: u32,
+}
+
 /// A table over a caller-provided body.
 pub(crate) struct Table<'a> {
     body: &'a [Block],
@@ -586,7 +595,7 @@ impl<'a> Table<'a> {
     /// and returns how many. Readers never wait: the sweep locks one
     /// bucket's stripe at a time, only for buckets with a dead slot.
     pub(crate) fn sweep(&self, today: u32) -> u64 {
-        self.sweep_by(|| today)
+        self.sweep_by(|| today).cleared
     }
 
     /// [`Table::sweep`] with the day read from `today` again under each
@@ -596,24 +605,37 @@ impl<'a> Table<'a> {
     /// back its tag is never younger than the day the sweep tests it
     /// against (a sweep with a fixed day would clear tags written two days
     /// after it, which read as dead).
-    pub(crate) fn sweep_by(&self, today: impl Fn() -> u32) -> u64 {
-        let mut cleared = 0;
+    ///
+    /// It also reports the newest day among the live slots it read (each
+    /// bucket once, after clearing it): a slot it did not see was written
+    /// or moved by an insert that ran meanwhile.
+    pub(crate) fn sweep_by(&self, today: impl Fn() -> u32) -> Swept {
+        let mut out = Swept::default();
         let mut day = today();
         for (b, block) in self.body.iter().enumerate() {
             let dead = |i, d| self.fp_of(block, i) != 0 && !self.live(self.tag_of(block, i), d);
-            if !(0..self.geo.slots).any(|i| dead(i, day)) {
-                continue;
+            if (0..self.geo.slots).any(|i| dead(i, day)) {
+                let _held = self.lock(b as u64, b as u64);
+                day = today();
+                for i in 0..self.geo.slots {
+                    if dead(i, day) {
+                        self.set_fp(block, i, 0);
+                        out.cleared += 1;
+                    }
+                }
             }
-            let _held = self.lock(b as u64, b as u64);
-            day = today();
             for i in 0..self.geo.slots {
-                if dead(i, day) {
-                    self.set_fp(block, i, 0);
-                    cleared += 1;
+                if self.fp_of(block, i) != 0 {
+                    let d = match age(self.tag_of(block, i), day) {
+                        TOMORROW => day.saturating_add(1),
+                        a if a <= self.retention => day.saturating_sub(a),
+                        _ => continue, // died since the test above
+                    };
+                    out.newest = out.newest.max(d);
                 }
             }
         }
-        cleared
+        out
     }
 
     /// Sweeps from the day of the last sweep to `today` in steps of at most
@@ -621,15 +643,16 @@ impl<'a> Table<'a> {
     /// (no insert since `last_swept + interval`) is cleared before its old
     /// tags wrap. Returns the slots cleared; the caller then records `today`
     /// as the last sweep.
-    pub(crate) fn catch_up(&self, last_swept: u32, today: u32) -> u64 {
+    pub(crate) fn catch_up(&self, last_swept: u32, today: u32) -> Swept {
         let step = max_sweep_interval(self.retention);
         let mut day = last_swept;
         let mut cleared = 0;
         loop {
             day = day.saturating_add(step).min(today);
-            cleared += self.sweep(day);
+            let s = self.sweep_by(|| day);
+            cleared += s.cleared;
             if day >= today {
-                return cleared;
+                return Swept { cleared, ..s };
             }
         }
     }

@@ -22,8 +22,14 @@ use crate::error::{Error, Result};
 use crate::window;
 
 const MAGIC: [u8; 8] = *b"TBLMMANI";
-/// The manifest format version this build writes and reads.
+/// The manifest format version this build writes when no chain starts
+/// past its first file (every manifest an older build could write).
 pub(crate) const VERSION: u32 = 1;
+/// The version written when some segment's chain starts past its first
+/// file (`SegmentEntry::first`: a fingerprint chain whose oldest tables
+/// were dropped), so that a build that knows only version 1 refuses it
+/// instead of opening the files under the wrong chain positions.
+pub(crate) const VERSION_FIRST: u32 = 2;
 const PREFIX: usize = 20;
 /// Larger manifests are refused as corrupt (10,000 windows x 16 tiers fit easily).
 const MAX_BODY: u64 = 256 << 20;
@@ -53,6 +59,14 @@ pub(crate) struct SegmentEntry {
     pub window: i64,
     /// Sub-filter files in chain order, relative to the `seg/` directory.
     pub files: Vec<String>,
+    /// The chain position of `files[0]` (file `i` is sub-filter `first +
+    /// i`): above 0 once the oldest tables of a fingerprint chain expired.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub first: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The file name of sub-filter `index` of a segment: `d-20261129-0.seg`.
@@ -78,7 +92,12 @@ impl Manifest {
         let body = serde_json::to_vec_pretty(self).unwrap_or_default();
         let mut out = Vec::with_capacity(PREFIX + body.len());
         out.extend_from_slice(&MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
+        let version = if self.segments.iter().any(|s| s.first > 0) {
+            VERSION_FIRST
+        } else {
+            VERSION
+        };
+        out.extend_from_slice(&version.to_le_bytes());
         out.extend_from_slice(&(body.len() as u32).to_le_bytes());
         out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
         out.extend_from_slice(&body);
@@ -101,10 +120,10 @@ impl Manifest {
             u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
         };
         let version = word(8);
-        if version != VERSION {
+        if version != VERSION && version != VERSION_FIRST {
             return Err(Error::UnsupportedVersion {
                 path: path.to_path_buf(),
-                expected: VERSION,
+                expected: VERSION_FIRST,
                 got: version,
             });
         }
@@ -124,6 +143,11 @@ impl Manifest {
             )));
         }
         let m: Manifest = serde_json::from_slice(body).map_err(|e| bad(format!("body: {e}")))?;
+        if version == VERSION && m.segments.iter().any(|s| s.first > 0) {
+            return Err(bad(
+                "a version 1 manifest names a chain that starts past its first file".into(),
+            ));
+        }
         m.validate(path)?;
         Ok(m)
     }
@@ -158,13 +182,16 @@ impl Manifest {
                     e.tier, e.window
                 )));
             }
+            if e.first.checked_add(e.files.len() as u32).is_none() {
+                return Err(bad(format!("segment {i}: chain position out of range")));
+            }
             for (j, f) in e.files.iter().enumerate() {
                 if f.contains('/') || f.contains('\\') || f.contains("..") || f.contains('\0') {
                     return Err(bad(format!(
                         "file name {f:?} escapes the segment directory"
                     )));
                 }
-                let want = file_name(&tier.code(), tier.span, e.window, j as u32)
+                let want = file_name(&tier.code(), tier.span, e.window, e.first + j as u32)
                     .ok_or_else(|| bad(format!("segment {i}: window {} out of range", e.window)))?;
                 if *f != want {
                     return Err(bad(format!("file name: expected {want:?}, got {f:?}")));
@@ -210,6 +237,7 @@ mod tests {
                 tier: 0,
                 window: 20_000,
                 files: vec![file_name("d", window::Span::Day, 20_000, 0).unwrap()],
+                first: 0,
             }],
             checkpoint_lsn: 42,
         }
@@ -220,6 +248,35 @@ mod tests {
         let m = sample();
         let p = Path::new("MANIFEST");
         assert_eq!(Manifest::decode(&m.encode(), p).unwrap(), m);
+    }
+
+    /// A fingerprint chain whose oldest tables were dropped names its
+    /// first position and is written as version 2; every other manifest
+    /// stays version 1, without the field.
+    #[test]
+    fn a_chain_past_its_first_file_is_version_2() {
+        let p = Path::new("MANIFEST");
+        let version = |b: &[u8]| u32::from_le_bytes([b[8], b[9], b[10], b[11]]);
+        let plain = sample().encode();
+        assert_eq!(version(&plain), VERSION);
+        assert!(!String::from_utf8_lossy(&plain).contains("first"));
+        let mut m = sample();
+        m.config.tiers = vec![crate::config::Tier::fingerprint(30)];
+        let span = m.config.tiers[0].span;
+        m.segments[0].window = 0;
+        m.segments[0].first = 2;
+        m.segments[0].files = (2..4)
+            .map(|i| file_name("f", span, 0, i).unwrap())
+            .collect();
+        let b = m.encode();
+        assert_eq!(version(&b), VERSION_FIRST);
+        assert_eq!(Manifest::decode(&b, p).unwrap(), m);
+        // Labelled version 1, or with names that do not follow `first`: refused.
+        let mut v1 = b.clone();
+        v1[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        assert!(Manifest::decode(&v1, p).is_err());
+        m.segments[0].first = 1;
+        assert!(Manifest::decode(&m.encode(), p).is_err());
     }
 
     #[test]

@@ -442,6 +442,9 @@ pub(crate) struct SubFilter {
     table: Option<TableState>,
 }
 
+/// `TableState::scanned` before a sweep completed.
+const UNSCANNED: u32 = u32::MAX;
+
 /// What a mapped fingerprint table needs beside its body.
 struct TableState {
     geo: Geometry,
@@ -453,6 +456,12 @@ struct TableState {
     swept: AtomicU32,
     /// An insert found no room (`Insert::Full`): the chain grows.
     full: AtomicBool,
+    /// The newest day among the live slots that the last sweep completed
+    /// in this process read ([`UNSCANNED`] before one).
+    scanned: AtomicU32,
+    /// Above every day an insert wrote or moved in this process: with
+    /// `scanned`, a bound on every live slot's day (see `table_drained`).
+    written: AtomicU32,
     /// Held by a sweep, and by a checkpoint while it copies the body: the
     /// shadow copy never sees a sweep half done.
     sweeping: Mutex<()>,
@@ -604,6 +613,8 @@ impl SubFilter {
             shared: fingerprint::Shared::default(),
             swept: AtomicU32::new(header.swept),
             full: AtomicBool::new(false),
+            scanned: AtomicU32::new(UNSCANNED),
+            written: AtomicU32::new(0),
             sweeping: Mutex::new(()),
         });
         // A table grows when an insert finds no room, not at a fill.
@@ -667,6 +678,12 @@ impl SubFilter {
         }
         let state = self.table.as_ref()?;
         let r = self.table()?.insert_dated(h, day, today);
+        // Whatever the answer, this call may have written a slot of `day`
+        // or moved one live as of `today` (a day up to `today + 1`).
+        let bound = day.max(today).saturating_add(1);
+        if state.written.load(Ordering::Relaxed) < bound {
+            state.written.fetch_max(bound, Ordering::Relaxed);
+        }
         match r {
             Insert::Full => state.full.store(true, Ordering::Relaxed),
             Insert::New => self.changed(),
@@ -703,27 +720,62 @@ impl SubFilter {
     /// `clock` gives the day now: the daily sweep reads it again under
     /// every stripe it takes (`Table::sweep_by`), so inserts of a later
     /// day that run meanwhile are never taken for expired ones.
-    pub(crate) fn sweep(&self, today: u32, clock: impl Fn() -> u32) -> u64 {
+    ///
+    /// The header is written after (its sweep day made durable), so that
+    /// a reopen after a crash knows the table's last day: without it, an
+    /// engine of one table killed weeks after its last checkpoint would
+    /// take the restart for a clock jump from the day of that checkpoint.
+    pub(crate) fn sweep(&self, today: u32, clock: impl Fn() -> u32) -> Result<u64> {
         let (Some(state), Some(t), Map::Writable(_)) =
             (self.table.as_ref(), self.table(), &self.map)
         else {
-            return 0;
+            return Ok(0);
         };
         let _g = state.sweeping.lock();
         let last = state.swept.load(Ordering::Acquire);
-        if today <= last {
-            return 0;
+        // A table swept today already is read once more if no sweep in
+        // this process has read it (see `table_drained`).
+        if today < last || (today == last && state.scanned.load(Ordering::Acquire) != UNSCANNED) {
+            return Ok(0);
         }
-        let n = if today - last >= fingerprint::max_sweep_interval(state.retention) {
+        let done = if today - last >= fingerprint::max_sweep_interval(state.retention) {
             t.catch_up(last, today)
         } else {
             t.sweep_by(|| clock().max(today))
         };
         state.swept.store(today, Ordering::Release);
-        if n > 0 {
+        state.scanned.store(done.newest, Ordering::Release);
+        if done.cleared > 0 {
             self.changed();
         }
-        n
+        if today > last {
+            let mut disk = self.disk.lock();
+            if disk.state == State::Open {
+                self.write_header(&mut disk)?;
+            }
+        }
+        Ok(done.cleared)
+    }
+
+    /// Fingerprint table: no sweep in this process has read the table yet.
+    pub(crate) fn table_unscanned(&self) -> bool {
+        self.table
+            .as_ref()
+            .is_some_and(|t| t.scanned.load(Ordering::Acquire) == UNSCANNED)
+    }
+
+    /// Fingerprint table: every slot it holds expired by `today`, so the
+    /// table can leave its chain. Exact only while no insert runs (the
+    /// caller holds every stripe): every live slot was either read by the
+    /// last sweep (`scanned`, from a sweep that started after the table
+    /// was mapped, so it saw every slot on disk that no insert moved) or
+    /// written or moved by an insert of this process (`written`).
+    pub(crate) fn table_drained(&self, today: u32) -> bool {
+        self.table.as_ref().is_some_and(|t| {
+            let scanned = t.scanned.load(Ordering::Acquire);
+            let newest = scanned.max(t.written.load(Ordering::Relaxed));
+            scanned != UNSCANNED && newest.saturating_add(t.retention) < today
+        })
     }
 
     /// Fingerprint table: live slots on `today` (reads the whole body).

@@ -204,10 +204,9 @@ impl Engine {
                             Some(s) if crate::file::check("replay table", s.path()).is_err() => {
                                 true
                             }
-                            _ => matches!(
-                                seg.table_insert(&x, r.h, day, today, days),
-                                Some(Insert::Full)
-                            ),
+                            _ => {
+                                matches!(seg.table_insert(&x, r.h, day, today), Some(Insert::Full))
+                            }
                         },
                         Op::Remove => {
                             seg.table_remove(&x, r.h, today, days);
@@ -272,7 +271,7 @@ impl Engine {
                 "a fingerprint chain at its longest has no room for a logged insert at recovery",
             ));
         }
-        let index = seg.subs.len() as u32;
+        let index = seg.next_index();
         seg.subs
             .push(self.new_subfilter(&t.tier, &t.code, seg.window, index)?);
         crate::file::fsync_dir(&self.dir.join(SEG_DIR))?;
@@ -495,13 +494,16 @@ impl Engine {
         let mut segments = Vec::new();
         for (ti, t) in snap.tiers.iter().enumerate() {
             for seg in &t.segments {
-                let files = (0..seg.subs.len() as u32)
-                    .map(|i| Engine::file_name(&t.tier, &t.code, seg.window, i))
+                let files = seg
+                    .subs
+                    .iter()
+                    .map(|s| Engine::file_name(&t.tier, &t.code, seg.window, s.header().id.index))
                     .collect::<Result<Vec<_>>>()?;
                 segments.push(SegmentEntry {
                     tier: ti,
                     window: seg.window,
                     files,
+                    first: seg.first(),
                 });
             }
         }

@@ -494,7 +494,7 @@ impl Engine {
                 let id = Identity {
                     span: tier.span,
                     window: e.window,
-                    index: i as u32,
+                    index: e.first + i as u32,
                 };
                 let path = dir.join(SEG_DIR).join(f);
                 let opened = if read_only {

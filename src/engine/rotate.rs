@@ -240,17 +240,12 @@ impl Engine {
                 .flat_map(|seg| seg.subs.iter().map(|s| s.path().to_path_buf()))
                 .collect();
             drop(expired);
-            for p in &paths {
-                crate::file::check("delete expired segment", p)?;
-                match fs::remove_file(p) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(Error::io("delete expired segment", p, e)),
-                }
-            }
-            crate::file::fsync_dir(&self.dir.join(SEG_DIR))?;
+            self.delete_files("delete expired segment", &paths)?;
         } else {
             drop(expired);
+        }
+        if !self.read_only {
+            self.drop_drained(m, &mut next, now, &mut done)?;
         }
         let mut created = false;
         let mut unsealed = false;
@@ -363,9 +358,14 @@ impl Engine {
                         Some(d) if today >= d.saturating_add(interval) => {
                             // Writers wait for this rotation: no insert
                             // of a later day runs meanwhile.
-                            s.sweep(today, || today);
+                            s.sweep(today, || today)?;
                         }
                         Some(d) if today > d => to_sweep.push(Arc::clone(s)),
+                        // Read once by this process, so that it can tell
+                        // when an older table of the chain has drained.
+                        Some(_) if s.table_unscanned() && !is_tail(&t.segments, s) => {
+                            to_sweep.push(Arc::clone(s))
+                        }
                         _ => {}
                     }
                 }
@@ -380,7 +380,7 @@ impl Engine {
             } else {
                 let clock = self.day_clock(today);
                 for s in &to_sweep {
-                    s.sweep(today, &clock);
+                    s.sweep(today, &clock)?;
                 }
             }
         }
@@ -393,6 +393,75 @@ impl Engine {
             }
         }
         Ok(done)
+    }
+
+    /// Drops the oldest tables of a fingerprint chain once every slot they
+    /// hold has expired (the newest table, which takes new keys, stays):
+    /// a burst that grew the chain gives its space back a retention later.
+    /// Writers are held off (every stripe) from the check to the publish,
+    /// so no insert of the old snapshot writes a table after it was found
+    /// drained; the manifest without it is the commit point, and its file
+    /// is deleted after (Linux keeps a mapped file's blocks until the last
+    /// snapshot holding it lets go). Only a prefix of the chain is dropped,
+    /// so the manifest names the rest by their first position.
+    fn drop_drained(
+        &self,
+        m: &mut Maint,
+        next: &mut Snapshot,
+        now: i64,
+        done: &mut Maintenance,
+    ) -> Result<()> {
+        let today = self.day_of(now)?;
+        let due = |seg: &Segment| seg.subs.len() > 1 && seg.subs[0].table_drained(today);
+        let chains = |next: &Snapshot| {
+            next.tiers
+                .iter()
+                .filter(|t| t.tier.is_table())
+                .filter_map(|t| t.segments.last())
+                .any(due)
+        };
+        if !chains(next) {
+            return Ok(());
+        }
+        // A sweep still running reads the table (harmless), but finishing
+        // it first keeps its thread from outliving the file.
+        self.join_seals(m)?;
+        let all = self.stripes.lock_all();
+        let mut dropped = Vec::new();
+        for t in next.tiers.iter_mut().filter(|t| t.tier.is_table()) {
+            let Some(seg) = t.segments.last_mut() else {
+                continue;
+            };
+            while due(seg) {
+                let sub = seg.subs.remove(0);
+                done.expired
+                    .push(format!("{} table {}", t.tier, sub.header().id.index));
+                dropped.push(sub);
+            }
+        }
+        if dropped.is_empty() {
+            return Ok(());
+        }
+        self.store_manifest(m, next)?;
+        self.publish(next.clone());
+        drop(all);
+        let paths: Vec<PathBuf> = dropped.iter().map(|s| s.path().to_path_buf()).collect();
+        drop(dropped);
+        self.delete_files("delete drained table", &paths)
+    }
+
+    /// Deletes sub-filter files that the manifest no longer names (gone
+    /// already is fine), then makes the deletions durable (fsync `seg/`).
+    fn delete_files(&self, op: &'static str, paths: &[PathBuf]) -> Result<()> {
+        for p in paths {
+            crate::file::check(op, p)?;
+            match fs::remove_file(p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(op, p, e)),
+            }
+        }
+        crate::file::fsync_dir(&self.dir.join(SEG_DIR))
     }
 
     /// No write reaches `subs` once this returns: stops new ones, then
@@ -442,14 +511,21 @@ impl Engine {
     /// Sweeps fingerprint tables on a thread of its own (at nice 10, like
     /// seals): lookups and inserts go on meanwhile; the next `flush`,
     /// `close` or expiry waits for it.
+    /// A failure (writing the header) latches like a seal's.
     fn sweep_in_background(&self, m: &mut Maint, subs: Vec<Arc<SubFilter>>, today: u32) {
         let clock = self.day_clock(today);
+        let failed = Arc::clone(&self.failed);
         let spawned = std::thread::Builder::new()
             .name("timebloom-sweep".into())
             .spawn(move || {
                 ahead::background();
                 for s in &subs {
-                    s.sweep(today, &clock);
+                    if let Err(e) = s.sweep(today, &clock) {
+                        if matches!(e, Error::Io { .. }) {
+                            failed.store(true, Ordering::Relaxed);
+                        }
+                        return Err(e);
+                    }
                 }
                 Ok(())
             });
@@ -509,7 +585,7 @@ impl Engine {
                 if !growth_due(seg) {
                     continue;
                 }
-                let index = seg.subs.len() as u32;
+                let index = seg.next_index();
                 seg.subs
                     .push(self.new_subfilter(&t.tier, &t.code, seg.window, index)?);
                 grown = true;
@@ -652,6 +728,15 @@ impl NewFile {
 #[inline]
 pub(super) fn growth_due(seg: &Segment) -> bool {
     seg.needs_growth() && !seg.is_sealed() && seg.subs.len() < MAX_CHAIN
+}
+
+/// Whether `s` takes a chain's new keys (the newest sub-filter of the
+/// tier's newest segment).
+fn is_tail(segments: &[Segment], s: &Arc<SubFilter>) -> bool {
+    segments
+        .last()
+        .and_then(|seg| seg.subs.last())
+        .is_some_and(|t| Arc::ptr_eq(t, s))
 }
 
 /// The span and index of a tier's newest window: for a fingerprint tier,

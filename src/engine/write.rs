@@ -311,7 +311,7 @@ impl Engine {
             let Some(seg) = t.segments.last() else {
                 continue;
             };
-            match seg.table_insert(x, h, day, today, t.tier.table_days()) {
+            match seg.table_insert(x, h, day, today) {
                 None => return Err(read_only(seg)),
                 Some(Insert::Full) => return Ok(Some(Step::Grow)),
                 Some(_) => {}

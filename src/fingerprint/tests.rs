@@ -361,7 +361,7 @@ fn wrap_around_needs_the_sweep() {
     let t = Table::new(&b, geo, RETENTION, &shared);
     t.insert(h, 1000);
     t.insert(url(43), 1100);
-    assert_eq!(t.catch_up(1000, 3000), 2);
+    assert_eq!(t.catch_up(1000, 3000).cleared, 2);
     assert!(!t.contains_since(h, 0, 3000));
     assert!(!t.contains_since(url(43), 0, 3000));
     // The tags, read on their wrap days, would have been live again.
