@@ -613,25 +613,29 @@ impl<'a> Table<'a> {
         let mut out = Swept::default();
         let mut day = today();
         for (b, block) in self.body.iter().enumerate() {
-            let dead = |i, d| self.fp_of(block, i) != 0 && !self.live(self.tag_of(block, i), d);
-            if (0..self.geo.slots).any(|i| dead(i, day)) {
-                let _held = self.lock(b as u64, b as u64);
-                day = today();
-                for i in 0..self.geo.slots {
-                    if dead(i, day) {
-                        self.set_fp(block, i, 0);
-                        out.cleared += 1;
-                    }
+            // One pass: whether a slot is dead, and the newest live day.
+            // A slot that dies before the clearing below read the clock
+            // again only makes `newest` later than it is (a later drop).
+            let mut any_dead = false;
+            for i in 0..self.geo.slots {
+                if self.fp_of(block, i) == 0 {
+                    continue;
+                }
+                match age(self.tag_of(block, i), day) {
+                    TOMORROW => out.newest = out.newest.max(day.saturating_add(1)),
+                    a if a <= self.retention => out.newest = out.newest.max(day - a.min(day)),
+                    _ => any_dead = true,
                 }
             }
+            if !any_dead {
+                continue;
+            }
+            let _held = self.lock(b as u64, b as u64);
+            day = today();
             for i in 0..self.geo.slots {
-                if self.fp_of(block, i) != 0 {
-                    let d = match age(self.tag_of(block, i), day) {
-                        TOMORROW => day.saturating_add(1),
-                        a if a <= self.retention => day.saturating_sub(a),
-                        _ => continue, // died since the test above
-                    };
-                    out.newest = out.newest.max(d);
+                if self.fp_of(block, i) != 0 && !self.live(self.tag_of(block, i), day) {
+                    self.set_fp(block, i, 0);
+                    out.cleared += 1;
                 }
             }
         }
