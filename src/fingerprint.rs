@@ -480,6 +480,26 @@ impl<'a> Table<'a> {
         self.count(|block, i| self.fp_of(block, i) != 0 && self.live(self.tag_of(block, i), today))
     }
 
+    /// [`Table::count_live`] read off at most `sample` buckets spread evenly
+    /// over the table and scaled to all of them: exact when the table has
+    /// no more buckets than that. Buckets are chosen by hash, so every
+    /// stretch of the table holds the same mix of keys.
+    pub(crate) fn count_live_sampled(&self, today: u32, sample: usize) -> u64 {
+        let n = self.body.len();
+        if n <= sample {
+            return self.count_live(today);
+        }
+        let step = n / sample.max(1);
+        let live = |block: &Block| {
+            (0..self.geo.slots)
+                .filter(|&i| self.fp_of(block, i) != 0 && self.live(self.tag_of(block, i), today))
+                .count() as u64
+        };
+        let seen: u64 = self.body.iter().step_by(step).map(live).sum();
+        let buckets = n.div_ceil(step) as u64;
+        ((u128::from(seen) * n as u128 + u128::from(buckets) / 2) / u128::from(buckets)) as u64
+    }
+
     fn count(&self, f: impl Fn(&Block, u32) -> bool) -> u64 {
         self.body
             .iter()

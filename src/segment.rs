@@ -778,9 +778,11 @@ impl SubFilter {
         })
     }
 
-    /// Fingerprint table: live slots on `today` (reads the whole body).
-    pub(crate) fn count_live(&self, today: u32) -> u64 {
-        self.table().map_or(0, |t| t.count_live(today))
+    /// Fingerprint table: live slots on `today`, estimated from at most
+    /// `sample` buckets (exact in a smaller table).
+    pub(crate) fn count_live_sampled(&self, today: u32, sample: usize) -> u64 {
+        self.table()
+            .map_or(0, |t| t.count_live_sampled(today, sample))
     }
 
     /// Fingerprint table: relocations since it was mapped.

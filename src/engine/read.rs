@@ -306,9 +306,10 @@ impl Engine {
                         nblocks: hd.nblocks,
                         k: hd.k,
                     };
-                    // A table counts its live slots (a scan): one per key.
+                    // A table counts its live slots (one per key), from a
+                    // sample when it is large.
                     let occ = if table {
-                        sub.count_live(today)
+                        sub.count_live_sampled(today, STATS_SAMPLE)
                     } else {
                         sub.occupied()
                     };
@@ -353,6 +354,9 @@ impl Engine {
         })
     }
 }
+
+/// Buckets of a fingerprint table that `stats` reads at most.
+const STATS_SAMPLE: usize = 1 << 16;
 
 /// Bucket loads a table's batch lookup keeps in flight per group.
 const TABLE_LOADS_PER_GROUP: usize = 32;
