@@ -455,13 +455,20 @@ fn a_replay_without_room_grows_the_chain() {
     };
     let e = Engine::create_with(&dir, config, Options::default().clock(clock.clone())).unwrap();
     let n = 2_000u64;
+    // Whether each insert answered "new": a key answered "seen" (a false
+    // positive, about one in a thousand) was neither written nor logged,
+    // and its later answer depends on the key it matched, which the
+    // replay may put in the other table (this test asserted it present,
+    // and failed about one run in thirty).
+    let mut new = Vec::new();
     for i in 0..n / 2 {
-        e.insert(&key(2, i)).unwrap();
+        new.push(e.insert(&key(2, i)).unwrap());
     }
     e.flush().unwrap();
     for i in n / 2..n {
-        e.insert(&key(2, i)).unwrap();
+        new.push(e.insert(&key(2, i)).unwrap());
     }
+    assert!(new.iter().filter(|&&x| !x).count() <= 10, "false positives");
     assert_eq!(e.stats().unwrap().tiers[0].segments[0].subfilters, 1);
     // The crash: the files as they are, the log synced (`always`).
     let image = tmp.path().join("image.tb");
@@ -489,7 +496,7 @@ fn a_replay_without_room_grows_the_chain() {
         "the seam was not reached"
     );
     assert_eq!(e.stats().unwrap().tiers[0].segments[0].subfilters, 2);
-    for i in 0..n {
+    for i in (0..n).filter(|&i| new[i as usize]) {
         assert!(e.contains(&key(2, i)).unwrap(), "key {i} lost");
     }
     e.verify().unwrap();
@@ -498,7 +505,9 @@ fn a_replay_without_room_grows_the_chain() {
     e.close().unwrap();
     let e = Engine::open_with(&image, Options::default().clock(clock)).unwrap();
     assert_eq!(e.stats().unwrap().tiers[0].segments[0].subfilters, 2);
-    assert!((0..n).all(|i| e.contains(&key(2, i)).unwrap()));
+    assert!((0..n)
+        .filter(|&i| new[i as usize])
+        .all(|i| e.contains(&key(2, i)).unwrap()));
 }
 
 /// Files of the segment directory, sorted.
