@@ -33,9 +33,11 @@ impl Engine {
 
     #[inline]
     pub(super) fn contains_in(&self, snap: &Snapshot, key: &[u8]) -> Result<bool> {
+        // The key's lines are on their way while the clock is read.
+        let h = self.hash(key);
+        snap.prefetch_full(h);
         let now = self.now()?;
         self.check_open(snap)?;
-        let h = self.hash(key);
         Ok(self.live_full(snap, now)?.contains(h))
     }
 

@@ -58,6 +58,26 @@ pub(crate) struct Snapshot {
 }
 
 impl Snapshot {
+    /// Issues the loads that a lookup of the key over the full tier makes
+    /// (every window, or the table's two buckets), before the caller reads
+    /// the clock, so the clock's read overlaps the memory's. A hint only:
+    /// past a boundary the lookup reads a subset of these.
+    #[inline]
+    pub(super) fn prefetch_full(&self, h: crate::hash::KeyHash) {
+        let Some(t) = self.tiers.get(self.full_tier) else {
+            return;
+        };
+        if t.tier.is_table() {
+            if let Some(s) = t.segments.last() {
+                s.prefetch_tables(h);
+            }
+        } else {
+            for s in &t.segments {
+                s.prefetch(h);
+            }
+        }
+    }
+
     pub(super) fn empty(tiers: Vec<TierState>) -> Snapshot {
         Snapshot {
             generation: 0,
