@@ -510,16 +510,6 @@ fn a_replay_without_room_grows_the_chain() {
         .all(|i| e.contains(&key(2, i)).unwrap()));
 }
 
-/// Files of the segment directory, sorted.
-fn seg_files(dir: &std::path::Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir.join("seg"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
 /// A burst grows the chain; the older tables leave it (their files
 /// deleted) once every key they hold has expired, and not before. A key
 /// seen again meanwhile is recorded in the newest table and outlives the

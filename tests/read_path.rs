@@ -407,16 +407,6 @@ fn no_write_lands_in_a_sealed_window() {
     }
 }
 
-/// The file names in `dir/seg`.
-fn seg_files(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir.join("seg"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
 /// Waits up to 30 s for `dir/seg` to hold a file not in `before`, and
 /// names it.
 fn wait_new_file(dir: &Path, before: &[String]) -> String {

@@ -16,15 +16,6 @@ fn key(d: u64, i: u64) -> Vec<u8> {
     url(1, d * 1_000_000 + i)
 }
 
-fn seg_files(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir.join("seg"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
 #[test]
 fn a_drop_interrupted_before_the_delete_is_finished_at_open() {
     let tmp = tempfile::tempdir().unwrap();

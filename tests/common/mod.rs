@@ -73,3 +73,13 @@ pub fn create(dir: &std::path::Path, cfg: Config, clock: &ManualClock) -> Engine
 pub fn open(dir: &std::path::Path, clock: &ManualClock) -> Engine {
     Engine::open_with(dir, Options::default().clock(clock.clone())).expect("open")
 }
+
+/// The file names in `dir/seg`, sorted.
+pub fn seg_files(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir.join("seg"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
