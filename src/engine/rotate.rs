@@ -485,51 +485,46 @@ impl Engine {
 
     /// Seals on a thread of its own: lookups and writes go on meanwhile.
     /// A failure latches like any write error; a crash before the seal is
-    /// durable leaves a window that the next open seals.
+    /// durable leaves a window that the next open seals. No thread to be
+    /// had: the next `flush`, `close` or open seals.
     fn seal_in_background(&self, m: &mut Maint, subs: Vec<Arc<SubFilter>>) {
-        let failed = Arc::clone(&self.failed);
-        let spawned = std::thread::Builder::new()
-            .name("timebloom-seal".into())
-            .spawn(move || {
-                ahead::background();
-                for s in &subs {
-                    if let Err(e) = s.seal() {
-                        if matches!(e, Error::Io { .. }) {
-                            failed.store(true, Ordering::Relaxed);
-                        }
-                        return Err(e);
-                    }
-                }
-                Ok(())
-            });
-        // No thread to be had: the next `flush`, `close` or open seals.
-        if let Ok(h) = spawned {
-            m.sealing.push(h);
-        }
+        self.in_background(m, "timebloom-seal", move || {
+            subs.iter().try_for_each(|s| s.seal())
+        });
     }
 
     /// Sweeps fingerprint tables on a thread of its own (at nice 10, like
     /// seals): lookups and inserts go on meanwhile; the next `flush`,
-    /// `close` or expiry waits for it.
-    /// A failure (writing the header) latches like a seal's.
+    /// `close` or expiry waits for it. A failure (writing the header)
+    /// latches like a seal's. No thread to be had: the next rotation sweeps.
     fn sweep_in_background(&self, m: &mut Maint, subs: Vec<Arc<SubFilter>>, today: u32) {
         let clock = self.day_clock(today);
+        self.in_background(m, "timebloom-sweep", move || {
+            subs.iter()
+                .try_for_each(|s| s.sweep(today, &clock).map(drop))
+        });
+    }
+
+    /// Runs `work` on a thread of its own at nice 10, joined by the next
+    /// `flush`, `close` or expiry (`Maint::sealing`); an I/O error latches
+    /// the engine like a write's. Nothing runs when no thread can start.
+    fn in_background(
+        &self,
+        m: &mut Maint,
+        name: &str,
+        work: impl FnOnce() -> Result<()> + Send + 'static,
+    ) {
         let failed = Arc::clone(&self.failed);
         let spawned = std::thread::Builder::new()
-            .name("timebloom-sweep".into())
+            .name(name.into())
             .spawn(move || {
                 ahead::background();
-                for s in &subs {
-                    if let Err(e) = s.sweep(today, &clock) {
-                        if matches!(e, Error::Io { .. }) {
-                            failed.store(true, Ordering::Relaxed);
-                        }
-                        return Err(e);
-                    }
+                let r = work();
+                if matches!(r, Err(Error::Io { .. })) {
+                    failed.store(true, Ordering::Relaxed);
                 }
-                Ok(())
+                r
             });
-        // No thread to be had: the next rotation sweeps.
         if let Ok(h) = spawned {
             m.sealing.push(h);
         }
