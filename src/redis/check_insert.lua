@@ -130,15 +130,26 @@ if writing then
   end
 end
 
--- The keys. Per key the record is read in place (no tables); a block read
--- once is kept for the rest of that key (stamp = the key's number).
+-- The keys. Each key's record is unpacked into a table with one call, and
+-- a cell is tested with arithmetic (bit m of byte x is set when x % 2m >=
+-- m) rather than with bit.band: in Redis's Lua 5.1 a call into C costs
+-- more than the few instructions it replaces, and a call per cell was most
+-- of the script's time. A block this call may write is unpacked into a
+-- table of its 64 bytes once per key (stamp = the key's number) and changed
+-- in place; a block only read is tested byte by byte, stopping at the first
+-- empty cell.
 local rec = 4 * G + 2 * K
-local base, probes, j = 0, 0, 0
+if rec > 7000 then
+  return redis.error_reply('timebloom: a key record of ' .. rec .. ' bytes is longer than 7000')
+end
+local cells = 4 * G + 1
+local r, j = nil, 0
 local cache, stamp = {}, {}
-local byte, band, bor = string.byte, bit.band, bit.bor
+local byte = string.byte
+-- The byte offset of the key's block in a string of geometry g.
 local function offset(g)
-  local a, b, c, d = byte(blob, base + 4 * g - 4, base + 4 * g - 1)
-  return (a + b * 256 + c * 65536 + d * 16777216) * 64
+  local o = 4 * g
+  return (r[o - 3] + r[o - 2] * 256 + r[o - 1] * 65536 + r[o] * 16777216) * 64
 end
 -- A string that this call's keys cover densely (at most 4 blocks per key,
 -- and at most 1 MiB) is read whole with one GET and written back whole with
@@ -155,51 +166,71 @@ local function whole_of(ki, g)
   end
   return S
 end
+-- The key's block of string ki as a table of 64 bytes (a block changed
+-- earlier in this call is that same table; a missing string reads zeros).
 local function block(ki, g)
   if stamp[ki] == j then return cache[ki] end
   local off = offset(g)
-  local b
+  local t
   local S = whole_of(ki, g)
   if S then
     local c = changed[ki]
-    b = c and c[off] or string.sub(S, off + 1, off + 64)
+    t = c and c[off]
+    if not t then t = {byte(S, off + 1, off + 64)} end
   else
-    b = redis.call('GETRANGE', KEYS[ki], off, off + 63)
+    t = {byte(redis.call('GETRANGE', KEYS[ki], off, off + 63), 1, 64)}
   end
-  cache[ki] = b
+  if t[64] == nil then
+    for x = 1, 64 do
+      if t[x] == nil then t[x] = 0 end
+    end
+  end
+  cache[ki] = t
   stamp[ki] = j
-  return b
+  return t
 end
-local function holds(ki, g)
-  local b = block(ki, g)
-  if #b == 0 then return false end
-  local p = probes
+-- Whether string ki holds every cell of the key. rw: the string may be
+-- written by this call (its block is kept as a table for set below).
+local function holds(ki, g, rw)
+  local p = cells
+  local S = whole_of(ki, g)
+  if rw or (S and changed[ki]) then
+    local t = block(ki, g)
+    for _ = 1, ks[g] do
+      local bv = r[p + 1]
+      if t[r[p]] % (bv + bv) < bv then return false end
+      p = p + 2
+    end
+    return true
+  end
+  local b, off = S, offset(g)
+  if not S then
+    b = redis.call('GETRANGE', KEYS[ki], off, off + 63)
+    off = 0
+  end
   for _ = 1, ks[g] do
-    local bi, bv = byte(blob, p, p + 1)
-    local x = byte(b, bi)
-    if not x or band(x, bv) == 0 then return false end
+    local x = byte(b, off + r[p])
+    local bv = r[p + 1]
+    if not x or x % (bv + bv) < bv then return false end
     p = p + 2
   end
   return true
 end
 -- Sets the key's cells in the block of string ki; returns how many were new.
 local function set(ki, g)
-  local b = block(ki, g)
-  local bytes = {byte(b, 1, 64)}
-  for x = #bytes + 1, 64 do bytes[x] = 0 end
+  local t = block(ki, g)
   local newly = 0
-  local p = probes
+  local p = cells
   for _ = 1, ks[g] do
-    local bi, bv = byte(blob, p, p + 1)
-    local x = bytes[bi]
-    if band(x, bv) == 0 then
-      bytes[bi] = bor(x, bv)
+    local bi, bv = r[p], r[p + 1]
+    local x = t[bi]
+    if x % (bv + bv) < bv then
+      t[bi] = x + bv
       newly = newly + 1
     end
     p = p + 2
   end
   if newly > 0 then
-    local nb = string.char(unpack(bytes))
     if whole_of(ki, g) then
       local c = changed[ki]
       if not c then
@@ -207,11 +238,10 @@ local function set(ki, g)
         changed[ki] = c
         changed_g[ki] = g
       end
-      c[offset(g)] = nb
+      c[offset(g)] = t
     else
-      redis.call('SETRANGE', KEYS[ki], offset(g), nb)
+      redis.call('SETRANGE', KEYS[ki], offset(g), string.char(unpack(t)))
     end
-    cache[ki] = nb
   end
   return newly
 end
@@ -220,19 +250,20 @@ local out = {}
 local reads, writes = {}, {}
 for _, t in ipairs(tiers) do
   for _, win in ipairs(t.windows) do
+    win.rw = writing and win.write
     if win.read then reads[#reads + 1] = win end
     if win.write and writing then writes[#writes + 1] = win end
   end
 end
 for jj = 1, nkeys do
   j = jj
-  base = (jj - 1) * rec + 1
-  probes = base + 4 * G
+  local base = (jj - 1) * rec + 1
+  r = {byte(blob, base, base + rec - 1)}
   local present = false
-  for r = 1, #reads do
-    local win = reads[r]
+  for q = 1, #reads do
+    local win = reads[q]
     for i = win.have - 1, 0, -1 do
-      if holds(win.key + i, win.geom + i) then
+      if holds(win.key + i, win.geom + i, win.rw) then
         present = true
         break
       end
@@ -246,7 +277,7 @@ for jj = 1, nkeys do
     local win = writes[w]
     local held = false
     for i = 0, win.have - 2 do
-      if holds(win.key + i, win.geom + i) then
+      if holds(win.key + i, win.geom + i, true) then
         held = true
         break
       end
@@ -301,7 +332,7 @@ if writing then
     local parts, prev = {}, 0
     for _, off in ipairs(offs) do
       parts[#parts + 1] = string.sub(S, prev + 1, off)
-      parts[#parts + 1] = c[off]
+      parts[#parts + 1] = string.char(unpack(c[off]))
       prev = off + 64
     end
     parts[#parts + 1] = string.sub(S, prev + 1)
