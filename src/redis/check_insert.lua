@@ -193,8 +193,8 @@ end
 -- written by this call (its block is kept as a table for set below).
 local function holds(ki, g, rw)
   local p = cells
-  local S = whole_of(ki, g)
-  if rw or (S and changed[ki]) then
+  -- changed[ki] exists only for a string read whole and written here.
+  if rw or changed[ki] then
     local t = block(ki, g)
     for _ = 1, ks[g] do
       local bv = r[p + 1]
@@ -203,6 +203,7 @@ local function holds(ki, g, rw)
     end
     return true
   end
+  local S = whole_of(ki, g)
   local b, off = S, offset(g)
   if not S then
     b = redis.call('GETRANGE', KEYS[ki], off, off + 63)
@@ -231,6 +232,7 @@ local function set(ki, g)
     p = p + 2
   end
   if newly > 0 then
+    local off = offset(g)
     if whole_of(ki, g) then
       local c = changed[ki]
       if not c then
@@ -238,9 +240,9 @@ local function set(ki, g)
         changed[ki] = c
         changed_g[ki] = g
       end
-      c[offset(g)] = t
+      c[off] = t
     else
-      redis.call('SETRANGE', KEYS[ki], offset(g), string.char(unpack(t)))
+      redis.call('SETRANGE', KEYS[ki], off, string.char(unpack(t)))
     end
   end
   return newly
