@@ -50,6 +50,14 @@ pub(crate) struct Manifest {
     /// shadow copy of their body at it). 0 before the first checkpoint.
     #[serde(default)]
     pub checkpoint_lsn: u64,
+    /// The newest day (days since the epoch in the configured offset) at
+    /// which the fingerprint tables were read and written: they are never
+    /// read or written at an earlier one, so a clock that steps back days
+    /// cannot make their newest day tags look expired (see
+    /// `Engine::table_today`). 0 when no table took a day yet, or written
+    /// by a build that did not record it: the tables' sweep days stand in.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub table_day: u32,
 }
 
 /// One live segment: its tier (index into `config.tiers`), window and files.
@@ -240,6 +248,7 @@ mod tests {
                 first: 0,
             }],
             checkpoint_lsn: 42,
+            table_day: 20_457,
         }
     }
 

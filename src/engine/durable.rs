@@ -180,13 +180,14 @@ impl Engine {
             }
         }
         // Fingerprint tables take each logged insert again with its own day
-        // (the record's instant), as of today: a day they no longer keep
-        // is skipped, a key's day only moves forward. A table may find less
-        // room than the logged writes had (writers of different keys filled
-        // it in another order than the log's, or the clock stepped back
-        // across the crash): it grows, as a writer's would, and the record
-        // is taken again.
-        let today = self.day_of(self.now()?)?;
+        // (the record's instant), as of the tables' day (never earlier than
+        // the newest one they took, even with a clock stepped back across
+        // the crash): a day they no longer keep is skipped, a key's day
+        // only moves forward. A table may find less room than the logged
+        // writes had (writers of different keys filled it in another order
+        // than the log's): it grows, as a writer's would, and the record is
+        // taken again.
+        let today = self.table_today(self.now()?)?;
         let mut cur = self.current.load_full();
         let tables: Vec<usize> = (0..cur.tiers.len())
             .filter(|&ti| cur.tiers[ti].tier.is_table())
@@ -517,6 +518,7 @@ impl Engine {
             generation,
             segments,
             checkpoint_lsn: m.checkpoint_lsn,
+            table_day: self.table_day.load(Ordering::Relaxed),
         };
         manifest.store(&self.dir.join(MANIFEST))?;
         self.manifest_generation

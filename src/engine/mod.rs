@@ -21,7 +21,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -106,6 +106,10 @@ pub struct Engine {
     /// The latest instant a lookup read past the snapshot's boundary (the
     /// clock-jump guard's evidence that the clock moved step by step).
     seen: AtomicI64,
+    /// The newest day the fingerprint tables were read and written at (see
+    /// [`Engine::table_today`]); only ever raised, and named in the
+    /// manifest before any write of a later day lands.
+    table_day: AtomicU32,
     /// The manifest's generation, for `stats`.
     manifest_generation: AtomicU64,
     /// Windows left out at a degraded open (`TIER WINDOW`).
@@ -565,6 +569,19 @@ impl Engine {
             lost,
             manifest.checkpoint_lsn,
         );
+        // The tables' newest day: the manifest's, or (written by a build
+        // that did not record it) the latest sweep's.
+        let swept = engine
+            .current
+            .load()
+            .tiers
+            .iter()
+            .filter(|t| t.tier.is_table())
+            .flat_map(|t| t.segments.iter().flat_map(|seg| seg.subs.iter()))
+            .filter_map(|s| s.swept())
+            .max()
+            .unwrap_or(0);
+        *engine.table_day.get_mut() = manifest.table_day.max(swept);
         if !read_only {
             if !engine.lost.is_empty() {
                 // The manifest stops naming the lost windows' files.
@@ -616,6 +633,7 @@ impl Engine {
             current: ArcSwap::from_pointee(Snapshot::empty(tiers)),
             generation: AtomicU64::new(0),
             seen: AtomicI64::new(i64::MIN),
+            table_day: AtomicU32::new(0),
             manifest_generation: AtomicU64::new(generation),
             lost,
             maint: Mutex::new(Maint {
@@ -754,6 +772,39 @@ impl Engine {
         })
     }
 
+    /// The day fingerprint tables are read and written at, for the clock
+    /// reading `now`: its day, or the newest day the tables took, if that
+    /// is later. A table's day tags age by this day, so after a clock that
+    /// stepped back two days or more (a VM restored from a snapshot, a
+    /// machine booting with a reset clock) the newest tags would read as
+    /// expired: lookups would miss them and inserts reuse their slots. The
+    /// engine's time for the tables stops instead, until the clock catches
+    /// up, as a Bloom tier's newest window goes on taking inserts: keys
+    /// recorded meanwhile are dated the newest day (kept a little longer,
+    /// never a false negative).
+    #[inline]
+    fn table_today(&self, now: i64) -> Result<u32> {
+        Ok(self
+            .day_of(now)?
+            .max(self.table_day.load(Ordering::Relaxed)))
+    }
+
+    /// `now`, or the start of the tables' day when the clock stepped back
+    /// behind it (see [`Engine::table_today`]).
+    #[inline]
+    fn table_now(&self, now: i64) -> i64 {
+        let day = self.table_day.load(Ordering::Relaxed);
+        if day == 0 {
+            return now;
+        }
+        window::start(
+            window::Span::Day,
+            i64::from(day),
+            self.config.utc_offset_secs,
+        )
+        .map_or(now, |start| now.max(start))
+    }
+
     /// The window of `tier` that holds `t`; a fingerprint tier has one
     /// window for its whole life, index 0 (see `Tier::is_table`).
     fn tier_window(&self, tier: &Tier, t: i64) -> Result<i64> {
@@ -767,8 +818,14 @@ impl Engine {
     /// where its current window ends: for a fingerprint tier, the start of
     /// the oldest day it keeps and the end of today (the day its tags
     /// age by, and its daily sweep).
+    ///
+    /// Measured from the tables' day when the clock stepped back behind it
+    /// (see [`Engine::table_today`]), for every tier: the tier that answers
+    /// `contains` is the one whose retention reaches furthest back from
+    /// the newest time the engine wrote at, not from a clock behind it.
     fn tier_reach(&self, tier: &Tier, now: i64) -> Result<(i64, Option<i64>)> {
         let off = self.config.utc_offset_secs;
+        let now = self.table_now(now);
         let (span, cur, oldest) = if tier.is_table() {
             let today = i64::from(self.day_of(now)?);
             let first = today - i64::from(tier.table_days());

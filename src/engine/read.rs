@@ -74,7 +74,7 @@ impl Engine {
     #[inline]
     fn reader<'s>(&self, t: &'s TierState, now: i64) -> Result<Reader<'s>> {
         if t.tier.is_table() {
-            let today = self.day_of(now)?;
+            let today = self.table_today(now)?;
             return Ok(Reader::Table {
                 seg: t.segments.last(),
                 first: today.saturating_sub(t.tier.table_days()),
@@ -179,7 +179,7 @@ impl Engine {
         let (ti, first) = self.pick_tier(snap, now, horizon)?;
         let t = &snap.tiers[ti];
         if t.tier.is_table() {
-            let today = self.day_of(now)?;
+            let today = self.table_today(now)?;
             let first = u32::try_from(first).unwrap_or(today);
             return Ok(t
                 .segments
@@ -199,7 +199,7 @@ impl Engine {
         let mut max_cover = 0u64;
         for (ti, t) in snap.tiers.iter().enumerate() {
             let (start, _) = self.tier_reach(&t.tier, now)?;
-            max_cover = max_cover.max(now.saturating_sub(start).max(0) as u64);
+            max_cover = max_cover.max(self.table_now(now).saturating_sub(start).max(0) as u64);
             // A fingerprint tier's "windows" are its days (one table).
             let span = if t.tier.is_table() {
                 window::Span::Day
@@ -207,13 +207,17 @@ impl Engine {
                 t.tier.span
             };
             let cur = self.window_index(span, now)?;
-            let oldest = if t.tier.is_table() {
-                cur - i64::from(t.tier.table_days())
-            } else {
-                t.tier.oldest_live(cur)
-            };
             let Some(first) = window::index(span, since.max(0), self.config.utc_offset_secs) else {
                 continue;
+            };
+            // A table counts the horizon back from its own day, which a
+            // clock that stepped back leaves ahead of the clock's.
+            let (cur, first, oldest) = if t.tier.is_table() {
+                let today = i64::from(self.table_today(now)?);
+                let first = first + (today - cur);
+                (today, first, today - i64::from(t.tier.table_days()))
+            } else {
+                (cur, first, t.tier.oldest_live(cur))
             };
             if first < oldest {
                 continue;
@@ -290,9 +294,9 @@ impl Engine {
         let mut bytes = 0;
         for (ti, t) in st.tiers.iter().enumerate() {
             let (start, _) = self.tier_reach(&t.tier, now)?;
-            let covers = now.saturating_sub(start).max(0) as u64;
+            let covers = self.table_now(now).saturating_sub(start).max(0) as u64;
             let table = t.tier.is_table();
-            let today = self.day_of(now)?;
+            let today = self.table_today(now)?;
             let mut segments = Vec::new();
             for seg in &t.segments {
                 let state = if seg.is_sealed() { "sealed" } else { "open" };

@@ -153,7 +153,7 @@ impl Engine {
         let name = Engine::file_name(tier, code, window, index)?;
         let (capacity, rate) = self.config.subfilter_plan(tier, index);
         let table = match tier.is_table() {
-            true => Some((tier.table_days(), self.day_of(self.now()?)?)),
+            true => Some((tier.table_days(), self.table_today(self.now()?)?)),
             false => None,
         };
         Ok(NewFile {
@@ -329,6 +329,14 @@ impl Engine {
         // a Bloom window needs only the manifest naming it (replaying a
         // Bloom insert twice changes nothing).
         let checkpoint = self.wal.is_some() && counting_changed;
+        // The tables' day only moves forward (see `Engine::table_today`),
+        // and the manifest names a new one before any write of it lands.
+        let today = self.table_today(now)?;
+        let tables = next.tiers.iter().any(|t| t.tier.is_table());
+        let day_moved = tables && today > self.table_day.load(Ordering::Relaxed);
+        if day_moved {
+            self.table_day.store(today, Ordering::Relaxed);
+        }
         if checkpoint {
             // The windows about to be sealed are not sealed on disk yet, so
             // the checkpoint msyncs them and copies their counting bodies
@@ -338,7 +346,7 @@ impl Engine {
             // then), and recovery skips them only once their seal is
             // durable.
             self.checkpoint(m, &next)?;
-        } else if created || unsealed {
+        } else if created || unsealed || (day_moved && !self.read_only) {
             self.store_manifest(m, &next)?;
         }
         // Fingerprint tables expire by day: sweep them when the day moved.
@@ -347,10 +355,9 @@ impl Engine {
         // a daily sweep runs beside the lookups and inserts.
         let mut to_sweep = Vec::new();
         for t in next.tiers.iter_mut().filter(|t| t.tier.is_table()) {
-            t.day = Some(i64::from(self.day_of(now)?));
+            t.day = Some(i64::from(today));
         }
         if !self.read_only {
-            let today = self.day_of(now)?;
             for t in next.tiers.iter().filter(|t| t.tier.is_table()) {
                 let interval = crate::fingerprint::max_sweep_interval(t.tier.table_days());
                 for s in t.segments.iter().flat_map(|seg| &seg.subs) {
@@ -374,7 +381,6 @@ impl Engine {
         self.publish(next);
         drop(slot);
         if !to_sweep.is_empty() {
-            let today = self.day_of(now)?;
             if background {
                 self.sweep_in_background(m, to_sweep, today);
             } else {
@@ -411,7 +417,7 @@ impl Engine {
         now: i64,
         done: &mut Maintenance,
     ) -> Result<()> {
-        let today = self.day_of(now)?;
+        let today = self.table_today(now)?;
         let due = |seg: &Segment| seg.subs.len() > 1 && seg.subs[0].table_drained(today);
         let chains = |next: &Snapshot| {
             next.tiers
@@ -658,7 +664,7 @@ impl Engine {
         for (ti, ts) in snap.tiers.iter().enumerate() {
             if ts.tier.is_table() {
                 // One table: any day it keeps, none in the future.
-                let (day, today) = (self.day_of(t)?, self.day_of(now)?);
+                let (day, today) = (self.day_of(t)?, self.table_today(now)?);
                 if day > today {
                     return Err(Error::WindowUnavailable {
                         reason: format!("instant {t} lies in a future day of tier {}", ts.tier),

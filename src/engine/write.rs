@@ -282,7 +282,7 @@ impl Engine {
     #[inline]
     fn table_day(&self, snap: &Snapshot, now: i64) -> Result<u32> {
         if snap.tiers.iter().any(|t| t.tier.is_table()) {
-            self.day_of(now)
+            self.table_today(now)
         } else {
             Ok(0)
         }
@@ -531,7 +531,7 @@ impl Engine {
                 // for it, so the write below lands before the seal reads.
                 if segs.iter().flatten().all(|s| !s.is_sealed()) {
                     let present = self.live_full(snap, now)?.contains(h);
-                    let (day, today) = (self.day_of(t)?, self.day_of(now)?);
+                    let (day, today) = (self.day_of(t)?, self.table_today(now)?);
                     let pick = |ti: usize| targets.iter().any(|&(t, _)| t == ti);
                     if let Some(Step::Grow) = self.write_tables(snap, &x, h, day, today, pick)? {
                         drop(x);
@@ -649,7 +649,7 @@ impl Engine {
             }
             // A fingerprint table holds one day per key: it holds the key
             // if any day it keeps does, and a remove deletes the key.
-            let today = self.day_of(now)?;
+            let today = self.table_today(now)?;
             let days = |ti: usize| snap.tiers[ti].tier.table_days();
             let table = |ti: usize| snap.tiers[ti].tier.is_table();
             let holds = |(&(ti, _), s): (&(usize, i64), &&Segment)| match table(ti) {
