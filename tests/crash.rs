@@ -206,16 +206,23 @@ fn reached(dir: &std::path::Path, round: u64, start: u64) -> u64 {
     last.map_or(start, |b| start + (b + 2) * 20)
 }
 
-/// Rounds of kill -9; `TIMEBLOOM_FULL=1` runs `full` of them. The clock
-/// never goes back from one writer to the next: each starts where the
-/// last may have got to (at least 2 hours later), so windows rotate and
-/// expire across crashes. Every 12 rounds start over in a new directory
-/// (the acknowledgement log stays small enough to check whole).
+/// Rounds of kill -9; `TIMEBLOOM_FULL=1` runs `full` of them. A writer
+/// starts where the writers before it may have got to (at least 2 hours
+/// later), so windows rotate and expire across crashes; but the second of
+/// every four starts 54 hours behind that, a clock stepped back across a
+/// crash (two days or more, past the one a table's tags tolerate by
+/// themselves). Every
+/// 12 rounds start over in a new directory (the acknowledgement log stays
+/// small enough to check whole).
 fn kill_rounds(setup: Setup, quick: u64, full: u64) {
     let Setup { sync, table, .. } = setup;
     let mut dir = tempfile::tempdir().unwrap();
     let mut rng = 0x2545_f491_4f6c_dd1du64;
-    let mut start = T0;
+    // Three days after T0, so that a writer can start days behind.
+    let first = T0 + 3 * 86_400;
+    let mut start = first;
+    // The latest clock any writer may have reached.
+    let mut newest = first;
     // The start of every round's writer, by round (ids carry the round).
     let mut starts = Vec::new();
     let rounds = if std::env::var_os("TIMEBLOOM_FULL").is_some() {
@@ -228,7 +235,8 @@ fn kill_rounds(setup: Setup, quick: u64, full: u64) {
     for round in 0..rounds {
         if round > 0 && round % 12 == 0 {
             dir = tempfile::tempdir().unwrap();
-            start = T0;
+            start = first;
+            newest = first;
         }
         rng ^= rng << 13;
         rng ^= rng >> 7;
@@ -240,9 +248,12 @@ fn kill_rounds(setup: Setup, quick: u64, full: u64) {
         } else {
             Duration::from_millis(100 + rng % 400)
         };
-        starts.push(start);
-        run_child(dir.path(), setup, start, round, kill_after);
-        start = reached(dir.path(), round, start).max(start + 2 * 3600);
+        let behind = if round % 4 == 1 { 54 * 3600 } else { 0 };
+        let child = start - behind;
+        starts.push(child);
+        run_child(dir.path(), setup, child, round, kill_after);
+        newest = newest.max(reached(dir.path(), round, child));
+        start = newest.max(start + 2 * 3600);
         if round % 4 == 3 || round + 1 == rounds {
             let (n, chain) = check_acknowledged(dir.path(), &starts, start, false);
             assert!(n > 0, "the child acknowledged nothing");
@@ -257,10 +268,10 @@ fn kill_rounds(setup: Setup, quick: u64, full: u64) {
     }
     println!(
         "{sync}, table {table}, small log {}: {rounds} rounds, {total} acknowledged keys checked \
-         (each check counts all so far within the retention); clock at the end {} h past T0; \
-         longest chain of the second tier: {longest}",
+         (each check counts all so far within the retention); clock at the end {} h past the \
+         start; longest chain of the second tier: {longest}",
         setup.small_log,
-        (start - T0) / 3600
+        (start - first) / 3600
     );
     if table {
         // The table filled and grew under the kills: relocations and
