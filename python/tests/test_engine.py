@@ -317,6 +317,27 @@ def test_a_fingerprint_tier_answers_horizons_by_day_and_removes(tb_dir):
         assert e.remove("a") and not e.contains("a") and e.contains("b")
 
 
+def test_a_clock_stepped_back_days_keeps_every_key_of_a_table(tb_dir):
+    # A VM restored from a snapshot: the clock reads four days earlier than
+    # the newest keys. The table keeps its newest day until the clock
+    # catches up, in this process and after a reopen.
+    clock = ManualClock(T0)
+    urls = [f"https://example.com/{d}/{i}" for d in range(2) for i in range(200)]
+    with Engine.create(tb_dir, tiers="30d:fingerprint", items_per_day=1000, clock=clock) as e:
+        first = e.insert_many(urls[:200])
+        clock.advance(timedelta(days=4))
+        second = e.insert_many(urls[200:])
+        clock.set(T0)
+        new = first + second
+        assert sum(new) >= 390
+        assert all(e.contains_many([u for u, n in zip(urls, new) if n]))
+    with Engine.open(tb_dir, clock=clock) as e:
+        assert all(e.contains_many([u for u, n in zip(urls, new) if n]))
+        # "Within a day" counts back from the newest day, not the clock's.
+        recent = [u for u, n in zip(urls[200:], second) if n]
+        assert all(e.contains_within(u, timedelta(days=1)) for u in recent)
+
+
 def test_a_clock_jump_past_every_window_is_refused_until_maintain(tb_dir):
     clock = ManualClock(T0)
     with Engine.create(tb_dir, tiers="7d", items_per_day=1000, clock=clock) as e:
