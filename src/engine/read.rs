@@ -197,9 +197,12 @@ impl Engine {
         let since = now.saturating_sub(secs);
         let mut best: Option<(u64, i64, usize, i64)> = None; // (window secs, segments, tier, first)
         let mut max_cover = 0u64;
+        // What `tier_reach` measures from (the tables' day, past a clock
+        // stepped back behind it).
+        let reach_now = self.table_now(now);
         for (ti, t) in snap.tiers.iter().enumerate() {
             let (start, _) = self.tier_reach(&t.tier, now)?;
-            max_cover = max_cover.max(self.table_now(now).saturating_sub(start).max(0) as u64);
+            max_cover = max_cover.max(reach_now.saturating_sub(start).max(0) as u64);
             // A fingerprint tier's "windows" are its days (one table).
             let span = if t.tier.is_table() {
                 window::Span::Day
@@ -292,11 +295,11 @@ impl Engine {
         let off = self.config.utc_offset_secs;
         let mut tiers = Vec::new();
         let mut bytes = 0;
+        let (reach_now, today) = (self.table_now(now), self.table_today(now)?);
         for (ti, t) in st.tiers.iter().enumerate() {
             let (start, _) = self.tier_reach(&t.tier, now)?;
-            let covers = self.table_now(now).saturating_sub(start).max(0) as u64;
+            let covers = reach_now.saturating_sub(start).max(0) as u64;
             let table = t.tier.is_table();
-            let today = self.table_today(now)?;
             let mut segments = Vec::new();
             for seg in &t.segments {
                 let state = if seg.is_sealed() { "sealed" } else { "open" };
