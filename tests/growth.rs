@@ -20,7 +20,12 @@ fn batches_across_growth_keep_every_key_and_answer_once_per_key() {
         assert_eq!(answers.len(), chunk.len(), "one answer per key");
         new += answers.iter().filter(|&&n| n).count();
     }
-    assert!(new >= 19_900, "{new} of 20000 distinct keys reported new");
+    // A distinct key is reported "seen" only by a false positive, and the
+    // chain's false-positive rate never exceeds the configured 1%, so at
+    // most 200 of the 20,000 may be. (The engine's seed is random: over 300
+    // runs the count was 57-106, mean 77; an earlier bound of 100 was
+    // tighter than the contract and failed about one run in thirty.)
+    assert!(new >= 19_800, "{new} of 20000 distinct keys reported new");
     let found = e.contains_batch(&keys).unwrap();
     assert!(
         found.iter().all(|&f| f),
