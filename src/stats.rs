@@ -23,6 +23,16 @@ pub struct Stats {
     pub bytes: u64,
     /// One entry per tier.
     pub tiers: Vec<TierStats>,
+    /// How far the clock is behind the newest window the engine has
+    /// opened (or the newest day its fingerprint tables took), in seconds;
+    /// 0 when it is not. A clock that stepped back (a VM restored from a
+    /// snapshot, a host booting with a reset clock) loses no key: inserts
+    /// go on into the newest windows and tables are read as of their
+    /// newest day until the clock catches up, but keys are dated later than
+    /// they arrived, so this says the clock wants fixing (`docs/design.md`,
+    /// "Time"). Always 0 for the Redis engine, which dates each write by
+    /// the writer's own clock.
+    pub clock_behind_secs: u64,
 }
 
 /// One tier in [`Stats`].

@@ -694,6 +694,8 @@ fn a_clock_that_steps_back_days_loses_no_key() {
             "day-{d} keys lost at a reopen behind the tables' day"
         );
     }
+    // Stats say how far behind: from noon of day 0 to the start of day 4.
+    assert_eq!(e.stats().unwrap().clock_behind_secs, 3 * 86_400 + 12 * 3600);
     // "Within a day" counts back from the tables' day (4): the keys
     // inserted meanwhile are there, the day-0 ones are not.
     let within = |e: &Engine, d: u64| {
@@ -705,6 +707,7 @@ fn a_clock_that_steps_back_days_loses_no_key() {
     assert!(within(&e, 0) < 10, "day-0 keys inside a one-day horizon");
     // The clock catches up and passes: everything ages from there.
     clock.set(day(6));
+    assert_eq!(e.stats().unwrap().clock_behind_secs, 0);
     for d in [0, 1, 4] {
         assert_eq!(
             present(&e, d),

@@ -187,3 +187,26 @@ fn a_utc_offset_moves_the_day_boundary() {
     clock.set(at(T0 + 86_400 + 21 * 3600)); // 00:00 local on day 2
     assert!(!e.contains(b"k").unwrap());
 }
+
+/// A clock that steps back behind the newest window is reported by stats
+/// (the keys go on into that window, none is lost), and the report clears
+/// once the clock is past the window's start again.
+#[test]
+fn stats_report_a_clock_behind_the_newest_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let e = create(dir.path(), config(&[Tier::daily(7)], 1_000, 0.01), &clock);
+    e.insert(b"before").unwrap();
+    assert_eq!(e.stats().unwrap().clock_behind_secs, 0);
+    clock.set(day(3));
+    e.insert(b"day 3").unwrap();
+    clock.set(day(1));
+    assert!(e.insert(b"stepped back").unwrap());
+    // From noon of day 1 to the start of day 3, the newest window.
+    assert_eq!(e.stats().unwrap().clock_behind_secs, 36 * 3600);
+    for k in [&b"before"[..], b"day 3", b"stepped back"] {
+        assert!(e.contains(k).unwrap(), "a key lost behind the clock");
+    }
+    clock.set(day(3));
+    assert_eq!(e.stats().unwrap().clock_behind_secs, 0);
+}

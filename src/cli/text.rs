@@ -31,6 +31,13 @@ pub fn stats_table(name: &str, place: &str, s: &Stats) -> String {
             s.lost_windows.join(", ")
         );
     }
+    if s.clock_behind_secs > 0 {
+        let _ = writeln!(
+            t,
+            "CLOCK BEHIND by {}: new keys are dated as of the newest window until it catches up",
+            fmt_secs(s.clock_behind_secs)
+        );
+    }
     for tier in &s.tiers {
         let kind = match tier.kind {
             Kind::Bloom => "bloom",

@@ -296,6 +296,9 @@ impl Engine {
         let mut tiers = Vec::new();
         let mut bytes = 0;
         let (reach_now, today) = (self.table_now(now), self.table_today(now)?);
+        // The newest instant the engine has dated writes at: the tables'
+        // day, and the newest window of each Bloom tier (below).
+        let mut newest = reach_now;
         for (ti, t) in st.tiers.iter().enumerate() {
             let (start, _) = self.tier_reach(&t.tier, now)?;
             let covers = reach_now.saturating_sub(start).max(0) as u64;
@@ -334,6 +337,9 @@ impl Engine {
                 s.fill = s.occupied as f64 / s.cells.max(1) as f64;
                 s.bits_per_key = (s.bytes * 8) as f64 / s.estimated_items.max(1) as f64;
                 bytes += s.bytes;
+                if !table {
+                    newest = newest.max(s.window_start);
+                }
                 segments.push(s);
             }
             tiers.push(TierStats {
@@ -360,6 +366,7 @@ impl Engine {
             generation: self.manifest_generation.load(Ordering::Relaxed),
             bytes,
             tiers,
+            clock_behind_secs: newest.saturating_sub(now).max(0) as u64,
         })
     }
 }

@@ -1318,6 +1318,7 @@ impl RedisEngine {
             generation: 0,
             bytes,
             tiers,
+            clock_behind_secs: 0,
         })
     }
 
