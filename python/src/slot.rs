@@ -22,7 +22,7 @@ use std::sync::{RwLock, RwLockReadGuard};
 
 use pyo3::prelude::*;
 
-use crate::convert::{key_bytes, keys_of};
+use crate::convert::{keys_of, BatchKeys};
 use crate::errors::{with_path, ClosedError, ForkedError};
 
 /// Forks this process has been through (`os.register_at_fork` calls
@@ -155,8 +155,8 @@ impl<E: Send + Sync + Leave> Slot<E> {
         f: impl FnOnce(&E, &[&[u8]]) -> Result<Vec<bool>, X> + Send,
     ) -> PyResult<Vec<bool>> {
         let keys = keys_of(keys)?;
-        let owned = keys.iter().map(key_bytes).collect::<PyResult<Vec<_>>>()?;
-        let slices: Vec<&[u8]> = owned.iter().map(|k| k.as_bytes()).collect();
+        let owned = BatchKeys::of(py, &keys)?;
+        let slices = owned.slices();
         self.detached(py, |e| f(e, &slices))
     }
 

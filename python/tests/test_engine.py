@@ -55,6 +55,42 @@ def test_batches_match_single_calls(tb_dir):
         assert e.contains_many(x for x in ()) == []
 
 
+def test_an_all_ascii_batch_reads_each_key_as_its_own_bytes(tb_dir):
+    """A batch of ASCII str keys is encoded once for all (joined); the keys
+    must still be told apart exactly: empty keys, keys that are prefixes or
+    concatenations of others, and str subclasses (encoded one by one)."""
+
+    class Url(str):
+        def __len__(self):  # a subclass may answer len its own way
+            return 1
+
+    keys = ["", "ab", "a", "b", "abab", "", "ba", "https://example.com/x?q=1"]
+    probe = ["aba", "bab", "abb", "aab", "https://example.com/x?q=", "https://example.com/x?q=12"]
+    with Engine.create(tb_dir, items_per_day=1000) as e:
+        assert e.insert_many(keys) == [True, True, True, True, True, False, True, True]
+        for k in keys:
+            assert e.contains(k.encode()), k
+        assert e.contains_many(probe) == [False] * len(probe)
+        assert not any(e.contains(p) for p in probe)
+        assert e.insert_many([Url("zz"), "zz", Url("yy")]) == [True, False, True]
+        assert e.contains(b"zz") and e.contains(b"yy") and not e.contains(b"z")
+        # One non-ASCII key sends the whole batch key by key: same answers.
+        assert e.insert_many(["ab", "é", "c"]) == [False, True, True]
+        assert e.contains_many(["é".encode(), b"c", b"abc"]) == [True, True, False]
+        # Batches are joined a piece at a time: pieces of ASCII keys around
+        # a piece that holds one non-ASCII key and one bytes key.
+        many = [f"https://example.com/{i % 2500}" for i in range(5000)]
+        many[1500], many[1501] = "https://example.com/ü", b"https://example.com/b"
+        seen, want = set(), []
+        for k in many:
+            b = k if isinstance(k, bytes) else k.encode()
+            want.append(b not in seen)
+            seen.add(b)
+        assert e.insert_many(many) == want
+        assert all(e.contains(k if isinstance(k, bytes) else k.encode()) for k in many)
+        assert e.contains_many(f"https://example.com/{i}" for i in range(2500, 3500)) == [False] * 1000
+
+
 def test_bad_keys_raise_type_errors_not_crashes(tb_dir):
     with Engine.create(tb_dir, items_per_day=1000) as e:
         for bad in (1, None, 2.5, ["a"], bytearray(b"a")):
