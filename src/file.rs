@@ -80,7 +80,18 @@ fn synced(path: &Path) {
     }
 }
 
-/// Test support: observe every sync the engine makes.
+/// A point where a test may hold the calling thread (`testing::set_pause_hook`):
+/// the engine's races made deterministic. One relaxed load when no hook is
+/// installed.
+#[inline]
+pub(crate) fn pause(point: &'static str, path: &Path) {
+    if testing::PAUSES.load(std::sync::atomic::Ordering::Relaxed) {
+        testing::paused(point, path);
+    }
+}
+
+/// Test support: observe every sync the engine makes, fail file
+/// operations, hold threads at pause points.
 #[doc(hidden)]
 pub mod testing {
     use std::path::Path;
@@ -122,6 +133,27 @@ pub mod testing {
         let on = hook.is_some();
         *HOOK.write().unwrap_or_else(|e| e.into_inner()) = hook;
         HOOKED.store(on, Ordering::SeqCst);
+    }
+
+    /// A pause hook: given the pause point and the engine's directory, it
+    /// may block the calling thread (until the test lets go).
+    pub type PauseHook = Box<dyn Fn(&'static str, &Path) + Send + Sync>;
+    pub(super) static PAUSES: AtomicBool = AtomicBool::new(false);
+    static PAUSE: RwLock<Option<PauseHook>> = RwLock::new(None);
+
+    /// Installs (or, with `None`, removes) the process-wide pause hook. The
+    /// one pause point, `"written, not logged"`: a Bloom write applied
+    /// under its key's stripe, its log record not yet appended.
+    pub fn set_pause_hook(hook: Option<PauseHook>) {
+        let on = hook.is_some();
+        *PAUSE.write().unwrap_or_else(|e| e.into_inner()) = hook;
+        PAUSES.store(on, Ordering::SeqCst);
+    }
+
+    pub(super) fn paused(point: &'static str, path: &Path) {
+        if let Some(h) = PAUSE.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            h(point, path);
+        }
     }
 
     pub(super) fn call(path: &Path) {
