@@ -14,6 +14,10 @@
 //! writes: the difference to the plain rows is what the first write to
 //! each page of a fresh window costs. Each row also shows the kernel time
 //! and the page faults of its best run.
+//!
+//! `TIMEBLOOM_SYNC` (`always`, `interval=1s`, `none`) replaces the default
+//! sync policy: under `none` there is no write-ahead log, so the
+//! difference is what the log costs a key.
 
 use std::time::Instant;
 
@@ -59,6 +63,10 @@ fn main() -> timebloom::Result<()> {
             tiers: timebloom::parse_tiers(&tiers)?,
             expected_items_per_day: n as u64,
             fpr: 0.001,
+            sync: match std::env::var("TIMEBLOOM_SYNC") {
+                Ok(policy) => policy.parse()?,
+                Err(_) => Config::default().sync,
+            },
             ..Config::default()
         };
         let e = Engine::create(dir.join(runs.to_string()), config)?;
