@@ -67,6 +67,54 @@ fn exactly_one_thread_sees_each_new_key() {
     }
 }
 
+/// Under `always`, a key found present waits for the writer still in
+/// flight (tests/seen_is_durable.rs): with threads racing on the same keys,
+/// still exactly one winner each, no key lost, and no deadlock between
+/// that wait and the writers' stripes.
+#[test]
+fn under_always_racing_threads_still_agree_on_one_winner() {
+    const KEYS: u64 = 4_000;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = timebloom::Config {
+        sync: timebloom::SyncPolicy::Always,
+        ..config(&[Tier::daily(3), Tier::weekly(2)], 50_000, 0.001)
+    };
+    let e = Arc::new(create(dir.path(), cfg, &ManualClock::new(day(0))));
+    let wins: Wins = Arc::new((0..KEYS).map(|_| AtomicU8::new(0)).collect());
+    let threads: Vec<_> = (0..8u64)
+        .map(|t| {
+            let (e, wins) = (Arc::clone(&e), Arc::clone(&wins));
+            std::thread::spawn(move || {
+                let order: Vec<u64> = match t % 2 {
+                    0 => (0..KEYS).collect(),
+                    _ => (0..KEYS).rev().collect(),
+                };
+                for chunk in order.chunks(50) {
+                    let keys: Vec<Vec<u8>> = chunk.iter().map(|&i| url(8, i)).collect();
+                    let new = match t % 4 < 2 {
+                        true => keys.iter().map(|k| e.insert(k).unwrap()).collect(),
+                        false => e.insert_batch(&keys).unwrap(),
+                    };
+                    for (&i, n) in chunk.iter().zip(new) {
+                        if n {
+                            wins[i as usize].fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_one_winner_each(&wins);
+    assert!(e
+        .contains_batch(&(0..KEYS).map(|i| url(8, i)).collect::<Vec<_>>())
+        .unwrap()
+        .iter()
+        .all(|&p| p));
+}
+
 /// Batches of many keys, with a key repeated inside a batch, racing single
 /// inserts: still exactly one winner per key, and no key lost (a lost bit
 /// update between two writers would show as a key not found).
