@@ -14,9 +14,13 @@ type Wins = Arc<Vec<AtomicU8>>;
 
 /// An engine at 0.1% shared by threads, and a win counter per key.
 fn setup(tiers: &[Tier], per_day: u64, keys: u64) -> (tempfile::TempDir, Arc<Engine>, Wins) {
+    setup_with(config(tiers, per_day, 0.001), keys)
+}
+
+/// [`setup`] with a whole configuration.
+fn setup_with(cfg: timebloom::Config, keys: u64) -> (tempfile::TempDir, Arc<Engine>, Wins) {
     let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new(day(0));
-    let e = Arc::new(create(dir.path(), config(tiers, per_day, 0.001), &clock));
+    let e = Arc::new(create(dir.path(), cfg, &ManualClock::new(day(0))));
     let wins = Arc::new((0..keys).map(|_| AtomicU8::new(0)).collect());
     (dir, e, wins)
 }
@@ -67,69 +71,41 @@ fn exactly_one_thread_sees_each_new_key() {
     }
 }
 
-/// Under `always`, a key found present waits for the writer still in
-/// flight (tests/seen_is_durable.rs): with threads racing on the same keys,
-/// still exactly one winner each, no key lost, and no deadlock between
-/// that wait and the writers' stripes.
-#[test]
-fn under_always_racing_threads_still_agree_on_one_winner() {
-    const KEYS: u64 = 4_000;
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = timebloom::Config {
-        sync: timebloom::SyncPolicy::Always,
-        ..config(&[Tier::daily(3), Tier::weekly(2)], 50_000, 0.001)
-    };
-    let e = Arc::new(create(dir.path(), cfg, &ManualClock::new(day(0))));
-    let wins: Wins = Arc::new((0..KEYS).map(|_| AtomicU8::new(0)).collect());
-    let threads: Vec<_> = (0..8u64)
-        .map(|t| {
-            let (e, wins) = (Arc::clone(&e), Arc::clone(&wins));
-            std::thread::spawn(move || {
-                let order: Vec<u64> = match t % 2 {
-                    0 => (0..KEYS).collect(),
-                    _ => (0..KEYS).rev().collect(),
-                };
-                for chunk in order.chunks(50) {
-                    let keys: Vec<Vec<u8>> = chunk.iter().map(|&i| url(8, i)).collect();
-                    let new = match t % 4 < 2 {
-                        true => keys.iter().map(|k| e.insert(k).unwrap()).collect(),
-                        false => e.insert_batch(&keys).unwrap(),
-                    };
-                    for (&i, n) in chunk.iter().zip(new) {
-                        if n {
-                            wins[i as usize].fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
-    assert_one_winner_each(&wins);
-    assert!(e
-        .contains_batch(&(0..KEYS).map(|i| url(8, i)).collect::<Vec<_>>())
-        .unwrap()
-        .iter()
-        .all(|&p| p));
-}
-
 /// Batches of many keys, with a key repeated inside a batch, racing single
 /// inserts: still exactly one winner per key, and no key lost (a lost bit
 /// update between two writers would show as a key not found).
 #[test]
 fn batches_and_single_inserts_agree_on_one_winner() {
-    const KEYS: u64 = 60_000;
-    let (_dir, e, wins) = setup(&[Tier::daily(2), Tier::weekly(2)], 40_000, KEYS);
+    let cfg = config(&[Tier::daily(2), Tier::weekly(2)], 40_000, 0.001);
+    singles_and_batches_race(cfg, 60_000);
+}
+
+/// The same race under `always`, where a key found present waits for the
+/// writer still in flight (tests/seen_is_durable.rs): still one winner
+/// each, no key lost, and no deadlock between that wait and the writers'
+/// stripes. Fewer keys: every call that wrote waits for an fsync.
+#[test]
+fn under_always_batches_and_single_inserts_agree_on_one_winner() {
+    let cfg = timebloom::Config {
+        sync: timebloom::SyncPolicy::Always,
+        ..config(&[Tier::daily(2), Tier::weekly(2)], 40_000, 0.001)
+    };
+    singles_and_batches_race(cfg, 4_000);
+}
+
+/// Two threads inserting `n` keys one by one and four in batches (each
+/// key twice in a row), half of them forwards, half backwards; then every
+/// key has one winner and is found, also within horizons.
+fn singles_and_batches_race(cfg: timebloom::Config, n: u64) {
+    let (_dir, e, wins) = setup_with(cfg, n);
     let threads: Vec<_> = (0..6u64)
         .map(|t| {
             let (e, wins) = (Arc::clone(&e), Arc::clone(&wins));
             std::thread::spawn(move || {
                 let order: Vec<u64> = if t % 2 == 0 {
-                    (0..KEYS).collect()
+                    (0..n).collect()
                 } else {
-                    (0..KEYS).rev().collect()
+                    (0..n).rev().collect()
                 };
                 if t < 2 {
                     for i in order {
@@ -159,7 +135,7 @@ fn batches_and_single_inserts_agree_on_one_winner() {
         t.join().unwrap();
     }
     assert_one_winner_each(&wins);
-    let keys: Vec<Vec<u8>> = (0..KEYS).map(|i| url(9, i)).collect();
+    let keys: Vec<Vec<u8>> = (0..n).map(|i| url(9, i)).collect();
     assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
     for w in [Duration::from_secs(3600), Duration::from_secs(86_400 * 7)] {
         for k in keys.iter().step_by(7) {
