@@ -1345,6 +1345,22 @@ fn windowed(c: &mut Criterion, setup: &Setup, n: usize, out: &mut Vec<Value>) {
         ks.iter().filter(|k| h.contains(k).unwrap()).count()
     });
     drop(h);
+    // Inserts of the keys inserted earlier the same day (the last populated
+    // day, the clock still on it): a crawl's duplicates, which every open
+    // window holds and which write nothing.
+    let today_keys = Keys::range(next - filled(per_day) as u64, filled(per_day));
+    let today = today_keys.refs();
+    if today.len() >= CHUNK {
+        bench_lookup(&mut g, id("timebloom", "insert_seen_today"), &today, |ks| {
+            ks.iter().filter(|k| engine.insert(k).unwrap()).count()
+        });
+        bench_lookup(
+            &mut g,
+            id("timebloom", "insert_seen_today_batch"),
+            &today,
+            |ks| count(engine.insert_batch(ks).unwrap()),
+        );
+    }
     // Insert floor: read the monthly segments, write the three open ones.
     bench_lookup(&mut g, id("floor", "insert"), &neg, |ks| {
         ks.iter()

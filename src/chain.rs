@@ -158,9 +158,15 @@ impl Segment {
     /// that holds it already. (A counting segment counts every insert.)
     #[inline]
     pub(crate) fn settled(&self, h: KeyHash) -> bool {
+        self.takes_bloom_writes() && self.contains(h)
+    }
+
+    /// A Bloom segment whose newest sub-filter is open: one where a key it
+    /// holds needs no write.
+    #[inline]
+    pub(crate) fn takes_bloom_writes(&self) -> bool {
         self.tail()
             .is_some_and(|t| t.header().kind == Kind::Bloom && t.state() == State::Open)
-            && self.contains(h)
     }
 
     /// Takes back one occurrence of the key (counting kind): decrements its
@@ -178,8 +184,10 @@ impl Segment {
 /// prefetch for each, then the tests, newest first, so the loads overlap.
 #[inline]
 pub(crate) fn any_contains(segments: &[Segment], h: KeyHash) -> bool {
-    if segments.len() == 1 {
-        return segments[0].contains(h);
+    match segments {
+        [] => return false,
+        [one] => return one.contains(h),
+        _ => {}
     }
     let subs = || segments.iter().flat_map(|s| &s.subs);
     let mut blocks: [Option<&filter::Block>; MAX_SINGLE] = [None; MAX_SINGLE];

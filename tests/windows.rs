@@ -210,3 +210,74 @@ fn stats_report_a_clock_behind_the_newest_window() {
     clock.set(day(3));
     assert_eq!(e.stats().unwrap().clock_behind_secs, 0);
 }
+
+/// Inserts read the open windows before the older ones
+/// (`engine::write::open_first`). Each way that check can go must give the
+/// answer of a full lookup, and a key found only in an older window must be
+/// written again into the open windows, or it would expire early. Run for
+/// single inserts and for batches, which take the same path a group at a
+/// time.
+fn older_window_keys_are_not_new_and_are_written_again(batch: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0)); // a Monday
+    let cfg = config(&[Tier::daily(2), Tier::weekly(3)], 1_000, 0.001);
+    let e = create(dir.path(), cfg, &clock);
+    // How many of `keys` an insert reports new.
+    let insert = |keys: &[Vec<u8>]| match batch {
+        true => e
+            .insert_batch(keys)
+            .unwrap()
+            .into_iter()
+            .filter(|n| *n)
+            .count(),
+        false => keys.iter().filter(|k| e.insert(k).unwrap()).count(),
+    };
+    let count = |v: &[Vec<u8>], f: &dyn Fn(&[u8]) -> bool| v.iter().filter(|k| f(k)).count();
+    let keys: Vec<Vec<u8>> = (0..300).map(|i| url(7, i)).collect();
+    assert_eq!(insert(&keys), 300);
+    // Same day: every open window holds the keys.
+    assert_eq!(insert(&keys), 0);
+    // Tuesday: the week's window holds the keys, the new day's does not:
+    // not new, and written into the day's window.
+    clock.set(day(1));
+    let (again, once) = keys.split_at(150);
+    assert_eq!(insert(again), 0);
+    // Wednesday: Monday's window has expired, Tuesday's answers a day.
+    clock.set(day(2));
+    let day_ago = |k: &[u8]| e.contains_within(k, DAY).unwrap();
+    assert_eq!(count(again, &day_ago), 150, "written again on Tuesday");
+    assert!(
+        count(once, &day_ago) <= 5,
+        "Monday's keys are past the daily tier"
+    );
+    // The next Monday: only last week's window holds the keys. Not new,
+    // and written into this week's window; new keys among them are new.
+    clock.set(day(7));
+    let (refreshed, old) = keys.split_at(100);
+    let fresh: Vec<Vec<u8>> = (0..100).map(|i| url(8, i)).collect();
+    let mixed: Vec<Vec<u8>> = refreshed.iter().chain(&fresh).cloned().collect();
+    let new = insert(&mixed);
+    assert!(
+        (95..=100).contains(&new),
+        "{new} new of 100 new and 100 old"
+    );
+    // Three weeks on, last week's window has expired; this week's kept the
+    // keys inserted again.
+    clock.set(day(21));
+    assert_eq!(count(refreshed, &|k| e.contains(k).unwrap()), 100);
+    assert_eq!(count(&fresh, &|k| e.contains(k).unwrap()), 100);
+    assert!(count(old, &|k| e.contains(k).unwrap()) <= 5);
+    // And a new key is new.
+    let later: Vec<Vec<u8>> = (0..300).map(|i| url(9, i)).collect();
+    assert!(insert(&later) >= 295);
+}
+
+#[test]
+fn insert_of_a_key_from_an_older_window_is_not_new_and_is_written_again() {
+    older_window_keys_are_not_new_and_are_written_again(false);
+}
+
+#[test]
+fn insert_batch_of_keys_from_older_windows_is_not_new_and_writes_them_again() {
+    older_window_keys_are_not_new_and_are_written_again(true);
+}

@@ -13,7 +13,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
-use crate::chain::{Lookup, Segment, MAX_GROUP};
+use crate::chain::{any_contains, Lookup, Segment, MAX_GROUP};
 use crate::clock::instant;
 use crate::config::SyncPolicy;
 use crate::error::{Error, Result};
@@ -195,6 +195,8 @@ impl Engine {
     /// One check-and-insert against `snap`.
     #[inline]
     fn insert_one(&self, snap: &Snapshot, h: KeyHash, now: i64, seen: Seen) -> Result<Step<bool>> {
+        // The open windows' loads only: the older windows of the full tier
+        // are loaded (by `any_contains`) for a key its open one lacks.
         for t in &snap.tiers {
             if let Some(seg) = t.segments.last() {
                 match t.tier.is_table() {
@@ -204,11 +206,29 @@ impl Engine {
             }
         }
         let today = self.table_day(snap, now)?;
-        let present = self.seen(snap, h, now, seen)?;
-        if present && (matches!(seen, Seen::Within(_)) || settled(snap, h, today)) {
-            self.after_writer(h);
-            return Ok(Step::Done(false));
-        }
+        let present = match (seen, open_first(snap, h, today)) {
+            (Seen::Live, Quick::Settled) => {
+                self.after_writer(h);
+                return Ok(Step::Done(false));
+            }
+            (Seen::Live, Quick::Present) => true,
+            (Seen::Live, Quick::Older(older)) => any_contains(older, h),
+            (Seen::Live, Quick::Unknown) => {
+                let present = self.seen(snap, h, now, seen)?;
+                if present && settled(snap, h, today) {
+                    self.after_writer(h);
+                    return Ok(Step::Done(false));
+                }
+                present
+            }
+            (Seen::Within(_), _) => {
+                if self.seen(snap, h, now, seen)? {
+                    self.after_writer(h);
+                    return Ok(Step::Done(false));
+                }
+                false
+            }
+        };
         let x = self.stripes.lock(h);
         if let Some(step) = self.recheck(snap, &x) {
             return Ok(step);
@@ -437,34 +457,52 @@ impl Engine {
         now: i64,
     ) -> Result<Step<()>> {
         let today = self.table_day(snap, now)?;
-        let mut look = Lookup::new(&snap.tiers[snap.full_tier].segments);
-        // The open windows of the other tiers take writes too.
-        let tails: Vec<&Segment> = (snap.tiers.iter().enumerate())
-            .filter(|&(ti, _)| ti != snap.full_tier)
-            .filter_map(|(_, t)| t.segments.last())
+        // As `insert_one`: the open windows first, the full tier's older
+        // windows only for the keys its open window does not hold.
+        let full = &snap.tiers[snap.full_tier].segments;
+        let mut look = Lookup::new(full.split_last().map_or(&[][..], |(_, older)| older));
+        let opens: Vec<&Segment> = snap
+            .tiers
+            .iter()
+            .filter_map(|t| t.segments.last())
             .collect();
+        let mut hashes = [KeyHash { lo: 0, hi: 0 }; MAX_GROUP];
         while !rest.is_empty() {
             let (group, tail) = rest.split_at(look.group().min(rest.len()));
             look.clear();
-            for k in group {
+            for (slot, k) in hashes.iter_mut().zip(group) {
                 let h = self.hash(k.as_ref());
-                look.push(h);
-                for seg in &tails {
+                *slot = h;
+                for seg in &opens {
                     seg.prefetch(h);
                 }
             }
+            let hashes = &hashes[..group.len()];
             // Which keys are present, and which need no write at all.
             let first = out.len();
             let mut todo = [false; MAX_GROUP]; // key i needs a write
-            for (i, h) in look.hashes().iter().enumerate() {
-                let present = look.contains(i);
-                out.push(!present);
-                todo[i] = !(present && settled(snap, *h, today));
-                if !todo[i] {
-                    self.after_writer(*h);
+            let mut pending = [None; MAX_GROUP]; // key i's place in `look`
+            for (i, h) in hashes.iter().enumerate() {
+                let quick = open_first(snap, *h, today);
+                out.push(false);
+                match quick {
+                    Quick::Settled => self.after_writer(*h),
+                    Quick::Present => todo[i] = true,
+                    Quick::Older(_) | Quick::Unknown => {
+                        todo[i] = true;
+                        pending[i] = Some(look.hashes().len());
+                        look.push(*h);
+                    }
                 }
             }
-            for (i, h) in look.hashes().iter().enumerate() {
+            // The older windows of the keys that need them, their loads
+            // issued together above.
+            for (i, j) in pending[..group.len()].iter().enumerate() {
+                if let Some(j) = *j {
+                    out[first + i] = !look.contains(j);
+                }
+            }
+            for (i, h) in hashes.iter().enumerate() {
                 if !todo[i] {
                     continue;
                 }
@@ -713,6 +751,57 @@ fn settled(snap: &Snapshot, h: KeyHash, today: u32) -> bool {
             false => s.settled(h),
         })
     })
+}
+
+/// What the open window of the tier reaching furthest back says of a key,
+/// before its older windows are read (see [`open_first`]).
+enum Quick<'s> {
+    /// Every tier's open window holds it: present, and nothing to write.
+    Settled,
+    /// Present (in that open window), but some tier still needs the write.
+    Present,
+    /// Not in that open window: present if one of these windows (the rest
+    /// of the tier's live set) holds it.
+    Older(&'s [Segment]),
+    /// No shortcut (the tier is a fingerprint table, or has no window).
+    Unknown,
+}
+
+/// The check of a check-and-insert that reads the open windows first: a
+/// key most crawls insert is one seen today, which the open windows answer
+/// alone, and a new key reads each of the tier's windows once.
+///
+/// Before the snapshot's boundary (`ready` saw to it) the tier's live set
+/// is its snapshot windows, the open one last, so "in the open window or
+/// in one of the others" is exactly [`Engine::live_full`]'s answer.
+#[inline]
+fn open_first<'s>(snap: &'s Snapshot, h: KeyHash, today: u32) -> Quick<'s> {
+    let Some(t) = snap.tiers.get(snap.full_tier) else {
+        return Quick::Unknown;
+    };
+    let Some((open, older)) = t.segments.split_last() else {
+        return Quick::Unknown;
+    };
+    if t.tier.is_table() {
+        return Quick::Unknown;
+    }
+    if !open.contains(h) {
+        return Quick::Older(older);
+    }
+    let others = snap.tiers.iter().enumerate().all(|(i, t)| {
+        t.segments.last().is_none_or(|s| match t.tier.is_table() {
+            true => s.table_contains(h, today, today),
+            // The full tier's open window holds the key: it is settled if
+            // it is a Bloom window that takes writes.
+            false if i == snap.full_tier => s.takes_bloom_writes(),
+            false => s.settled(h),
+        })
+    });
+    if others {
+        Quick::Settled
+    } else {
+        Quick::Present
+    }
 }
 
 /// The error of a write that met a segment mapped read-only.
