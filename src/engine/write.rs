@@ -206,28 +206,21 @@ impl Engine {
             }
         }
         let today = self.table_day(snap, now)?;
-        let present = match (seen, open_first(snap, h, today)) {
-            (Seen::Live, Quick::Settled) => {
-                self.after_writer(h);
-                return Ok(Step::Done(false));
-            }
-            (Seen::Live, Quick::Present) => true,
-            (Seen::Live, Quick::Older(older)) => any_contains(older, h),
+        // Whether the key is present, or `None` when there is nothing to
+        // write (settled, or seen within the horizon).
+        let check = match (seen, open_first(snap, h, today)) {
+            (Seen::Live, Quick::Settled) => None,
+            (Seen::Live, Quick::Present) => Some(true),
+            (Seen::Live, Quick::Older(older)) => Some(any_contains(older, h)),
             (Seen::Live, Quick::Unknown) => {
                 let present = self.seen(snap, h, now, seen)?;
-                if present && settled(snap, h, today) {
-                    self.after_writer(h);
-                    return Ok(Step::Done(false));
-                }
-                present
+                (!(present && settled(snap, h, today))).then_some(present)
             }
-            (Seen::Within(_), _) => {
-                if self.seen(snap, h, now, seen)? {
-                    self.after_writer(h);
-                    return Ok(Step::Done(false));
-                }
-                false
-            }
+            (Seen::Within(_), _) => (!self.seen(snap, h, now, seen)?).then_some(false),
+        };
+        let Some(present) = check else {
+            self.after_writer(h);
+            return Ok(Step::Done(false));
         };
         let x = self.stripes.lock(h);
         if let Some(step) = self.recheck(snap, &x) {
@@ -745,9 +738,18 @@ impl Engine {
 /// holds it dated today.
 #[inline]
 fn settled(snap: &Snapshot, h: KeyHash, today: u32) -> bool {
-    snap.tiers.iter().all(|t| {
+    settled_but(snap, h, today, None)
+}
+
+/// [`settled`], where the open window of tier `held` (a Bloom tier) is
+/// known to hold the key already: it is only asked whether it takes
+/// writes, not tested again.
+#[inline]
+fn settled_but(snap: &Snapshot, h: KeyHash, today: u32, held: Option<usize>) -> bool {
+    snap.tiers.iter().enumerate().all(|(i, t)| {
         t.segments.last().is_none_or(|s| match t.tier.is_table() {
             true => s.table_contains(h, today, today),
+            false if held == Some(i) => s.takes_bloom_writes(),
             false => s.settled(h),
         })
     })
@@ -788,16 +790,7 @@ fn open_first<'s>(snap: &'s Snapshot, h: KeyHash, today: u32) -> Quick<'s> {
     if !open.contains(h) {
         return Quick::Older(older);
     }
-    let others = snap.tiers.iter().enumerate().all(|(i, t)| {
-        t.segments.last().is_none_or(|s| match t.tier.is_table() {
-            true => s.table_contains(h, today, today),
-            // The full tier's open window holds the key: it is settled if
-            // it is a Bloom window that takes writes.
-            false if i == snap.full_tier => s.takes_bloom_writes(),
-            false => s.settled(h),
-        })
-    });
-    if others {
+    if settled_but(snap, h, today, Some(snap.full_tier)) {
         Quick::Settled
     } else {
         Quick::Present
