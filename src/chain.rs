@@ -185,32 +185,117 @@ impl Segment {
 #[inline]
 pub(crate) fn any_contains(segments: &[Segment], h: KeyHash) -> bool {
     match segments {
-        [] => return false,
-        [one] => return one.contains(h),
-        _ => {}
+        [] => false,
+        [one] => one.contains(h),
+        _ => Probes::start(segments, h).any(),
     }
-    let subs = || segments.iter().flat_map(|s| &s.subs);
-    let mut blocks: [Option<&filter::Block>; MAX_SINGLE] = [None; MAX_SINGLE];
-    let mut n = 0;
-    for sub in subs() {
-        let Some(slot) = blocks.get_mut(n) else {
-            // More sub-filters than the stack array holds: the slow path.
-            for s in segments {
-                s.prefetch(h);
-            }
-            return segments.iter().rev().any(|s| s.contains(h));
+}
+
+/// A key's block in every sub-filter of a run of segments, each found and
+/// prefetched once; [`Probes::any`] tests them later. A single lookup
+/// starts them before it reads the clock, so the loads are on their way
+/// meanwhile.
+pub(crate) struct Probes<'a> {
+    segments: &'a [Segment],
+    h: KeyHash,
+    blocks: [Option<&'a filter::Block>; MAX_SINGLE],
+    /// Sub-filters in `blocks`; `None` when there are more than it holds
+    /// (then `any` tests the segments one by one).
+    n: Option<usize>,
+    /// The kind and probe count of every sub-filter, when they all share
+    /// them (a tier's windows do, unless a chain grew): one set of masks
+    /// then tests every block.
+    shared: Option<(Kind, u32)>,
+}
+
+impl<'a> Probes<'a> {
+    /// Finds and prefetches the key's blocks.
+    #[inline]
+    pub(crate) fn start(segments: &'a [Segment], h: KeyHash) -> Probes<'a> {
+        let mut p = Probes {
+            segments,
+            h,
+            blocks: [None; MAX_SINGLE],
+            n: Some(0),
+            shared: None,
         };
-        *slot = View::of(sub).block(h);
-        if let Some(b) = slot {
-            filter::prefetch(b);
+        let mut n = 0;
+        let mut mixed = false;
+        for sub in segments.iter().flat_map(|s| &s.subs) {
+            let Some(slot) = p.blocks.get_mut(n) else {
+                // More sub-filters than the stack array holds: the slow path.
+                for s in segments {
+                    s.prefetch(h);
+                }
+                p.n = None;
+                return p;
+            };
+            let v = View::of(sub);
+            *slot = v.block(h);
+            if let Some(b) = slot {
+                filter::prefetch(b);
+            }
+            match p.shared {
+                None => p.shared = Some((v.kind, v.k)),
+                Some(kk) => mixed |= kk != (v.kind, v.k),
+            }
+            n += 1;
         }
-        n += 1;
+        p.n = Some(n);
+        if mixed {
+            p.shared = None;
+        }
+        p
     }
-    // Newest first: a recent key is usually found in the newest window.
-    let mut masks = Masks::new(h);
-    let subs = segments.iter().rev().flat_map(|s| s.subs.iter().rev());
-    subs.zip(blocks[..n].iter().rev())
-        .any(|(sub, b)| b.is_some_and(|b| masks.test(View::of(sub), b)))
+
+    /// The segments these probes are for.
+    #[inline]
+    pub(crate) fn segments(&self) -> &'a [Segment] {
+        self.segments
+    }
+
+    /// Whether any of the segments holds the key.
+    #[inline]
+    pub(crate) fn any(&self) -> bool {
+        let h = self.h;
+        let Some(n) = self.n else {
+            return self.segments.iter().rev().any(|s| s.contains(h));
+        };
+        // Newest first: a recent key is usually found in the newest window.
+        let mut subs = self.segments.iter().rev().flat_map(|s| s.subs.iter().rev());
+        let mut blocks = self.blocks[..n].iter().rev();
+        if n == 1 {
+            // One block: stop at the first empty cell.
+            return match (subs.next(), blocks.next()) {
+                (Some(sub), Some(Some(b))) => View::of(sub).test(b, h),
+                _ => false,
+            };
+        }
+        if let Some((kind, k)) = self.shared {
+            return any_block(kind, k, h.lo, blocks.copied());
+        }
+        let mut masks = Masks::new(h);
+        subs.zip(blocks)
+            .any(|(sub, b)| b.is_some_and(|b| masks.test(View::of(sub), b)))
+    }
+}
+
+/// Whether any of `blocks` (of sub-filters that share one kind and probe
+/// count) holds the key: one set of masks tests every block, and the Bloom
+/// test, the common case, is written out with its kind known.
+#[inline]
+fn any_block<'b>(
+    kind: Kind,
+    k: u32,
+    lo: u64,
+    mut blocks: impl Iterator<Item = Option<&'b filter::Block>>,
+) -> bool {
+    let m = filter::masks(kind, lo, k);
+    if kind == Kind::Bloom {
+        blocks.any(|b| b.is_some_and(|b| filter::contains_masks(Kind::Bloom, b, &m)))
+    } else {
+        blocks.any(|b| b.is_some_and(|b| filter::contains_masks(kind, b, &m)))
+    }
 }
 
 /// A key's cell masks for the sub-filters of a multi-segment lookup,
@@ -218,7 +303,9 @@ pub(crate) fn any_contains(segments: &[Segment], h: KeyHash) -> bool {
 /// unless a chain grew.
 struct Masks {
     lo: u64,
-    last: Option<(Kind, u32, [u64; filter::BLOCK_WORDS])>,
+    /// The (kind, probe count) `m` was computed for.
+    of: Option<(Kind, u32)>,
+    m: [u64; filter::BLOCK_WORDS],
 }
 
 impl Masks {
@@ -226,22 +313,19 @@ impl Masks {
     fn new(h: KeyHash) -> Masks {
         Masks {
             lo: h.lo,
-            last: None,
+            of: None,
+            m: [0; filter::BLOCK_WORDS],
         }
     }
 
     /// Whether the view's block holds the key (branch-free test).
     #[inline]
     fn test(&mut self, v: View, blk: &filter::Block) -> bool {
-        let m = match self.last {
-            Some((kind, k, m)) if kind == v.kind && k == v.k => m,
-            _ => {
-                let m = filter::masks(v.kind, self.lo, v.k);
-                self.last = Some((v.kind, v.k, m));
-                m
-            }
-        };
-        filter::contains_masks(v.kind, blk, &m)
+        if self.of != Some((v.kind, v.k)) {
+            self.m = filter::masks(v.kind, self.lo, v.k);
+            self.of = Some((v.kind, v.k));
+        }
+        filter::contains_masks(v.kind, blk, &self.m)
     }
 }
 
@@ -290,6 +374,9 @@ pub(crate) struct Lookup<'a> {
     /// Per key of the group, its block in each view (`views.len()` each).
     addrs: Vec<Option<&'a filter::Block>>,
     hashes: Vec<KeyHash>,
+    /// The kind and probe count every view shares, if they do (see
+    /// [`Probes`]).
+    shared: Option<(Kind, u32)>,
 }
 
 /// Block loads a batch group issues before its first test.
@@ -304,7 +391,10 @@ impl<'a> Lookup<'a> {
             .flat_map(|s| s.subs.iter().map(|sub| View::of(sub)))
             .collect();
         let group = (LOADS_PER_GROUP / views.len().max(1)).clamp(2, MAX_GROUP);
+        let shared = views.first().map(|v| (v.kind, v.k));
+        let shared = shared.filter(|&kk| views.iter().all(|v| (v.kind, v.k) == kk));
         Lookup {
+            shared,
             addrs: Vec::with_capacity(2 * group * views.len()),
             hashes: Vec::with_capacity(2 * group),
             views,
@@ -358,9 +448,94 @@ impl<'a> Lookup<'a> {
             // One block: stop at the first empty cell.
             return views.any(|(v, b)| b.is_some_and(|b| v.test(b, h)));
         }
+        if let Some((kind, k)) = self.shared {
+            let blocks = self.addrs[i * n..(i + 1) * n].iter().rev();
+            return any_block(kind, k, h.lo, blocks.copied());
+        }
         let mut masks = Masks::new(h);
         views
             .rev()
             .any(|(v, b)| b.is_some_and(|b| masks.test(*v, b)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::Stripes;
+    use crate::hash::hash_key;
+    use crate::segment::Identity;
+    use crate::window::Span;
+
+    /// A window of one sub-filter of `kind`, sized for `fpr` (so its probe
+    /// count follows from the rate).
+    fn window(dir: &std::path::Path, window: i64, kind: Kind, fpr: f64) -> Segment {
+        let id = Identity {
+            span: Span::Day,
+            window,
+            index: 0,
+        };
+        let path = dir.join(format!("w{window}"));
+        let sub = SubFilter::create(&path, kind, id, 7, 2_000, fpr, false, None).unwrap();
+        Segment {
+            window,
+            subs: vec![Arc::new(sub)],
+        }
+    }
+
+    fn keys(w: i64) -> Vec<KeyHash> {
+        (0..500)
+            .map(|i| hash_key(7, format!("https://example.com/w{w}/page/{i}").as_bytes()))
+            .collect()
+    }
+
+    /// Single and batch lookups over windows whose probe counts differ (or
+    /// whose kinds do) find every key in the window that holds it: each
+    /// window is tested with its own masks, not the first window's.
+    #[test]
+    fn lookups_over_windows_of_different_probe_counts_and_kinds_find_every_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let stripes = Stripes::default();
+        let layouts: [&[(Kind, f64)]; 3] = [
+            // Many probes first, few after: the first window's masks would
+            // ask the later windows for cells their keys never set.
+            &[(Kind::Bloom, 1e-6), (Kind::Bloom, 0.2), (Kind::Bloom, 0.01)],
+            &[(Kind::Bloom, 0.2), (Kind::Bloom, 1e-6)],
+            &[
+                (Kind::Counting, 1e-4),
+                (Kind::Bloom, 0.2),
+                (Kind::Counting, 0.3),
+            ],
+        ];
+        for (l, layout) in layouts.iter().enumerate() {
+            let sub = dir.path().join(l.to_string());
+            std::fs::create_dir(&sub).unwrap();
+            let segs: Vec<Segment> = layout
+                .iter()
+                .enumerate()
+                .map(|(w, &(kind, fpr))| window(&sub, w as i64, kind, fpr))
+                .collect();
+            let ks: Vec<Vec<KeyHash>> = (0..segs.len() as i64).map(keys).collect();
+            {
+                let x = stripes.lock_all();
+                for (s, ks) in segs.iter().zip(&ks) {
+                    for h in ks {
+                        assert!(s.insert(&x, *h));
+                    }
+                }
+            }
+            let mut look = Lookup::new(&segs);
+            for (w, ks) in ks.iter().enumerate() {
+                for h in ks {
+                    assert!(
+                        any_contains(&segs, *h),
+                        "layout {l}: window {w}'s key, single"
+                    );
+                    look.clear();
+                    look.push(*h);
+                    assert!(look.contains(0), "layout {l}: window {w}'s key, batch");
+                }
+            }
+        }
     }
 }

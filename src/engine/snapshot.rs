@@ -20,7 +20,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::chain::Segment;
+use crate::chain::{Probes, Segment};
 use crate::config::Tier;
 use crate::error::Result;
 
@@ -60,21 +60,27 @@ pub(crate) struct Snapshot {
 impl Snapshot {
     /// Issues the loads that a lookup of the key over the full tier makes
     /// (every window, or the table's two buckets), before the caller reads
-    /// the clock, so the clock's read overlaps the memory's. A hint only:
-    /// past a boundary the lookup reads a subset of these.
+    /// the clock, so the clock's read overlaps the memory's. Several
+    /// windows' probes are returned for the lookup to test, when the live
+    /// set turns out to be the snapshot's windows (always before a
+    /// boundary); a single window is looked up again, which costs less
+    /// than carrying its probe.
     #[inline]
-    pub(super) fn prefetch_full(&self, h: crate::hash::KeyHash) {
-        let Some(t) = self.tiers.get(self.full_tier) else {
-            return;
-        };
+    pub(super) fn prefetch_full(&self, h: crate::hash::KeyHash) -> Option<Probes<'_>> {
+        let t = self.tiers.get(self.full_tier)?;
         if t.tier.is_table() {
             if let Some(s) = t.segments.last() {
                 s.prefetch_tables(h);
             }
-        } else {
-            for s in &t.segments {
-                s.prefetch(h);
+            return None;
+        }
+        match &t.segments[..] {
+            [] => None,
+            [one] => {
+                one.prefetch(h);
+                None
             }
+            many => Some(Probes::start(many, h)),
         }
     }
 
