@@ -187,95 +187,121 @@ pub(crate) fn any_contains(segments: &[Segment], h: KeyHash) -> bool {
     match segments {
         [] => false,
         [one] => one.contains(h),
-        _ => Probes::start(segments, h).any(),
+        _ => Probes::start(&mut None, segments, h).any(),
     }
 }
 
+/// Room for a key's block in each sub-filter of a lookup, on the caller's
+/// stack; [`Probes::start`] fills it, only when there are several.
+pub(crate) type Room<'a> = Option<[Option<&'a filter::Block>; MAX_SINGLE]>;
+
 /// A key's block in every sub-filter of a run of segments, each found and
-/// prefetched once; [`Probes::any`] tests them later. A single lookup
-/// starts them before it reads the clock, so the loads are on their way
-/// meanwhile.
-pub(crate) struct Probes<'a> {
+/// prefetched once; [`Probes::any`] tests them, as often as asked (a writer
+/// asks again under the key's stripe). A single lookup starts them before
+/// it reads the clock, so the loads are on their way meanwhile.
+pub(crate) struct Probes<'a, 'r> {
     segments: &'a [Segment],
     h: KeyHash,
-    blocks: [Option<&'a filter::Block>; MAX_SINGLE],
-    /// Sub-filters in `blocks`; `None` when there are more than it holds
-    /// (then `any` tests the segments one by one).
-    n: Option<usize>,
+    blocks: Blocks<'a, 'r>,
     /// The kind and probe count of every sub-filter, when they all share
     /// them (a tier's windows do, unless a chain grew): one set of masks
     /// then tests every block.
     shared: Option<(Kind, u32)>,
 }
 
-impl<'a> Probes<'a> {
-    /// Finds and prefetches the key's blocks.
+/// The key's blocks of [`Probes`], oldest sub-filter first.
+#[derive(Clone, Copy)]
+enum Blocks<'a, 'r> {
+    /// The only sub-filter's (no room needed).
+    One(Option<&'a filter::Block>),
+    /// Several, in the caller's room.
+    Many(&'r [Option<&'a filter::Block>]),
+    /// More sub-filters than there is room for: tested one by one.
+    Overflow,
+}
+
+impl<'a, 'r> Probes<'a, 'r> {
+    /// Finds and prefetches the key's blocks (into `room` when there are
+    /// several).
     #[inline]
-    pub(crate) fn start(segments: &'a [Segment], h: KeyHash) -> Probes<'a> {
-        let mut p = Probes {
-            segments,
-            h,
-            blocks: [None; MAX_SINGLE],
-            n: Some(0),
-            shared: None,
-        };
+    pub(crate) fn start(room: &'r mut Room<'a>, segments: &'a [Segment], h: KeyHash) -> Self {
+        if let [seg] = segments {
+            if let [sub] = &seg.subs[..] {
+                let v = View::of(sub);
+                let b = v.block(h);
+                if let Some(b) = b {
+                    filter::prefetch(b);
+                }
+                return Probes {
+                    segments,
+                    h,
+                    blocks: Blocks::One(b),
+                    shared: Some((v.kind, v.k)),
+                };
+            }
+        }
+        let room = room.insert([None; MAX_SINGLE]);
         let mut n = 0;
+        let mut shared = None;
         let mut mixed = false;
         for sub in segments.iter().flat_map(|s| &s.subs) {
-            let Some(slot) = p.blocks.get_mut(n) else {
-                // More sub-filters than the stack array holds: the slow path.
+            let Some(slot) = room.get_mut(n) else {
                 for s in segments {
                     s.prefetch(h);
                 }
-                p.n = None;
-                return p;
+                return Probes {
+                    segments,
+                    h,
+                    blocks: Blocks::Overflow,
+                    shared: None,
+                };
             };
             let v = View::of(sub);
             *slot = v.block(h);
             if let Some(b) = slot {
                 filter::prefetch(b);
             }
-            match p.shared {
-                None => p.shared = Some((v.kind, v.k)),
+            match shared {
+                None => shared = Some((v.kind, v.k)),
                 Some(kk) => mixed |= kk != (v.kind, v.k),
             }
             n += 1;
         }
-        p.n = Some(n);
-        if mixed {
-            p.shared = None;
+        Probes {
+            segments,
+            h,
+            blocks: Blocks::Many(&room[..n]),
+            shared: shared.filter(|_| !mixed),
         }
-        p
     }
 
-    /// The segments these probes are for.
-    #[inline]
-    pub(crate) fn segments(&self) -> &'a [Segment] {
-        self.segments
-    }
-
-    /// Whether any of the segments holds the key.
+    /// Whether any of the segments holds the key, newest first (a recent
+    /// key is usually found in the newest window).
     #[inline]
     pub(crate) fn any(&self) -> bool {
+        match (self.blocks, self.shared) {
+            // One block: stop at the first empty cell.
+            (Blocks::One(b), Some((kind, k))) => {
+                b.is_some_and(|b| filter::contains_key(kind, b, self.h.lo, k))
+            }
+            (Blocks::Many(blocks), Some((kind, k))) => {
+                any_block(kind, k, self.h.lo, blocks.iter().rev().copied())
+            }
+            _ => self.any_mixed(),
+        }
+    }
+
+    /// [`Probes::any`] over sub-filters of different kinds or probe counts
+    /// (a grown chain), or more than there was room for.
+    #[inline(never)]
+    fn any_mixed(&self) -> bool {
         let h = self.h;
-        let Some(n) = self.n else {
+        let Blocks::Many(blocks) = self.blocks else {
             return self.segments.iter().rev().any(|s| s.contains(h));
         };
-        // Newest first: a recent key is usually found in the newest window.
-        let mut subs = self.segments.iter().rev().flat_map(|s| s.subs.iter().rev());
-        let mut blocks = self.blocks[..n].iter().rev();
-        if n == 1 {
-            // One block: stop at the first empty cell.
-            return match (subs.next(), blocks.next()) {
-                (Some(sub), Some(Some(b))) => View::of(sub).test(b, h),
-                _ => false,
-            };
-        }
-        if let Some((kind, k)) = self.shared {
-            return any_block(kind, k, h.lo, blocks.copied());
-        }
         let mut masks = Masks::new(h);
-        subs.zip(blocks)
+        let subs = self.segments.iter().rev().flat_map(|s| s.subs.iter().rev());
+        subs.zip(blocks.iter().rev())
             .any(|(sub, b)| b.is_some_and(|b| masks.test(View::of(sub), b)))
     }
 }
@@ -330,7 +356,7 @@ impl Masks {
 }
 
 /// Sub-filters `any_contains` handles with addresses on the stack.
-const MAX_SINGLE: usize = 32;
+pub(crate) const MAX_SINGLE: usize = 32;
 
 /// One sub-filter as a lookup sees it: its blocks, kind and probe count,
 /// read out of the mapping once.

@@ -35,13 +35,15 @@ impl Engine {
     pub(super) fn contains_in(&self, snap: &Snapshot, key: &[u8]) -> Result<bool> {
         // The key's lines are on their way while the clock is read.
         let h = self.hash(key);
-        let probes = snap.prefetch_full(h);
+        let mut room = None;
+        let probes = snap.prefetch_full(&mut room, h);
         let now = self.now()?;
         self.check_open(snap)?;
-        Ok(match (self.live_full(snap, now)?, probes) {
-            (Reader::Windows(w), Some(p)) if std::ptr::eq(w, p.segments()) => p.any(),
-            (r, _) => r.contains(h),
-        })
+        match probes {
+            // Before the boundary the live set is the probes' windows.
+            Some(p) if now < snap.next_boundary => Ok(p.any()),
+            _ => Ok(self.live_full(snap, now)?.contains(h)),
+        }
     }
 
     /// The live segments of the tier whose windows reach furthest back:

@@ -20,7 +20,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::chain::{Probes, Segment};
+use crate::chain::{Probes, Room, Segment};
 use crate::config::Tier;
 use crate::error::Result;
 
@@ -60,13 +60,15 @@ pub(crate) struct Snapshot {
 impl Snapshot {
     /// Issues the loads that a lookup of the key over the full tier makes
     /// (every window, or the table's two buckets), before the caller reads
-    /// the clock, so the clock's read overlaps the memory's. Several
-    /// windows' probes are returned for the lookup to test, when the live
-    /// set turns out to be the snapshot's windows (always before a
-    /// boundary); a single window is looked up again, which costs less
-    /// than carrying its probe.
+    /// the clock, so the clock's read overlaps the memory's. The windows'
+    /// probes are returned for the lookup to test: before the snapshot's
+    /// boundary they are its live set.
     #[inline]
-    pub(super) fn prefetch_full(&self, h: crate::hash::KeyHash) -> Option<Probes<'_>> {
+    pub(super) fn prefetch_full<'s, 'r>(
+        &'s self,
+        room: &'r mut Room<'s>,
+        h: crate::hash::KeyHash,
+    ) -> Option<Probes<'s, 'r>> {
         let t = self.tiers.get(self.full_tier)?;
         if t.tier.is_table() {
             if let Some(s) = t.segments.last() {
@@ -74,14 +76,7 @@ impl Snapshot {
             }
             return None;
         }
-        match &t.segments[..] {
-            [] => None,
-            [one] => {
-                one.prefetch(h);
-                None
-            }
-            many => Some(Probes::start(many, h)),
-        }
+        Some(Probes::start(room, &t.segments, h))
     }
 
     pub(super) fn empty(tiers: Vec<TierState>) -> Snapshot {

@@ -13,7 +13,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
-use crate::chain::{any_contains, Lookup, Segment, MAX_GROUP};
+use crate::chain::{Lookup, Probes, Segment, MAX_GROUP};
 use crate::clock::instant;
 use crate::config::SyncPolicy;
 use crate::error::{Error, Result};
@@ -196,7 +196,7 @@ impl Engine {
     #[inline]
     fn insert_one(&self, snap: &Snapshot, h: KeyHash, now: i64, seen: Seen) -> Result<Step<bool>> {
         // The open windows' loads only: the older windows of the full tier
-        // are loaded (by `any_contains`) for a key its open one lacks.
+        // are loaded (`Probes`) for a key its open one lacks.
         for t in &snap.tiers {
             if let Some(seg) = t.segments.last() {
                 match t.tier.is_table() {
@@ -206,12 +206,22 @@ impl Engine {
             }
         }
         let today = self.table_day(snap, now)?;
+        let quick = open_first(snap, h, today);
+        // The older windows' probes, kept to test them again under the
+        // stripe.
+        let mut room = None;
+        let older = match quick {
+            Quick::Older { open, older } if matches!(seen, Seen::Live) => {
+                Some((open, Probes::start(&mut room, older, h)))
+            }
+            _ => None,
+        };
         // Whether the key is present, or `None` when there is nothing to
         // write (settled, or seen within the horizon).
-        let check = match (seen, open_first(snap, h, today)) {
+        let check = match (seen, quick) {
             (Seen::Live, Quick::Settled) => None,
             (Seen::Live, Quick::Present) => Some(true),
-            (Seen::Live, Quick::Older(older)) => Some(any_contains(older, h)),
+            (Seen::Live, Quick::Older { .. }) => Some(older.as_ref().is_some_and(|o| o.1.any())),
             (Seen::Live, Quick::Unknown) => {
                 let present = self.seen(snap, h, now, seen)?;
                 (!(present && settled(snap, h, today))).then_some(present)
@@ -226,7 +236,13 @@ impl Engine {
         if let Some(step) = self.recheck(snap, &x) {
             return Ok(step);
         }
-        self.write_locked(snap, &x, h, present, now, seen)
+        // The same snapshot (`recheck`), so the same windows: those the
+        // check read, tested again.
+        let again = || match &older {
+            Some((open, probes)) => Ok(open.contains(h) || probes.any()),
+            None => self.seen(snap, h, now, seen),
+        };
+        self.write_locked(snap, &x, h, present, again, seen, now)
     }
 
     /// Under `always`, waits for a writer of `h` that may be in flight, for
@@ -270,10 +286,12 @@ impl Engine {
     }
 
     /// The write half of check-and-insert, under the key's stripe: checks
-    /// again a key that tested absent (another writer of the same key may
-    /// have inserted it since; it held the same stripe), then records it in
-    /// every tier's open window. Returns whether the key was new, or
-    /// `Grow` when a fingerprint table had no room (nothing written then).
+    /// again (`again`: whether it is present now) a key that tested absent
+    /// (another writer of the same key may have inserted it since; it held
+    /// the same stripe), then records it in every tier's open window.
+    /// Returns whether the key was new, or `Grow` when a fingerprint table
+    /// had no room (nothing written then).
+    #[allow(clippy::too_many_arguments)]
     #[inline]
     fn write_locked(
         &self,
@@ -281,10 +299,11 @@ impl Engine {
         x: &Exclusive,
         h: KeyHash,
         present: bool,
-        now: i64,
+        again: impl FnOnce() -> Result<bool>,
         seen: Seen,
+        now: i64,
     ) -> Result<Step<bool>> {
-        let present = present || self.seen(snap, h, now, seen)?;
+        let present = present || again()?;
         if present && matches!(seen, Seen::Within(_)) {
             // Seen within the horizon: not due, and not recorded again (the
             // key's last record stays the one that claimed it).
@@ -454,6 +473,11 @@ impl Engine {
         // windows only for the keys its open window does not hold.
         let full = &snap.tiers[snap.full_tier].segments;
         let mut look = Lookup::new(full.split_last().map_or(&[][..], |(_, older)| older));
+        // The full tier's open window, which with `look` is its live set
+        // (`open_first`); batches of engines with a table go key by key.
+        let opens_full = full
+            .last()
+            .filter(|_| !snap.tiers[snap.full_tier].tier.is_table());
         let opens: Vec<&Segment> = snap
             .tiers
             .iter()
@@ -481,7 +505,7 @@ impl Engine {
                 match quick {
                     Quick::Settled => self.after_writer(*h),
                     Quick::Present => todo[i] = true,
-                    Quick::Older(_) | Quick::Unknown => {
+                    Quick::Older { .. } | Quick::Unknown => {
                         todo[i] = true;
                         pending[i] = Some(look.hashes().len());
                         look.push(*h);
@@ -509,7 +533,13 @@ impl Engine {
                     return Ok(step);
                 }
                 let was_present = !out[first + i];
-                match self.write_locked(snap, &x, *h, was_present, now, Seen::Live) {
+                // The same snapshot (`recheck`): the windows the check read,
+                // tested again (their addresses are still in `look`).
+                let again = || match (opens_full, pending[i]) {
+                    (Some(open), Some(j)) => Ok(open.contains(*h) || look.contains(j)),
+                    _ => self.seen(snap, *h, now, Seen::Live),
+                };
+                match self.write_locked(snap, &x, *h, was_present, again, Seen::Live, now) {
                     Ok(Step::Done(new)) => out[first + i] = new,
                     // Only a table grows here, and batches of engines with
                     // a table go key by key: kept for completeness.
@@ -762,9 +792,12 @@ enum Quick<'s> {
     Settled,
     /// Present (in that open window), but some tier still needs the write.
     Present,
-    /// Not in that open window: present if one of these windows (the rest
-    /// of the tier's live set) holds it.
-    Older(&'s [Segment]),
+    /// Not in that open window (`open`): present if one of `older` (the
+    /// rest of the tier's live set) holds it.
+    Older {
+        open: &'s Segment,
+        older: &'s [Segment],
+    },
     /// No shortcut (the tier is a fingerprint table, or has no window).
     Unknown,
 }
@@ -788,7 +821,7 @@ fn open_first<'s>(snap: &'s Snapshot, h: KeyHash, today: u32) -> Quick<'s> {
         return Quick::Unknown;
     }
     if !open.contains(h) {
-        return Quick::Older(older);
+        return Quick::Older { open, older };
     }
     if settled_but(snap, h, today, Some(snap.full_tier)) {
         Quick::Settled
