@@ -49,8 +49,14 @@ fn civil_from_days(z: i128) -> (i128, i128, i128) {
 }
 
 /// The local day (days since local 1970-01-01) holding instant `t`.
-fn local_day(t: i64, offset: i32) -> i128 {
-    (i128::from(t) + i128::from(offset)).div_euclid(DAY)
+fn local_day(t: i64, offset: i32) -> i64 {
+    // In i64 (a multiply by the inverse) unless `t + offset` leaves it, at
+    // the extremes only: a 128-bit division is a library call. Either way
+    // the day fits an i64 (|t + offset| < 2^64, a day is 86,400 s).
+    match t.checked_add(i64::from(offset)) {
+        Some(local) => local.div_euclid(DAY as i64),
+        None => ((i128::from(t) + i128::from(offset)).div_euclid(DAY)) as i64,
+    }
 }
 
 /// The first day of ISO week `w`: weeks start on Monday, and week 0 starts on
@@ -62,10 +68,10 @@ fn week_monday(w: i128) -> i128 {
 /// The window of `span` holding instant `t` (UTC seconds) at `offset`.
 pub(crate) fn index(span: Span, t: i64, offset: i32) -> Option<i64> {
     let idx = match span {
-        Span::Day => local_day(t, offset),
-        Span::Week => (local_day(t, offset) + 3).div_euclid(7),
+        Span::Day => i128::from(local_day(t, offset)),
+        Span::Week => i128::from((local_day(t, offset) + 3).div_euclid(7)),
         Span::Month => {
-            let (y, m, _) = civil_from_days(local_day(t, offset));
+            let (y, m, _) = civil_from_days(i128::from(local_day(t, offset)));
             y * 12 + m - 1
         }
         Span::Custom(0) => return None,
@@ -194,6 +200,50 @@ mod tests {
     /// The label of the window holding `t`.
     fn lab(span: Span, t: i64, offset: i32) -> String {
         label(span, index(span, t, offset).unwrap()).unwrap()
+    }
+
+    /// The day arithmetic in i64 agrees with the exact 128-bit formula,
+    /// across day boundaries, before the epoch, and at the ends of i64
+    /// where `t + offset` overflows it.
+    #[test]
+    fn local_day_matches_the_exact_formula_everywhere() {
+        let exact = |t: i64, o: i32| (i128::from(t) + i128::from(o)).div_euclid(DAY);
+        let mut ts = vec![
+            0,
+            -1,
+            1,
+            86_399,
+            86_400,
+            -86_400,
+            -86_401,
+            i64::MIN,
+            i64::MAX,
+        ];
+        ts.extend([
+            i64::MIN + 1,
+            i64::MAX - 1,
+            i64::MIN + 50_400,
+            i64::MAX - 50_400,
+        ]);
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ts.push(x as i64);
+            ts.push((x % 8_000_000_000) as i64 - 4_000_000_000);
+        }
+        for &t in &ts {
+            for o in [0, 1, -1, 3_600, -3_600, 50_400, -50_400, 86_399, -86_399] {
+                assert_eq!(i128::from(local_day(t, o)), exact(t, o), "t {t} offset {o}");
+                let week = index(Span::Week, t, o).unwrap();
+                assert_eq!(
+                    i128::from(week),
+                    (exact(t, o) + 3).div_euclid(7),
+                    "t {t} offset {o}"
+                );
+            }
+        }
     }
 
     #[test]
