@@ -225,6 +225,15 @@ impl<'a, 'r> Probes<'a, 'r> {
     /// several).
     #[inline]
     pub(crate) fn start(room: &'r mut Room<'a>, segments: &'a [Segment], h: KeyHash) -> Self {
+        if segments.is_empty() {
+            // A tier's first window has no older ones: nothing to fill.
+            return Probes {
+                segments,
+                h,
+                blocks: Blocks::Many(&[]),
+                shared: None,
+            };
+        }
         if let [seg] = segments {
             if let [sub] = &seg.subs[..] {
                 let v = View::of(sub);
@@ -280,6 +289,7 @@ impl<'a, 'r> Probes<'a, 'r> {
     #[inline]
     pub(crate) fn any(&self) -> bool {
         match (self.blocks, self.shared) {
+            (Blocks::Many([]), _) => false,
             // One block: stop at the first empty cell.
             (Blocks::One(b), Some((kind, k))) => {
                 b.is_some_and(|b| filter::contains_key(kind, b, self.h.lo, k))
