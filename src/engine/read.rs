@@ -410,7 +410,12 @@ impl Reader<'_> {
     /// `contains_batch` is for windows: both buckets of every key of the
     /// next group are loaded before the current group is tested.
     pub(super) fn contains_all(&self, hashes: &[KeyHash]) -> Vec<bool> {
-        let Reader::Table { seg: Some(seg), .. } = self else {
+        let Reader::Table {
+            seg: Some(seg),
+            first,
+            today,
+        } = *self
+        else {
             return hashes.iter().map(|h| self.contains(*h)).collect();
         };
         // Two lines per key and table in flight per group.
@@ -425,7 +430,9 @@ impl Reader<'_> {
             if let Some(next) = groups.peek() {
                 prefetch(next);
             }
-            out.extend(g.iter().map(|h| self.contains(*h)));
+            // The table's test itself, not `Reader::contains`: that holds
+            // the windows' lookup too, and stops being inlined here.
+            out.extend(g.iter().map(|h| seg.table_contains(*h, first, today)));
         }
         out
     }
