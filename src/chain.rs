@@ -220,6 +220,30 @@ enum Blocks<'a, 'r> {
     Overflow,
 }
 
+/// Whether a run of sub-filters shares one kind and probe count (then one
+/// set of masks tests all their blocks), told one view at a time.
+#[derive(Clone, Copy, Default)]
+struct Shared {
+    first: Option<(Kind, u32)>,
+    mixed: bool,
+}
+
+impl Shared {
+    #[inline]
+    fn add(&mut self, v: &View<'_>) {
+        match self.first {
+            None => self.first = Some((v.kind, v.k)),
+            Some(kk) => self.mixed |= kk != (v.kind, v.k),
+        }
+    }
+
+    /// The kind and probe count all views told share, if they do.
+    #[inline]
+    fn get(self) -> Option<(Kind, u32)> {
+        self.first.filter(|_| !self.mixed)
+    }
+}
+
 impl<'a, 'r> Probes<'a, 'r> {
     /// Finds and prefetches the key's blocks (into `room` when there are
     /// several).
@@ -251,8 +275,7 @@ impl<'a, 'r> Probes<'a, 'r> {
         }
         let room = room.insert([None; MAX_SINGLE]);
         let mut n = 0;
-        let mut shared = None;
-        let mut mixed = false;
+        let mut shared = Shared::default();
         for sub in segments.iter().flat_map(|s| &s.subs) {
             let Some(slot) = room.get_mut(n) else {
                 for s in segments {
@@ -270,17 +293,14 @@ impl<'a, 'r> Probes<'a, 'r> {
             if let Some(b) = slot {
                 filter::prefetch(b);
             }
-            match shared {
-                None => shared = Some((v.kind, v.k)),
-                Some(kk) => mixed |= kk != (v.kind, v.k),
-            }
+            shared.add(&v);
             n += 1;
         }
         Probes {
             segments,
             h,
             blocks: Blocks::Many(&room[..n]),
-            shared: shared.filter(|_| !mixed),
+            shared: shared.get(),
         }
     }
 
@@ -427,10 +447,10 @@ impl<'a> Lookup<'a> {
             .flat_map(|s| s.subs.iter().map(|sub| View::of(sub)))
             .collect();
         let group = (LOADS_PER_GROUP / views.len().max(1)).clamp(2, MAX_GROUP);
-        let shared = views.first().map(|v| (v.kind, v.k));
-        let shared = shared.filter(|&kk| views.iter().all(|v| (v.kind, v.k) == kk));
+        let mut shared = Shared::default();
+        views.iter().for_each(|v| shared.add(v));
         Lookup {
-            shared,
+            shared: shared.get(),
             addrs: Vec::with_capacity(2 * group * views.len()),
             hashes: Vec::with_capacity(2 * group),
             views,

@@ -210,18 +210,18 @@ impl Engine {
         // The older windows' probes, kept to test them again under the
         // stripe.
         let mut room = None;
-        let older = match quick {
-            Quick::Older { open, older } if matches!(seen, Seen::Live) => {
-                Some((open, Probes::start(&mut room, older, h)))
-            }
-            _ => None,
-        };
+        let mut older = None;
         // Whether the key is present, or `None` when there is nothing to
         // write (settled, or seen within the horizon).
         let check = match (seen, quick) {
             (Seen::Live, Quick::Settled) => None,
             (Seen::Live, Quick::Present) => Some(true),
-            (Seen::Live, Quick::Older { .. }) => Some(older.as_ref().is_some_and(|o| o.1.any())),
+            (Seen::Live, Quick::Older { open, older: rest }) => {
+                let probes = Probes::start(&mut room, rest, h);
+                let present = probes.any();
+                older = Some((open, probes));
+                Some(present)
+            }
             (Seen::Live, Quick::Unknown) => {
                 let present = self.seen(snap, h, now, seen)?;
                 (!(present && settled(snap, h, today))).then_some(present)
@@ -474,10 +474,9 @@ impl Engine {
         let full = &snap.tiers[snap.full_tier].segments;
         let mut look = Lookup::new(full.split_last().map_or(&[][..], |(_, older)| older));
         // The full tier's open window, which with `look` is its live set
-        // (`open_first`); batches of engines with a table go key by key.
-        let opens_full = full
-            .last()
-            .filter(|_| !snap.tiers[snap.full_tier].tier.is_table());
+        // (`open_first`; batches of engines with a table go key by key, so
+        // the tier is a Bloom tier).
+        let opens_full = full.last();
         let opens: Vec<&Segment> = snap
             .tiers
             .iter()
