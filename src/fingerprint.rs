@@ -121,9 +121,16 @@ impl Geometry {
             (2..=8).contains(&per_word),
             "{per_word} fingerprints a word"
         );
-        let words = |s: u32| s.div_ceil(per_word) + s.div_ceil(DAYS_PER_WORD);
-        let mut slots = 1;
-        while words(slots + 1) <= BLOCK_WORDS as u32 {
+        Geometry::shape(per_word)
+    }
+
+    /// [`Geometry::with_fps_per_word`] for a `per_word` known good (a
+    /// constant: lookups keep one copy of their test per shape).
+    const fn shape(per_word: u32) -> Geometry {
+        let mut slots: u32 = 1;
+        while (slots + 1).div_ceil(per_word) + (slots + 1).div_ceil(DAYS_PER_WORD)
+            <= BLOCK_WORDS as u32
+        {
             slots += 1;
         }
         Geometry {
@@ -179,15 +186,15 @@ impl Geometry {
         f64::from(self.fp_bits + DAY_BITS) / load
     }
 
-    fn per_word(self) -> u32 {
+    const fn per_word(self) -> u32 {
         64 / self.fp_bits
     }
 
-    fn fp_words(self) -> usize {
+    const fn fp_words(self) -> usize {
         self.slots.div_ceil(self.per_word()) as usize
     }
 
-    fn fp_mask(self) -> u64 {
+    const fn fp_mask(self) -> u64 {
         (1u64 << self.fp_bits) - 1
     }
 }
@@ -416,6 +423,38 @@ impl<'a> Table<'a> {
     /// the retention holds; true for another key with the chance measured
     /// in `docs/fingerprint.md`. Lock-free.
     pub(crate) fn contains_since(&self, h: KeyHash, first_day: u32, today: u32) -> bool {
+        // One copy of the test per bucket shape, with its word count and
+        // lane width constants: a negative bucket is then a few
+        // instructions a word, where the general loop pays several times
+        // that.
+        match self.geo.per_word() {
+            2 => self.contains_shaped::<2>(h, first_day, today),
+            3 => self.contains_shaped::<3>(h, first_day, today),
+            4 => self.contains_shaped::<4>(h, first_day, today),
+            5 => self.contains_shaped::<5>(h, first_day, today),
+            6 => self.contains_shaped::<6>(h, first_day, today),
+            7 => self.contains_shaped::<7>(h, first_day, today),
+            8 => self.contains_shaped::<8>(h, first_day, today),
+            _ => self.contains_in(self.geo, h, first_day, today),
+        }
+    }
+
+    /// [`Table::contains_since`] for tables of `PER_WORD` fingerprints a
+    /// word (every table a plan makes has its shape's slot count; any other
+    /// takes the general path).
+    #[inline]
+    fn contains_shaped<const PER_WORD: u32>(&self, h: KeyHash, first_day: u32, today: u32) -> bool {
+        let geo = const { Geometry::shape(PER_WORD) };
+        match geo == self.geo {
+            true => self.contains_in(geo, h, first_day, today),
+            false => self.contains_in(self.geo, h, first_day, today),
+        }
+    }
+
+    /// [`Table::contains_since`] with the table's geometry `geo` (the
+    /// caller's constant, or the table's own).
+    #[inline(always)]
+    fn contains_in(&self, geo: Geometry, h: KeyHash, first_day: u32, today: u32) -> bool {
         if first_day > today {
             return false;
         }
@@ -425,14 +464,15 @@ impl<'a> Table<'a> {
         // Both lines' loads in flight before either is tested.
         crate::filter::prefetch(b1);
         crate::filter::prefetch(b2);
+        let has = |b| bucket_has(geo, b, fp, today, max_age);
         loop {
             let s1 = self.shared.moves.load(Ordering::Acquire);
-            if self.bucket_has(b1, fp, today, max_age) || self.bucket_has(b2, fp, today, max_age) {
+            if has(b1) || has(b2) {
                 return true;
             }
             // A move in flight may have carried the entry from bucket 2 to
             // bucket 1 between the two reads: the third read sees it.
-            if s1 & 1 == 1 && self.bucket_has(b1, fp, today, max_age) {
+            if s1 & 1 == 1 && has(b1) {
                 return true;
             }
             fence(Ordering::Acquire);
@@ -440,34 +480,6 @@ impl<'a> Table<'a> {
                 return false;
             }
         }
-    }
-
-    #[inline]
-    fn bucket_has(&self, block: &Block, fp: u64, today: u32, max_age: u32) -> bool {
-        let pw = self.geo.per_word();
-        let bits = self.geo.fp_bits;
-        let mask = self.geo.fp_mask();
-        for w in 0..self.geo.fp_words() {
-            let word = block[w].load(Ordering::Acquire);
-            let mut hits = match_lanes(word, fp, bits, pw);
-            while hits != 0 {
-                let lane = hits.trailing_zeros() / bits;
-                hits &= hits - 1;
-                let i = w as u32 * pw + lane;
-                if i >= self.geo.slots {
-                    break;
-                }
-                let a = age(self.tag_of(block, i), today);
-                // Re-load: the fingerprint is still there, so the day read
-                // after the first load is this fingerprint's own (or newer).
-                if (a <= max_age || a == TOMORROW)
-                    && (block[w].load(Ordering::Acquire) >> (lane * bits)) & mask == fp
-                {
-                    return true;
-                }
-            }
-        }
-        false
     }
 
     /// Slots holding a fingerprint, live or dead (a scan).
@@ -844,6 +856,50 @@ impl<'a> Table<'a> {
 #[inline]
 fn age(tag: u32, today: u32) -> u32 {
     today.wrapping_sub(tag) & (DAY_RING - 1)
+}
+
+/// Whether `block` (a bucket of shape `geo`) holds fingerprint `fp` with a
+/// day at most `max_age` before `today` (or tomorrow). All fingerprint
+/// words are loaded and matched before any day is read: a bucket without
+/// the fingerprint, the usual case, is one branch.
+#[inline(always)]
+fn bucket_has(geo: Geometry, block: &Block, fp: u64, today: u32, max_age: u32) -> bool {
+    let (pw, bits, mask) = (geo.per_word(), geo.fp_bits, geo.fp_mask());
+    let mut hits = [0u64; BLOCK_WORDS];
+    let mut any = 0;
+    for (h, word) in hits.iter_mut().zip(block).take(geo.fp_words()) {
+        *h = match_lanes(word.load(Ordering::Acquire), fp, bits, pw);
+        any |= *h;
+    }
+    if any == 0 {
+        return false;
+    }
+    for (w, mut hits) in hits.into_iter().enumerate().take(geo.fp_words()) {
+        while hits != 0 {
+            let lane = hits.trailing_zeros() / bits;
+            hits &= hits - 1;
+            let i = w as u32 * pw + lane;
+            if i >= geo.slots {
+                break;
+            }
+            let (dw, ds) = (
+                geo.fp_words() + (i / DAYS_PER_WORD) as usize,
+                (i % DAYS_PER_WORD) * DAY_BITS,
+            );
+            let tag = block
+                .get(dw)
+                .map_or(0, |d| ((d.load(Ordering::Acquire) >> ds) & DAY_MASK) as u32);
+            let a = age(tag, today);
+            // Re-load: the fingerprint is still there, so the day read
+            // after the first load is this fingerprint's own (or newer).
+            if (a <= max_age || a == TOMORROW)
+                && (block[w].load(Ordering::Acquire) >> (lane * bits)) & mask == fp
+            {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// The lanes of `word` (each `bits` wide, `per_word` of them) equal to
