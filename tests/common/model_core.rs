@@ -136,7 +136,7 @@ impl ModelTier {
     }
 }
 
-pub const VARIANTS: u8 = 8;
+pub const VARIANTS: u8 = 10;
 
 /// The engine configurations: tiers, keys a day (few, so chains grow) and
 /// the UTC offset of window boundaries.
@@ -157,7 +157,11 @@ fn variant(v: u8) -> (Vec<Tier>, u64, i32) {
         // Boundaries at local midnight, +05:30.
         6 => (vec![Tier::daily(3), Tier::weekly(2)], 4, 19_800),
         // The month reaches furthest back except early in a month; -05:00.
-        _ => (vec![Tier::monthly(1), Tier::daily(10)], 4, -18_000),
+        7 => (vec![Tier::monthly(1), Tier::daily(10)], 4, -18_000),
+        // A fingerprint table alone: tiny, so its chain grows.
+        8 => (vec![Tier::fingerprint(5)], 4, 0),
+        // A table beside a Bloom tier, reaching furthest back; +05:30.
+        _ => (vec![Tier::daily(2), Tier::fingerprint(10)], 4, 19_800),
     }
 }
 
