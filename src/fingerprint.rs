@@ -197,6 +197,22 @@ impl Geometry {
     const fn fp_mask(self) -> u64 {
         (1u64 << self.fp_bits) - 1
     }
+
+    /// Slot `i`'s fingerprint: its word and the lane's first bit.
+    #[inline]
+    fn fp_pos(self, i: u32) -> (usize, u32) {
+        let pw = self.per_word();
+        ((i / pw) as usize, (i % pw) * self.fp_bits)
+    }
+
+    /// Slot `i`'s day tag: its word and the lane's first bit.
+    #[inline]
+    fn day_pos(self, i: u32) -> (usize, u32) {
+        (
+            self.fp_words() + (i / DAYS_PER_WORD) as usize,
+            (i % DAYS_PER_WORD) * DAY_BITS,
+        )
+    }
 }
 
 /// The geometry and size of one table.
@@ -369,28 +385,14 @@ impl<'a> Table<'a> {
     }
 
     #[inline]
-    fn fp_pos(&self, i: u32) -> (usize, u32) {
-        let pw = self.geo.per_word();
-        ((i / pw) as usize, (i % pw) * self.geo.fp_bits)
-    }
-
-    #[inline]
-    fn day_pos(&self, i: u32) -> (usize, u32) {
-        (
-            self.geo.fp_words() + (i / DAYS_PER_WORD) as usize,
-            (i % DAYS_PER_WORD) * DAY_BITS,
-        )
-    }
-
-    #[inline]
     fn fp_of(&self, block: &Block, i: u32) -> u64 {
-        let (w, s) = self.fp_pos(i);
+        let (w, s) = self.geo.fp_pos(i);
         (block[w].load(Ordering::Acquire) >> s) & self.geo.fp_mask()
     }
 
     #[inline]
     fn tag_of(&self, block: &Block, i: u32) -> u32 {
-        let (w, s) = self.day_pos(i);
+        let (w, s) = self.geo.day_pos(i);
         ((block[w].load(Ordering::Acquire) >> s) & DAY_MASK) as u32
     }
 
@@ -823,12 +825,12 @@ impl<'a> Table<'a> {
     }
 
     fn set_fp(&self, block: &Block, i: u32, fp: u64) {
-        let (w, s) = self.fp_pos(i);
+        let (w, s) = self.geo.fp_pos(i);
         self.set_field(&block[w], s, self.geo.fp_mask(), fp);
     }
 
     fn set_tag(&self, block: &Block, i: u32, tag: u32) {
-        let (w, s) = self.day_pos(i);
+        let (w, s) = self.geo.day_pos(i);
         self.set_field(&block[w], s, DAY_MASK, u64::from(tag));
     }
 
@@ -882,10 +884,7 @@ fn bucket_has(geo: Geometry, block: &Block, fp: u64, today: u32, max_age: u32) -
             if i >= geo.slots {
                 break;
             }
-            let (dw, ds) = (
-                geo.fp_words() + (i / DAYS_PER_WORD) as usize,
-                (i % DAYS_PER_WORD) * DAY_BITS,
-            );
+            let (dw, ds) = geo.day_pos(i);
             let tag = block
                 .get(dw)
                 .map_or(0, |d| ((d.load(Ordering::Acquire) >> ds) & DAY_MASK) as u32);

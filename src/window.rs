@@ -218,13 +218,11 @@ mod tests {
             -86_401,
             i64::MIN,
             i64::MAX,
-        ];
-        ts.extend([
             i64::MIN + 1,
             i64::MAX - 1,
             i64::MIN + 50_400,
             i64::MAX - 50_400,
-        ]);
+        ];
         let mut x = 0x9e37_79b9_7f4a_7c15_u64;
         for _ in 0..10_000 {
             x ^= x << 13;
