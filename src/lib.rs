@@ -53,6 +53,7 @@ mod config;
 mod engine;
 mod error;
 mod file;
+mod fill;
 mod filter;
 // The fingerprint tier's kernel (`Kind::Fingerprint` tiers). Its design-load
 // sizing (`plan`, `Geometry::for_fpr`) and plain `insert` serve its own

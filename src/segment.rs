@@ -52,13 +52,14 @@ use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 
 use parking_lot::Mutex;
 
 use memmap2::{Mmap, MmapMut, MmapOptions};
 
 use crate::error::{Error, Result};
+use crate::fill::Fill;
 use crate::filter::{self, sizing, Block, Exclusive, Kind, BLOCK_BYTES, MAX_K};
 use crate::fingerprint::{self, Geometry, Insert, Table};
 use crate::hash::KeyHash;
@@ -428,7 +429,8 @@ pub(crate) struct SubFilter {
     sealed_on_disk: AtomicBool,
     /// `Open` or `Sealed` (see `State`), read by writers under their stripe.
     state: AtomicU8,
-    occupied: AtomicU64,
+    /// Occupied cells: exact, counted by writer thread (see `fill`).
+    occupied: Fill,
     /// Occupied cells at which the chain grows: the fill the sizing model
     /// expects at the planned capacity.
     grow_at: u64,
@@ -631,7 +633,7 @@ impl SubFilter {
             disk: Mutex::new(header),
             sealed_on_disk: AtomicBool::new(header.state == State::Sealed),
             state: AtomicU8::new(header.state as u8),
-            occupied: AtomicU64::new(occupied),
+            occupied: Fill::new(occupied, grow_at),
             grow_at,
             count_exact: AtomicBool::new(false),
             touched: AtomicBool::new(false),
@@ -873,7 +875,7 @@ impl SubFilter {
                 // Exact: `n` counts the cells this call turned on, and the
                 // add is atomic. `occupied()` caps it at the cell count, in
                 // case the body was damaged behind the engine's back.
-                self.occupied.fetch_add(n, Ordering::Relaxed);
+                self.occupied.add(n);
                 self.touch();
             }
         }
@@ -888,13 +890,9 @@ impl SubFilter {
         if let Some(b) = self.block_of(h) {
             let n = filter::decrement(x, b, &filter::masks(Kind::Counting, h.lo, self.header.k));
             if n > 0 {
-                // Never below zero: a damaged body may empty cells the
-                // count never had.
-                let _ = self
-                    .occupied
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |o| {
-                        Some(o.saturating_sub(n))
-                    });
+                // Never below zero when read (`Fill::get`): a damaged body
+                // may empty cells the count never had.
+                self.occupied.remove(n);
             }
             // A decrement that empties no cell still changes the body.
             self.touch();
@@ -948,7 +946,7 @@ impl SubFilter {
     pub(crate) fn is_full(&self) -> bool {
         match &self.table {
             Some(t) => t.full.load(Ordering::Relaxed),
-            None => self.occupied.load(Ordering::Relaxed) >= self.grow_at,
+            None => self.occupied.may_reach(self.grow_at),
         }
     }
 
@@ -957,9 +955,7 @@ impl SubFilter {
     }
 
     pub(crate) fn occupied(&self) -> u64 {
-        self.occupied
-            .load(Ordering::Relaxed)
-            .min(self.header.cells())
+        self.occupied.get().min(self.header.cells())
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -1079,7 +1075,7 @@ impl SubFilter {
     /// Sets the running fill count to the body's (reads the whole body).
     fn recount(&self) {
         let n = self.count_body();
-        self.occupied.store(n, Ordering::Relaxed);
+        self.occupied.set(n);
         self.count_exact.store(true, Ordering::Relaxed);
     }
 

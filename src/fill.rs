@@ -1,0 +1,214 @@
+//! The running count of a sub-filter's occupied cells, written by every
+//! writer thread without sharing a cache line between them.
+//!
+//! Invariant: at any quiescent moment `total + Σ lanes` is the exact count
+//! the writers reported (every add lands in exactly one of them). A writer
+//! adds to the lane of its thread ([`lane`]); a lane that reaches `step`
+//! cells moves everything it holds into `total` with one swap, so the
+//! shared line is written once per `step` cells instead of once per key.
+//! Readers who need the exact count (stats, headers, seals) add the lanes
+//! up; the growth check on the insert path reads `total` alone and adds
+//! the most the lanes can hold unfolded (`lanes × step`), so a chain grows
+//! at most `grow_at / 4096` cells early and never late.
+//!
+//! Why: one shared `fetch_add` per new key was the whole difference
+//! between one writer thread and two (docs/benchmarks.md, "Writers on
+//! separate lines"): every insert moved the counter's line between cores.
+
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+
+/// Lanes per counter: more than the writer threads a crawler runs on one
+/// machine, so that two threads rarely share one.
+pub(crate) const LANES: usize = 16;
+
+/// The growth check may run ahead of the exact count by at most
+/// `grow_at / SLACK` cells (see [`Fill::new`]).
+const SLACK: u64 = 4096;
+
+/// One lane, alone on its cache line (128 bytes: adjacent-line prefetch
+/// pairs lines on x86).
+#[repr(align(128))]
+#[derive(Default)]
+struct Lane(AtomicI64);
+
+/// The lane of the calling thread: assigned round-robin at a thread's
+/// first write, so that up to [`LANES`] writer threads each write their
+/// own lines (of counters here, of staged log records in `wal`).
+#[inline]
+pub(crate) fn lane() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static LANE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % LANES;
+    }
+    LANE.with(|l| *l)
+}
+
+/// A sub-filter's occupied cells (see the module docs).
+pub(crate) struct Fill {
+    /// Cells folded in from the lanes (and set at open).
+    total: Lane,
+    /// Cells added (or, for counting removes, taken away) since each
+    /// lane's last fold. Signed: a remove may empty a cell another lane
+    /// counted.
+    lanes: [Lane; LANES],
+    /// A lane folds once it holds this many cells (1: every add goes
+    /// straight to `total`, as small filters do).
+    step: i64,
+}
+
+impl Fill {
+    /// A count of `occupied` cells for a sub-filter that grows at
+    /// `grow_at`: the lanes together hold back at most `grow_at / 4096`.
+    pub(crate) fn new(occupied: u64, grow_at: u64) -> Fill {
+        // A table (`grow_at` = u64::MAX) never grows by its count.
+        let step = match grow_at {
+            u64::MAX => 1,
+            g => (g / SLACK / LANES as u64).max(1),
+        };
+        let fill = Fill {
+            total: Lane::default(),
+            lanes: Default::default(),
+            step: i64::try_from(step).unwrap_or(i64::MAX),
+        };
+        fill.set(occupied);
+        fill
+    }
+
+    /// Records `n` newly occupied cells (a writer under its stripe).
+    #[inline]
+    pub(crate) fn add(&self, n: u64) {
+        self.change(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Records `n` cells emptied (a counting remove).
+    #[inline]
+    pub(crate) fn remove(&self, n: u64) {
+        self.change(-i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    #[inline]
+    fn change(&self, n: i64) {
+        if self.step <= 1 {
+            self.total.0.fetch_add(n, Ordering::Relaxed);
+            return;
+        }
+        let lane = &self.lanes[lane()].0;
+        let held = lane.fetch_add(n, Ordering::Relaxed).wrapping_add(n);
+        if held >= self.step || held <= -self.step {
+            // Everything the lane holds now, concurrent adds included: no
+            // cell is lost or counted twice.
+            let taken = lane.swap(0, Ordering::Relaxed);
+            self.total.0.fetch_add(taken, Ordering::Relaxed);
+        }
+    }
+
+    /// The exact count (lanes added up), never below zero: a damaged body
+    /// may empty cells the count never had.
+    pub(crate) fn get(&self) -> u64 {
+        let lanes: i64 = self.lanes.iter().map(|l| l.0.load(Ordering::Relaxed)).sum();
+        let n = self.total.0.load(Ordering::Relaxed).saturating_add(lanes);
+        u64::try_from(n).unwrap_or(0)
+    }
+
+    /// Replaces the count (a recount from the body, a shadow restored).
+    pub(crate) fn set(&self, occupied: u64) {
+        for l in &self.lanes {
+            l.0.store(0, Ordering::Relaxed);
+        }
+        let n = i64::try_from(occupied).unwrap_or(i64::MAX);
+        self.total.0.store(n, Ordering::Relaxed);
+    }
+
+    /// Whether the count may have reached `at` cells: the growth check on
+    /// the insert path, one load of a line written once per fold. True
+    /// whenever the exact count has (the lanes hold less than `step`
+    /// each), and possibly up to `LANES × step` cells before.
+    #[inline]
+    pub(crate) fn may_reach(&self, at: u64) -> bool {
+        let unfolded = if self.step <= 1 {
+            0
+        } else {
+            (self.step - 1).saturating_mul(LANES as i64)
+        };
+        let bound = self
+            .total
+            .0
+            .load(Ordering::Relaxed)
+            .saturating_add(unfolded);
+        u64::try_from(bound).unwrap_or(0) >= at
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adds_from_many_threads_sum_exactly_and_the_check_is_never_late() {
+        let grow_at = 50_000_000u64;
+        let fill = Fill::new(0, grow_at);
+        assert!(fill.step > 1, "a large filter counts in lanes");
+        let threads = 2 * LANES + 3; // lanes shared by several threads
+        let per_thread = 40_000u64;
+        std::thread::scope(|s| {
+            for t in 0..threads as u64 {
+                let fill = &fill;
+                s.spawn(move || {
+                    for i in 0..per_thread {
+                        fill.add(1 + (i + t) % 12);
+                    }
+                });
+            }
+        });
+        let expected: u64 = (0..threads as u64)
+            .map(|t| (0..per_thread).map(|i| 1 + (i + t) % 12).sum::<u64>())
+            .sum();
+        assert_eq!(fill.get(), expected);
+        // Never late, and early by at most grow_at / SLACK.
+        assert!(fill.may_reach(expected));
+        assert!(!fill.may_reach(expected + grow_at / SLACK + 1));
+    }
+
+    #[test]
+    fn one_writer_is_never_late_at_any_count() {
+        let grow_at = 10_000_000u64;
+        let fill = Fill::new(0, grow_at);
+        assert!(fill.step > 1);
+        let mut exact = 0u64;
+        for i in 0..200_000u64 {
+            let n = 1 + i % 13;
+            fill.add(n);
+            exact += n;
+            assert!(fill.may_reach(exact), "late at {exact}");
+            assert!(
+                !fill.may_reach(exact + grow_at / SLACK + 1),
+                "early at {exact}"
+            );
+        }
+        assert_eq!(fill.get(), exact);
+    }
+
+    #[test]
+    fn a_small_filter_counts_every_add_at_once() {
+        let fill = Fill::new(7, 1000);
+        assert_eq!(fill.step, 1);
+        fill.add(5);
+        assert!(fill.may_reach(12));
+        assert!(!fill.may_reach(13));
+        fill.remove(20);
+        assert_eq!(fill.get(), 0, "never below zero");
+    }
+
+    #[test]
+    fn removes_fold_too_and_set_replaces_everything() {
+        let fill = Fill::new(1_000_000, 1 << 40);
+        for _ in 0..1000 {
+            fill.add(9);
+            fill.remove(4);
+        }
+        assert_eq!(fill.get(), 1_000_000 + 5000);
+        fill.set(42);
+        assert_eq!(fill.get(), 42);
+        assert!(fill.may_reach(42));
+    }
+}
