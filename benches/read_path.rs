@@ -120,14 +120,44 @@ fn threads_part(n: u64, per_thread: u64, counts: &[usize], out: &mut Vec<Value>)
     }
     // Inserts of new keys: a fresh engine per run, each thread its own keys,
     // half the planned keys in all whatever the thread count (so no run
-    // grows a chain, and every run does the same work).
+    // grows a chain, and every run does the same work); without the log,
+    // then under the default policy (`interval`: the log's records too).
+    for (name, sync) in [
+        ("timebloom handle.insert new", SyncPolicy::None),
+        ("handle.insert new, interval", SyncPolicy::default()),
+    ] {
+        insert_rows(
+            name, &cfg, sync, n, per_thread, counts, &neg, &mut rows, &tmp, &opts,
+        );
+    }
+    out.push(json!({"part": "threads", "n": n, "per_thread": per_thread, "rows": rows}));
+}
+
+/// The new-key insert rows of `threads_part` under one sync policy.
+#[allow(clippy::too_many_arguments)]
+fn insert_rows(
+    name: &str,
+    cfg: &Config,
+    sync: SyncPolicy,
+    n: u64,
+    per_thread: u64,
+    counts: &[usize],
+    neg: &[Vec<Vec<u8>>],
+    rows: &mut Vec<Value>,
+    tmp: &tempfile::TempDir,
+    opts: &dyn Fn() -> Options,
+) {
+    let cfg = Config {
+        sync,
+        ..cfg.clone()
+    };
     let mut one = 0.0;
     for &th in counts {
         let share = (n / 2 / th as u64) as usize;
         let mut best = f64::INFINITY;
         for run in 0..3 {
             let e = Engine::create_with(
-                tmp.path().join(format!("ins-{th}-{run}")),
+                tmp.path().join(format!("ins-{name}-{th}-{run}")),
                 cfg.clone(),
                 opts(),
             )
@@ -144,14 +174,11 @@ fn threads_part(n: u64, per_thread: u64, counts: &[usize], out: &mut Vec<Value>)
         if th == 1 {
             one = per_key;
         }
-        println!(
-            "{:<28} {th:>8} {per_key:>10.1} {:>8.2}x",
-            "timebloom handle.insert new",
-            one / per_key
+        println!("{name:<28} {th:>8} {per_key:>10.1} {:>8.2}x", one / per_key);
+        rows.push(
+            json!({"what": name, "threads": th, "ns_per_key": per_key, "scaling": one / per_key}),
         );
-        rows.push(json!({"what": "timebloom handle.insert new", "threads": th, "ns_per_key": per_key, "scaling": one / per_key}));
     }
-    out.push(json!({"part": "threads", "n": n, "per_thread": per_thread, "rows": rows}));
 }
 
 /// A crawler's mix: one thread looks negative keys up through its handle

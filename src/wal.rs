@@ -296,10 +296,31 @@ struct SyncState {
     failed: bool,
 }
 
+/// Records a lane stages before it moves them into the log in one run.
+const RUN: usize = 64;
+
+/// A record staged by a writer thread (see [`Wal::stage`]): what it will
+/// say once it has its LSN.
+#[derive(Clone, Copy)]
+struct Staged {
+    op: Op,
+    t: i64,
+    h: KeyHash,
+}
+
+/// One writer thread's staged records, alone on its cache line.
+#[repr(align(128))]
+#[derive(Default)]
+struct Lane(Mutex<Vec<Staged>>);
+
 /// The open log: appends under the writers' stripes, group commit.
 pub(crate) struct Wal {
     dir: PathBuf,
     writer: Mutex<Writer>,
+    /// Records staged per writer thread ([`crate::fill::lane`]), moved into
+    /// `writer` a run at a time: writers on different cores share no
+    /// line of the log until a run moves.
+    lanes: Box<[Lane]>,
     sync: Mutex<SyncState>,
     synced: Condvar,
     /// Mirrors of `Writer::next_lsn` and `SyncState::durable`, read without
@@ -341,6 +362,7 @@ impl Wal {
                 failed: false,
             }),
             synced: Condvar::new(),
+            lanes: (0..crate::fill::LANES).map(|_| Lane::default()).collect(),
             appended: AtomicU64::new(next_lsn),
             durable: AtomicU64::new(next_lsn),
             failed: AtomicBool::new(false),
@@ -361,6 +383,70 @@ impl Wal {
             return Ok(());
         }
         self.sync_to(upto)
+    }
+
+    /// Stages a record in the calling thread's lane; it reaches the log,
+    /// with its LSN, when the lane holds a run of them or when the log is
+    /// synced ([`Wal::sync_all`]), checkpointed or closed ([`Wal::next_lsn`]).
+    /// Called under the key's stripe, after the write it logs, under the
+    /// `interval` policy for Bloom writes only: they commute, so replay
+    /// needs no order between records, and the syncer moves every lane
+    /// before each sync, so a record is durable within one interval as
+    /// one appended at once would be.
+    pub(crate) fn stage(&self, op: Op, t: i64, h: KeyHash) -> Result<()> {
+        let mut lane = lock(&self.lanes[crate::fill::lane()].0);
+        lane.push(Staged { op, t, h });
+        if lane.len() >= RUN {
+            self.append_run(&mut lane)?;
+        }
+        Ok(())
+    }
+
+    /// Moves a lane's staged records into the log (the lane's lock held,
+    /// then the log's: never the other way round).
+    fn append_run(&self, run: &mut Vec<Staged>) -> Result<()> {
+        if run.is_empty() {
+            return Ok(());
+        }
+        let mut w = lock(&self.writer);
+        for r in run.iter() {
+            let lsn = w.next_lsn;
+            w.next_lsn += 1;
+            let rec = Record {
+                lsn,
+                t: r.t,
+                h: r.h,
+                op: r.op,
+            }
+            .encode();
+            w.buf.extend_from_slice(&rec);
+        }
+        run.clear();
+        self.appended.store(w.next_lsn, Ordering::Release);
+        if w.buf.len() >= WRITE_AT {
+            write_out(&mut w)?;
+        }
+        Ok(())
+    }
+
+    /// Moves every lane's staged records into the log.
+    fn drain(&self) -> Result<()> {
+        for lane in self.lanes.iter() {
+            self.append_run(&mut lock(&lane.0))?;
+        }
+        Ok(())
+    }
+
+    /// Moves every staged record into the log and returns once everything
+    /// appended is durable: the `interval` syncer's tick. A failure to
+    /// write the staged records latches the log, as a failed sync does.
+    pub(crate) fn sync_all(&self) -> Result<()> {
+        if let Err(e) = self.drain() {
+            lock(&self.sync).failed = true;
+            self.failed.store(true, Ordering::Relaxed);
+            return Err(e);
+        }
+        self.sync_appended()
     }
 
     /// Appends a record; returns its LSN. Called under the key's stripe,
@@ -395,9 +481,11 @@ impl Wal {
         Ok((lsn, r))
     }
 
-    /// The LSN the next record gets: every record below it is appended.
-    pub(crate) fn next_lsn(&self) -> u64 {
-        lock(&self.writer).next_lsn
+    /// The LSN the next record gets, once every staged record is moved
+    /// into the log: every record below it is appended.
+    pub(crate) fn next_lsn(&self) -> Result<u64> {
+        self.drain()?;
+        Ok(lock(&self.writer).next_lsn)
     }
 
     /// Whether the current file has grown past `bytes` (two loads).

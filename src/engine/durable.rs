@@ -299,7 +299,7 @@ impl Engine {
             join_flush(h, &self.dir)?;
         }
         let _x = self.stripes.lock_all();
-        let l = log.next_lsn();
+        let l = log.next_lsn()?;
         log.sync_to(l)?;
         let wal_dir = self.dir.join(WAL_DIR);
         let mut shadows = false;

@@ -159,7 +159,7 @@ impl Syncer {
                     }
                     drop(stopped);
                     // A failure is latched in the log: the next write reports it.
-                    let _ = wal.sync_appended();
+                    let _ = wal.sync_all();
                     stopped = m.lock();
                 }
             })
@@ -905,11 +905,11 @@ impl Engine {
         }
         sealed?;
         // Everything logged reaches the segments; the log restarts empty.
-        if self
-            .wal
-            .as_ref()
-            .is_some_and(|w| w.next_lsn() != m.checkpoint_lsn)
-        {
+        let logged_since = match &self.wal {
+            Some(w) => self.latch(w.next_lsn())? != m.checkpoint_lsn,
+            None => false,
+        };
+        if logged_since {
             let r = self.checkpoint(&mut m, &cur);
             self.latch(r)?;
         }

@@ -385,7 +385,20 @@ impl Engine {
         }
         let r = apply();
         crate::file::pause("written, not logged", &self.dir);
-        self.latch(log.append(op, t, h).map(drop))?;
+        // Under `interval`, on engines of Bloom tiers, the record waits in
+        // the thread's lane until a run of them moves (`Wal::stage`):
+        // writer threads share no line of the log per key. Bloom writes
+        // commute, so the order runs reach the log in does not matter;
+        // tables and counting tiers, whose removes do not commute with
+        // inserts of the same key, append at once, in stripe order. Under
+        // `always` the call syncs its record before it returns.
+        let staged = matches!(self.policy, SyncPolicy::Interval(_))
+            && self.config.tiers.iter().all(|t| t.kind == Kind::Bloom);
+        let logged = match staged {
+            true => log.stage(op, t, h),
+            false => log.append(op, t, h).map(drop),
+        };
+        self.latch(logged)?;
         Ok(r)
     }
 
