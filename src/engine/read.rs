@@ -58,7 +58,7 @@ impl Engine {
             if !t.tier.is_table() {
                 return Ok(Reader::Windows(&t.segments));
             }
-            return self.reader(t, now);
+            return self.reader(snap, t, now);
         }
         self.past_boundary(snap, now)?;
         let mut best: Option<(i64, &'s TierState)> = None;
@@ -69,7 +69,7 @@ impl Engine {
             }
         }
         match best {
-            Some((_, t)) => self.reader(t, now),
+            Some((_, t)) => self.reader(snap, t, now),
             None => Ok(Reader::Windows(&[])),
         }
     }
@@ -77,9 +77,9 @@ impl Engine {
     /// What reads a tier's whole retention at `now`: its live windows, or
     /// its table from the oldest day it keeps.
     #[inline]
-    fn reader<'s>(&self, t: &'s TierState, now: i64) -> Result<Reader<'s>> {
+    fn reader<'s>(&self, snap: &Snapshot, t: &'s TierState, now: i64) -> Result<Reader<'s>> {
         if t.tier.is_table() {
-            let today = self.table_today(now)?;
+            let today = self.table_today_in(snap, now)?;
             return Ok(Reader::Table {
                 seg: t.segments.last(),
                 first: today.saturating_sub(t.tier.table_days()),
@@ -184,7 +184,7 @@ impl Engine {
         let (ti, first) = self.pick_tier(snap, now, horizon)?;
         let t = &snap.tiers[ti];
         if t.tier.is_table() {
-            let today = self.table_today(now)?;
+            let today = self.table_today_in(snap, now)?;
             let first = u32::try_from(first).unwrap_or(today);
             return Ok(t
                 .segments

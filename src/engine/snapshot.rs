@@ -79,6 +79,22 @@ impl Snapshot {
         Some(Probes::start(room, &t.segments, h))
     }
 
+    /// The fingerprint tables' day ([`Engine::table_today`]) as the
+    /// rotation that published this snapshot took it, while `now` is
+    /// before the snapshot's boundary; `None` past it, or with no table.
+    /// Exact there: the tables' day moves only at a rotation, and the
+    /// boundary comes no later than the end of that day, so the clock's
+    /// day is at most it. A rotation that a racing call does not see yet
+    /// makes it answer as if it had run just before that rotation.
+    #[inline]
+    pub(super) fn table_today(&self, now: i64) -> Option<u32> {
+        if now >= self.next_boundary {
+            return None;
+        }
+        let day = self.tiers.iter().find(|t| t.tier.is_table())?.day?;
+        u32::try_from(day).ok()
+    }
+
     pub(super) fn empty(tiers: Vec<TierState>) -> Snapshot {
         Snapshot {
             generation: 0,

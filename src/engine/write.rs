@@ -332,7 +332,7 @@ impl Engine {
     #[inline]
     fn table_day(&self, snap: &Snapshot, now: i64) -> Result<u32> {
         if snap.tiers.iter().any(|t| t.tier.is_table()) {
-            self.table_today(now)
+            self.table_today_in(snap, now)
         } else {
             Ok(0)
         }
