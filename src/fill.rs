@@ -9,12 +9,14 @@
 //! Readers who need the exact count (stats, headers, seals) add the lanes
 //! up; the growth check on the insert path reads `total` alone and adds
 //! the most the lanes can hold unfolded (`lanes × step`), so a chain grows
-//! at most `grow_at / 4096` cells early and never late.
+//! at most `grow_at / 4096` cells early (twice that after counting removes,
+//! which may leave lanes below zero) and never late.
 //!
 //! Why: one shared `fetch_add` per new key was the whole difference
 //! between one writer thread and two (docs/benchmarks.md, "Writers on
 //! separate lines"): every insert moved the counter's line between cores.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
 /// Lanes per counter: more than the writer threads a crawler runs on one
@@ -38,9 +40,19 @@ struct Lane(AtomicI64);
 pub(crate) fn lane() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
-        static LANE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % LANES;
+        // `LANES` until assigned: a constant initializer, so a call is one
+        // thread-local load and a compare (no lazy registration).
+        static LANE: Cell<usize> = const { Cell::new(LANES) };
     }
-    LANE.with(|l| *l)
+    LANE.with(|l| {
+        let lane = l.get();
+        if lane < LANES {
+            return lane;
+        }
+        let lane = NEXT.fetch_add(1, Ordering::Relaxed) % LANES;
+        l.set(lane);
+        lane
+    })
 }
 
 /// A sub-filter's occupied cells (see the module docs).

@@ -38,6 +38,25 @@ fn crash_config(table: bool) -> Config {
     config(&[window, Tier::daily(3)], 20_000, 0.01)
 }
 
+/// Opens the engine, waiting out a `Locked` that no writer causes: the
+/// tests of this file run side by side in one process and spawn children
+/// all the time, and a child spawned while this process had the directory
+/// open holds a copy of its lock's descriptor until it execs (descriptors
+/// close on exec, not on fork). The dead writer's lock went with it; a
+/// `Locked` that lasts a second is a real one and fails the test.
+fn open_past_spawns(dir: &std::path::Path, opts: Options) -> timebloom::Result<Engine> {
+    let mut tries = 0;
+    loop {
+        match Engine::open_with(dir, opts.clone()) {
+            Err(timebloom::Error::Locked { .. }) if tries < 100 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            r => return r,
+        }
+    }
+}
+
 /// The child: runs only when the parent sets the environment.
 #[test]
 fn crash_child() {
@@ -59,7 +78,7 @@ fn crash_child() {
         // writers all the time, and the kills land in them.
         opts = opts.checkpoint_log_bytes(200 * 40);
     }
-    let e = match Engine::open_with(&dir, opts.clone()) {
+    let e = match open_past_spawns(&dir, opts.clone()) {
         Ok(e) => e,
         Err(timebloom::Error::NotFound { .. }) => {
             let mut cfg = crash_config(table);
@@ -170,7 +189,7 @@ fn check_acknowledged(
     let opts = Options::default()
         .clock(clock)
         .assume_power_loss(as_after_power_loss);
-    let e = Engine::open_with(dir, opts).expect("reopen after kill -9");
+    let e = open_past_spawns(dir, opts).expect("reopen after kill -9");
     e.verify().expect("sealed segments verify after kill -9");
     let log = std::fs::read_to_string(dir.join("ack.log")).unwrap_or_default();
     let first_kept_day = (now / 86_400).saturating_sub(2);

@@ -225,8 +225,10 @@ impl Engine {
                 let Some(w) = window::index(t.tier.span, r.t, self.config.utc_offset_secs) else {
                     continue;
                 };
-                // A sealed window holds what was logged before its seal; an
-                // expired one is gone.
+                // A sealed window holds every write made before its seal
+                // (a record staged under `interval` may reach the log only
+                // after the seal: its write is in the sealed body, which
+                // waited for the write's stripe); an expired one is gone.
                 if let Some(seg) = t.segments.iter().find(|s| s.window == w && !s.is_sealed()) {
                     targets.push(seg);
                 }
