@@ -1303,3 +1303,52 @@ fn map_read_only(file: &File, path: &Path, len: u64) -> Result<Mmap> {
     let _ = map.advise(memmap2::Advice::Random);
     Ok(map)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::Stripes;
+    use crate::hash::hash_key;
+    use crate::window::Span;
+
+    /// The running count that writer threads keep in lanes (`fill`) is the
+    /// body's count once they are done, for every kind that counts: it is
+    /// what a clean close writes into the header as exact, and what the
+    /// growth check compares. The sub-filter is large enough that the
+    /// lanes fold in steps, and the threads outnumber the lanes (several
+    /// share one); every key is inserted by two threads at once.
+    #[test]
+    fn counts_kept_by_writer_threads_match_the_body() {
+        let dir = tempfile::tempdir().unwrap();
+        let stripes = Stripes::default();
+        for kind in [Kind::Bloom, Kind::Counting] {
+            let id = Identity {
+                span: Span::Day,
+                window: 1,
+                index: 0,
+            };
+            let path = dir.path().join(format!("{kind:?}"));
+            let sub = SubFilter::create(&path, kind, id, 7, 200_000, 0.01, false, None).unwrap();
+            assert!(sub.grow_at / 65_536 > 1, "the lanes fold in steps");
+            std::thread::scope(|s| {
+                for t in 0..2 * crate::fill::LANES as u64 + 4 {
+                    let (sub, stripes) = (&sub, &stripes);
+                    s.spawn(move || {
+                        // Threads t and t + 1 (t even) insert the same keys.
+                        for i in 0..8_000u64 {
+                            let key = format!("https://example.com/{}/{i}", t / 2);
+                            let h = hash_key(7, key.as_bytes());
+                            let x = stripes.lock(h);
+                            assert!(sub.insert(&x, h));
+                            if kind == Kind::Counting && i % 5 == 0 {
+                                assert!(sub.remove(&x, h));
+                            }
+                        }
+                    });
+                }
+            });
+            assert_eq!(sub.occupied(), sub.count_body(), "{kind:?}");
+            assert!(sub.occupied() > 0);
+        }
+    }
+}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -41,6 +42,23 @@ def best(repeat: int, setup: Callable[[], object], run: Callable[[object], objec
         if close:
             close()
     return min(times)
+
+
+def in_threads(count: int, e: timebloom.Engine, keys: list[str]) -> None:
+    """Inserts ``keys`` from ``count`` threads sharing ``e``, each its own
+    share in calls of 10,000 (a batch call releases the GIL while the
+    engine works)."""
+
+    def work(part: list[str]) -> None:
+        for i in range(0, len(part), 10_000):
+            e.insert_many(part[i : i + 10_000])
+
+    share = -(-len(keys) // count)
+    threads = [threading.Thread(target=work, args=(keys[t * share : (t + 1) * share],)) for t in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def main() -> None:
@@ -81,6 +99,7 @@ def main() -> None:
         row(tb, "insert, new keys", best(rep, engine, lambda e: [e.insert(k) for k in keys]), n)
         row(tb, "insert_many, new keys", best(rep, engine, lambda e: e.insert_many(keys)), n)
         row(tb, "insert_many 10,000 a call", best(rep, engine, lambda e: [e.insert_many(keys[i : i + 10_000]) for i in range(0, n, 10_000)]), n)
+        row(tb, "insert_many 10,000 a call, 2 threads", best(rep, engine, lambda e: in_threads(2, e, keys)), n)
         row(tb, "insert, keys seen before", best(rep, filled_engine, lambda e: [e.insert(k) for k in keys]), n)
         row(tb, "insert_many, keys seen before", best(rep, filled_engine, lambda e: e.insert_many(keys)), n)
         row(tb, "contains, present", best(rep, filled_engine, lambda e: [e.contains(k) for k in keys]), n)
