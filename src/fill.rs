@@ -57,15 +57,25 @@ pub(crate) fn lane() -> usize {
 
 /// A sub-filter's occupied cells (see the module docs).
 pub(crate) struct Fill {
-    /// Cells folded in from the lanes (and set at open).
-    total: Lane,
+    /// What the insert path reads, on one line.
+    head: Head,
     /// Cells added (or, for counting removes, taken away) since each
     /// lane's last fold. Signed: a remove may empty a cell another lane
     /// counted.
     lanes: [Lane; LANES],
+}
+
+/// The folded total and the constants that go with it, on one line.
+#[repr(align(128))]
+struct Head {
+    /// Cells folded in from the lanes (and set at open).
+    total: AtomicI64,
     /// A lane folds once it holds this many cells (1: every add goes
     /// straight to `total`, as small filters do).
     step: i64,
+    /// `total` at which the count may have reached `grow_at`: `grow_at`
+    /// less the most the lanes can hold unfolded.
+    trigger: i64,
 }
 
 impl Fill {
@@ -77,40 +87,51 @@ impl Fill {
             u64::MAX => 1,
             g => (g / SLACK / LANES as u64).max(1),
         };
+        let step = i64::try_from(step).unwrap_or(i64::MAX);
+        let unfolded = match step {
+            1 => 0,
+            s => (s - 1).saturating_mul(LANES as i64),
+        };
         let fill = Fill {
-            total: Lane::default(),
+            head: Head {
+                total: AtomicI64::new(0),
+                step,
+                trigger: i64::try_from(grow_at)
+                    .unwrap_or(i64::MAX)
+                    .saturating_sub(unfolded),
+            },
             lanes: Default::default(),
-            step: i64::try_from(step).unwrap_or(i64::MAX),
         };
         fill.set(occupied);
         fill
     }
 
-    /// Records `n` newly occupied cells (a writer under its stripe).
+    /// Records `n` newly occupied cells (a writer under its stripe, in the
+    /// lane of its thread: [`lane`]).
     #[inline]
-    pub(crate) fn add(&self, n: u64) {
-        self.change(i64::try_from(n).unwrap_or(i64::MAX));
+    pub(crate) fn add(&self, n: u64, lane: usize) {
+        self.change(i64::try_from(n).unwrap_or(i64::MAX), lane);
     }
 
     /// Records `n` cells emptied (a counting remove).
     #[inline]
-    pub(crate) fn remove(&self, n: u64) {
-        self.change(-i64::try_from(n).unwrap_or(i64::MAX));
+    pub(crate) fn remove(&self, n: u64, lane: usize) {
+        self.change(-i64::try_from(n).unwrap_or(i64::MAX), lane);
     }
 
     #[inline]
-    fn change(&self, n: i64) {
-        if self.step <= 1 {
-            self.total.0.fetch_add(n, Ordering::Relaxed);
+    fn change(&self, n: i64, lane: usize) {
+        if self.head.step <= 1 {
+            self.head.total.fetch_add(n, Ordering::Relaxed);
             return;
         }
-        let lane = &self.lanes[lane()].0;
+        let lane = &self.lanes[lane % LANES].0;
         let held = lane.fetch_add(n, Ordering::Relaxed).wrapping_add(n);
-        if held >= self.step || held <= -self.step {
+        if held >= self.head.step || held <= -self.head.step {
             // Everything the lane holds now, concurrent adds included: no
             // cell is lost or counted twice.
             let taken = lane.swap(0, Ordering::Relaxed);
-            self.total.0.fetch_add(taken, Ordering::Relaxed);
+            self.head.total.fetch_add(taken, Ordering::Relaxed);
         }
     }
 
@@ -118,7 +139,11 @@ impl Fill {
     /// may empty cells the count never had.
     pub(crate) fn get(&self) -> u64 {
         let lanes: i64 = self.lanes.iter().map(|l| l.0.load(Ordering::Relaxed)).sum();
-        let n = self.total.0.load(Ordering::Relaxed).saturating_add(lanes);
+        let n = self
+            .head
+            .total
+            .load(Ordering::Relaxed)
+            .saturating_add(lanes);
         u64::try_from(n).unwrap_or(0)
     }
 
@@ -128,26 +153,24 @@ impl Fill {
             l.0.store(0, Ordering::Relaxed);
         }
         let n = i64::try_from(occupied).unwrap_or(i64::MAX);
-        self.total.0.store(n, Ordering::Relaxed);
+        self.head.total.store(n, Ordering::Relaxed);
     }
 
-    /// Whether the count may have reached `at` cells: the growth check on
-    /// the insert path, one load of a line written once per fold. True
-    /// whenever the exact count has (the lanes hold less than `step`
-    /// each), and possibly up to `LANES × step` cells before.
+    /// Whether adds wait in lanes (a large sub-filter) rather than going
+    /// straight to the total.
+    #[cfg(test)]
+    pub(crate) fn folds_in_steps(&self) -> bool {
+        self.head.step > 1
+    }
+
+    /// Whether the count may have reached the `grow_at` it was made with:
+    /// the growth check on the insert path, one load of a line written
+    /// once per fold. True whenever the exact count has (the lanes hold
+    /// less than `step` each), and possibly up to `LANES × step` cells
+    /// before.
     #[inline]
-    pub(crate) fn may_reach(&self, at: u64) -> bool {
-        let unfolded = if self.step <= 1 {
-            0
-        } else {
-            (self.step - 1).saturating_mul(LANES as i64)
-        };
-        let bound = self
-            .total
-            .0
-            .load(Ordering::Relaxed)
-            .saturating_add(unfolded);
-        u64::try_from(bound).unwrap_or(0) >= at
+    pub(crate) fn may_be_full(&self) -> bool {
+        self.head.total.load(Ordering::Relaxed) >= self.head.trigger
     }
 }
 
@@ -155,11 +178,32 @@ impl Fill {
 mod tests {
     use super::*;
 
+    /// `fill`'s total and lanes under the trigger of a count made for
+    /// `grow_at` with `fill`'s step.
+    fn with_trigger(fill: &Fill, grow_at: u64) -> Fill {
+        let unfolded = match fill.head.step {
+            1 => 0,
+            s => (s - 1) * LANES as i64,
+        };
+        let copy = Fill {
+            head: Head {
+                total: AtomicI64::new(fill.head.total.load(Ordering::Relaxed)),
+                step: fill.head.step,
+                trigger: grow_at as i64 - unfolded,
+            },
+            lanes: Default::default(),
+        };
+        for (to, from) in copy.lanes.iter().zip(&fill.lanes) {
+            to.0.store(from.0.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        copy
+    }
+
     #[test]
     fn adds_from_many_threads_sum_exactly_and_the_check_is_never_late() {
         let grow_at = 50_000_000u64;
         let fill = Fill::new(0, grow_at);
-        assert!(fill.step > 1, "a large filter counts in lanes");
+        assert!(fill.head.step > 1, "a large filter counts in lanes");
         let threads = 2 * LANES + 3; // lanes shared by several threads
         let per_thread = 40_000u64;
         std::thread::scope(|s| {
@@ -167,7 +211,7 @@ mod tests {
                 let fill = &fill;
                 s.spawn(move || {
                     for i in 0..per_thread {
-                        fill.add(1 + (i + t) % 12);
+                        fill.add(1 + (i + t) % 12, lane());
                     }
                 });
             }
@@ -176,24 +220,26 @@ mod tests {
             .map(|t| (0..per_thread).map(|i| 1 + (i + t) % 12).sum::<u64>())
             .sum();
         assert_eq!(fill.get(), expected);
-        // Never late, and early by at most grow_at / SLACK.
-        assert!(fill.may_reach(expected));
-        assert!(!fill.may_reach(expected + grow_at / SLACK + 1));
+        // Never late, and early by at most grow_at / SLACK: the count made
+        // for a trigger at exactly what was added says full; one made for a
+        // trigger past the slack does not, with the same lanes.
+        assert!(with_trigger(&fill, expected).may_be_full());
+        assert!(!with_trigger(&fill, expected + grow_at / SLACK + 1).may_be_full());
     }
 
     #[test]
     fn one_writer_is_never_late_at_any_count() {
         let grow_at = 10_000_000u64;
         let fill = Fill::new(0, grow_at);
-        assert!(fill.step > 1);
+        assert!(fill.head.step > 1);
         let mut exact = 0u64;
         for i in 0..200_000u64 {
             let n = 1 + i % 13;
-            fill.add(n);
+            fill.add(n, 3);
             exact += n;
-            assert!(fill.may_reach(exact), "late at {exact}");
+            assert!(with_trigger(&fill, exact).may_be_full(), "late at {exact}");
             assert!(
-                !fill.may_reach(exact + grow_at / SLACK + 1),
+                !with_trigger(&fill, exact + grow_at / SLACK + 1).may_be_full(),
                 "early at {exact}"
             );
         }
@@ -203,11 +249,11 @@ mod tests {
     #[test]
     fn a_small_filter_counts_every_add_at_once() {
         let fill = Fill::new(7, 1000);
-        assert_eq!(fill.step, 1);
-        fill.add(5);
-        assert!(fill.may_reach(12));
-        assert!(!fill.may_reach(13));
-        fill.remove(20);
+        assert_eq!(fill.head.step, 1);
+        fill.add(5, 0);
+        assert!(with_trigger(&fill, 12).may_be_full());
+        assert!(!with_trigger(&fill, 13).may_be_full());
+        fill.remove(20, 0);
         assert_eq!(fill.get(), 0, "never below zero");
     }
 
@@ -215,12 +261,12 @@ mod tests {
     fn removes_fold_too_and_set_replaces_everything() {
         let fill = Fill::new(1_000_000, 1 << 40);
         for _ in 0..1000 {
-            fill.add(9);
-            fill.remove(4);
+            fill.add(9, 1);
+            fill.remove(4, 2);
         }
         assert_eq!(fill.get(), 1_000_000 + 5000);
         fill.set(42);
         assert_eq!(fill.get(), 42);
-        assert!(fill.may_reach(42));
+        assert!(with_trigger(&fill, 42).may_be_full());
     }
 }

@@ -57,12 +57,18 @@ impl Stripes {
         // The low bits of `lo` pick probes' cells, `hi` picks blocks: mix
         // both so a stripe is independent of where the key's cells lie.
         let i = ((h.lo ^ h.hi).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize % self.0.len();
-        Exclusive(Guard::One(self.0[i].0.lock()))
+        Exclusive {
+            _guard: Guard::One(self.0[i].0.lock()),
+            lane: crate::fill::lane(),
+        }
     }
 
     /// Takes every stripe, in order: no write is in flight while it lives.
     pub(crate) fn lock_all(&self) -> Exclusive<'_> {
-        Exclusive(Guard::All(self.0.iter().map(|s| s.0.lock()).collect()))
+        Exclusive {
+            _guard: Guard::All(self.0.iter().map(|s| s.0.lock()).collect()),
+            lane: crate::fill::lane(),
+        }
     }
 }
 
@@ -72,8 +78,22 @@ enum Guard<'a> {
 }
 
 /// Proof that the caller holds a [`Stripes`] lock: the kernels that write
-/// take one, so no code path can write without it.
-pub(crate) struct Exclusive<'a>(#[allow(dead_code)] Guard<'a>);
+/// take one, so no code path can write without it. It also carries the
+/// writing thread's lane (`fill::lane`), looked up once per lock: a
+/// thread-local read costs a call in a shared library (the Python
+/// extension), and a write counts fill in several windows and logs.
+pub(crate) struct Exclusive<'a> {
+    _guard: Guard<'a>,
+    lane: usize,
+}
+
+impl Exclusive<'_> {
+    /// The writing thread's lane.
+    #[inline]
+    pub(crate) fn lane(&self) -> usize {
+        self.lane
+    }
+}
 
 /// Words per block: 8 x 64 bits = one 64-byte cache line.
 pub(crate) const BLOCK_WORDS: usize = 8;

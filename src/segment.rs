@@ -429,11 +429,10 @@ pub(crate) struct SubFilter {
     sealed_on_disk: AtomicBool,
     /// `Open` or `Sealed` (see `State`), read by writers under their stripe.
     state: AtomicU8,
-    /// Occupied cells: exact, counted by writer thread (see `fill`).
+    /// Occupied cells: exact, counted by writer thread (see `fill`), and
+    /// the fill at which the chain grows: what the sizing model expects at
+    /// the planned capacity.
     occupied: Fill,
-    /// Occupied cells at which the chain grows: the fill the sizing model
-    /// expects at the planned capacity.
-    grow_at: u64,
     /// The running count was taken from the body in this process (the file
     /// was created, recounted at open, or sealed here): a clean close can
     /// write it down without reading the body again.
@@ -634,7 +633,6 @@ impl SubFilter {
             sealed_on_disk: AtomicBool::new(header.state == State::Sealed),
             state: AtomicU8::new(header.state as u8),
             occupied: Fill::new(occupied, grow_at),
-            grow_at,
             count_exact: AtomicBool::new(false),
             touched: AtomicBool::new(false),
             table,
@@ -875,7 +873,7 @@ impl SubFilter {
                 // Exact: `n` counts the cells this call turned on, and the
                 // add is atomic. `occupied()` caps it at the cell count, in
                 // case the body was damaged behind the engine's back.
-                self.occupied.add(n);
+                self.occupied.add(n, x.lane());
                 self.touch();
             }
         }
@@ -892,7 +890,7 @@ impl SubFilter {
             if n > 0 {
                 // Never below zero when read (`Fill::get`): a damaged body
                 // may empty cells the count never had.
-                self.occupied.remove(n);
+                self.occupied.remove(n, x.lane());
             }
             // A decrement that empties no cell still changes the body.
             self.touch();
@@ -946,7 +944,7 @@ impl SubFilter {
     pub(crate) fn is_full(&self) -> bool {
         match &self.table {
             Some(t) => t.full.load(Ordering::Relaxed),
-            None => self.occupied.may_reach(self.grow_at),
+            None => self.occupied.may_be_full(),
         }
     }
 
@@ -1329,7 +1327,7 @@ mod tests {
             };
             let path = dir.path().join(format!("{kind:?}"));
             let sub = SubFilter::create(&path, kind, id, 7, 200_000, 0.01, false, None).unwrap();
-            assert!(sub.grow_at / 65_536 > 1, "the lanes fold in steps");
+            assert!(sub.occupied.folds_in_steps(), "the lanes fold in steps");
             std::thread::scope(|s| {
                 for t in 0..2 * crate::fill::LANES as u64 + 4 {
                     let (sub, stripes) = (&sub, &stripes);

@@ -385,7 +385,8 @@ impl Wal {
         self.sync_to(upto)
     }
 
-    /// Stages a record in the calling thread's lane; it reaches the log,
+    /// Stages a record in the calling thread's lane (`lane`: see
+    /// [`crate::fill::lane`]); it reaches the log,
     /// with its LSN, when the lane holds a run of them or when the log is
     /// synced ([`Wal::sync_all`]), checkpointed or closed ([`Wal::next_lsn`]).
     /// Called under the key's stripe, after the write it logs, under the
@@ -393,8 +394,8 @@ impl Wal {
     /// needs no order between records, and the syncer moves every lane
     /// before each sync, so a record is durable within one interval as
     /// one appended at once would be.
-    pub(crate) fn stage(&self, op: Op, t: i64, h: KeyHash) -> Result<()> {
-        let mut lane = lock(&self.lanes[crate::fill::lane()].0);
+    pub(crate) fn stage(&self, lane: usize, op: Op, t: i64, h: KeyHash) -> Result<()> {
+        let mut lane = lock(&self.lanes[lane % self.lanes.len()].0);
         lane.push(Staged { op, t, h });
         if lane.len() >= RUN {
             self.append_run(&mut lane)?;

@@ -313,7 +313,7 @@ impl Engine {
         if let Some(step) = self.write_tables(snap, x, h, today, today, |_| true)? {
             return Ok(step);
         }
-        let refused = self.logged(Op::Insert, now, h, || {
+        let refused = self.logged(x, Op::Insert, now, h, || {
             snap.tiers
                 .iter()
                 .filter(|t| !t.tier.is_table())
@@ -375,7 +375,14 @@ impl Engine {
     /// they happened (see `Wal::append_applying`); Bloom writes, which
     /// commute, before it.
     #[inline]
-    fn logged<R>(&self, op: Op, t: i64, h: KeyHash, apply: impl FnOnce() -> R) -> Result<R> {
+    fn logged<R>(
+        &self,
+        x: &Exclusive,
+        op: Op,
+        t: i64,
+        h: KeyHash,
+        apply: impl FnOnce() -> R,
+    ) -> Result<R> {
         let Some(log) = &self.wal else {
             return Ok(apply());
         };
@@ -395,7 +402,7 @@ impl Engine {
         let staged = matches!(self.policy, SyncPolicy::Interval(_))
             && self.config.tiers.iter().all(|t| t.kind == Kind::Bloom);
         let logged = match staged {
-            true => log.stage(op, t, h),
+            true => log.stage(x.lane(), op, t, h),
             false => log.append(op, t, h).map(drop),
         };
         self.latch(logged)?;
@@ -638,7 +645,7 @@ impl Engine {
                         .iter()
                         .map(|&(ti, _)| snap.tiers[ti].tier.is_table())
                         .collect();
-                    self.logged(Op::Insert, t, h, || {
+                    self.logged(&x, Op::Insert, t, h, || {
                         for (seg, table) in segs.into_iter().zip(tables) {
                             if let (Some(seg), false) = (seg, table) {
                                 seg.insert(&x, h);
@@ -755,7 +762,7 @@ impl Engine {
                 return Ok(false);
             }
             if segs.iter().all(|s| !s.is_sealed()) {
-                self.logged(Op::Remove, t, h, || {
+                self.logged(&x, Op::Remove, t, h, || {
                     for (&(ti, _), seg) in targets.iter().zip(segs) {
                         match table(ti) {
                             true => seg.table_remove(&x, h, today, days(ti)),
