@@ -431,8 +431,12 @@ pub(crate) struct SubFilter {
     state: AtomicU8,
     /// Occupied cells: exact, counted by writer thread (see `fill`), and
     /// the fill at which the chain grows: what the sizing model expects at
-    /// the planned capacity.
-    occupied: Fill,
+    /// the planned capacity. Boxed: its lanes take 2 KiB of lines that
+    /// only writers touch, and kept inline they spread the fields every
+    /// lookup reads (`map`, `header`) apart (the year of Bloom tiers'
+    /// batch lookups measured 168-177 ns a key inline, 155-164 boxed and
+    /// 150-164 before the lanes).
+    occupied: Box<Fill>,
     /// The running count was taken from the body in this process (the file
     /// was created, recounted at open, or sealed here): a clean close can
     /// write it down without reading the body again.
@@ -632,7 +636,7 @@ impl SubFilter {
             disk: Mutex::new(header),
             sealed_on_disk: AtomicBool::new(header.state == State::Sealed),
             state: AtomicU8::new(header.state as u8),
-            occupied: Fill::new(occupied, grow_at),
+            occupied: Box::new(Fill::new(occupied, grow_at)),
             count_exact: AtomicBool::new(false),
             touched: AtomicBool::new(false),
             table,
