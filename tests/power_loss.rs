@@ -12,25 +12,18 @@
 //! daily tier past its plan (it grows and relocates entries).
 
 mod common;
+#[path = "common/durable.rs"]
+mod durable;
 
 use std::collections::HashMap;
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use common::*;
+use durable::{all_files, build_image, entries, Durable, Rng};
 use timebloom::{Engine, ManualClock, Options, SyncPolicy, Tier};
-
-#[derive(Clone, Default)]
-struct Durable {
-    /// Inode -> bytes made durable by its last sync.
-    files: HashMap<u64, Vec<u8>>,
-    /// Directory -> its entries (name -> inode, or `None` for a directory)
-    /// at its last fsync.
-    dirs: HashMap<PathBuf, Vec<(String, Option<u64>)>>,
-}
 
 /// One sync point: the durable state right after it, what every file held
 /// then, the clock, and how many writes had been acknowledged.
@@ -50,47 +43,10 @@ struct Recorder {
     clock: Option<ManualClock>,
 }
 
-fn entries(dir: &Path) -> Vec<(String, Option<u64>)> {
-    let mut v = Vec::new();
-    if let Ok(rd) = fs::read_dir(dir) {
-        for e in rd.flatten() {
-            let Ok(md) = e.metadata() else { continue };
-            let name = e.file_name().to_string_lossy().into_owned();
-            v.push((name, if md.is_dir() { None } else { Some(md.ino()) }));
-        }
-    }
-    v
-}
-
-fn all_files(root: &Path, out: &mut HashMap<u64, Vec<u8>>) {
-    if let Ok(rd) = fs::read_dir(root) {
-        for e in rd.flatten() {
-            let p = e.path();
-            let Ok(md) = fs::metadata(&p) else { continue };
-            if md.is_dir() {
-                all_files(&p, out);
-            } else if let Ok(b) = fs::read(&p) {
-                out.insert(md.ino(), b);
-            }
-        }
-    }
-}
-
 impl Recorder {
     fn observe(&mut self, path: &Path) {
-        if !path.starts_with(&self.root) {
-            return; // another test's engine
-        }
-        match fs::metadata(path) {
-            Ok(md) if md.is_dir() => {
-                self.durable.dirs.insert(path.to_path_buf(), entries(path));
-            }
-            Ok(md) => {
-                if let Ok(b) = fs::read(path) {
-                    self.durable.files.insert(md.ino(), b);
-                }
-            }
-            Err(_) => return,
+        if !path.starts_with(&self.root) || !self.durable.observe(path) {
+            return; // another test's engine, or gone
         }
         let mut current = HashMap::new();
         all_files(&self.root, &mut current);
@@ -104,54 +60,6 @@ impl Recorder {
             now,
             acked: self.acked,
         });
-    }
-}
-
-/// A small deterministic generator for the tearing choices.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
-
-/// Writes the crash image of point `p` for the tree under `from` into `to`.
-fn build_image(p: &Point, from: &Path, to: &Path, rng: &mut Rng) {
-    fs::create_dir_all(to).unwrap();
-    let Some(list) = p.durable.dirs.get(from) else {
-        return; // never fsynced: its entries are not durable
-    };
-    for (name, ino) in list {
-        let (src, dst) = (from.join(name), to.join(name));
-        match ino {
-            None => build_image(p, &src, &dst, rng),
-            Some(ino) => {
-                let mut b = p.durable.files.get(ino).cloned().unwrap_or_default();
-                if let Some(cur) = p.current.get(ino) {
-                    // Unsynced pages of the same length reach the disk or not.
-                    for (i, page) in cur.chunks(4096).enumerate() {
-                        let at = i * 4096;
-                        if at + page.len() <= b.len()
-                            && b[at..at + page.len()] != *page
-                            && rng.next().is_multiple_of(2)
-                        {
-                            b[at..at + page.len()].copy_from_slice(page);
-                        }
-                    }
-                    // An unsynced append: a random 512-byte-grain prefix.
-                    if cur.len() > b.len() && cur.starts_with(&b) {
-                        let extra = cur.len() - b.len();
-                        let keep = (rng.next() as usize % (extra / 512 + 2)) * 512;
-                        b.extend_from_slice(&cur[b.len()..b.len() + keep.min(extra)]);
-                    }
-                }
-                fs::write(&dst, b).unwrap();
-            }
-        }
     }
 }
 
@@ -210,7 +118,7 @@ fn crash_at_every_sync_with(
     let mut checked = 0;
     for (k, p) in rec.points.iter().enumerate() {
         let img = tempfile::tempdir().unwrap();
-        build_image(p, &root, img.path(), &mut rng);
+        build_image(&p.durable, &p.current, &root, img.path(), &mut rng);
         let edir = img.path().join("crawl.tb");
         if !edir.join("MANIFEST").exists() {
             // Before the create's own syncs finished: no engine yet, and

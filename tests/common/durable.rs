@@ -1,0 +1,126 @@
+//! What a simulated power loss keeps, shared by the power-loss tests: the
+//! bytes each sync made durable, and the crash image built from them.
+//! A hook (`timebloom::testing::set_sync_hook`) hands every synced path to
+//! [`Durable::observe`]; [`build_image`] writes the tree a power loss would
+//! leave. Each test file that uses it takes what it needs.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// What the syncs made durable.
+#[derive(Clone, Default)]
+pub struct Durable {
+    /// Inode -> bytes made durable by its last sync.
+    pub files: HashMap<u64, Vec<u8>>,
+    /// Directory -> its entries (name -> inode, or `None` for a directory)
+    /// at its last fsync.
+    pub dirs: HashMap<PathBuf, Vec<(String, Option<u64>)>>,
+}
+
+impl Durable {
+    /// Records what a sync of `path` made durable: a file's bytes, or a
+    /// directory's entries. False when `path` is gone.
+    pub fn observe(&mut self, path: &Path) -> bool {
+        match fs::metadata(path) {
+            Ok(md) if md.is_dir() => {
+                self.dirs.insert(path.to_path_buf(), entries(path));
+            }
+            Ok(md) => {
+                if let Ok(b) = fs::read(path) {
+                    self.files.insert(md.ino(), b);
+                }
+            }
+            Err(_) => return false,
+        }
+        true
+    }
+}
+
+/// A directory's entries: name, and inode (`None` for a directory).
+pub fn entries(dir: &Path) -> Vec<(String, Option<u64>)> {
+    let mut v = Vec::new();
+    if let Ok(rd) = fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let Ok(md) = e.metadata() else { continue };
+            let name = e.file_name().to_string_lossy().into_owned();
+            v.push((name, if md.is_dir() { None } else { Some(md.ino()) }));
+        }
+    }
+    v
+}
+
+/// Every file under `root` as it is now, by inode.
+pub fn all_files(root: &Path, out: &mut HashMap<u64, Vec<u8>>) {
+    if let Ok(rd) = fs::read_dir(root) {
+        for e in rd.flatten() {
+            let p = e.path();
+            let Ok(md) = fs::metadata(&p) else { continue };
+            if md.is_dir() {
+                all_files(&p, out);
+            } else if let Ok(b) = fs::read(&p) {
+                out.insert(md.ino(), b);
+            }
+        }
+    }
+}
+
+/// A small deterministic generator for the tearing choices.
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// Writes into `to` the crash image of the tree under `from`: the entries
+/// and bytes `durable` holds, plus a random choice of what `current` (the
+/// files as they were at the crash, by inode) had not synced yet: each
+/// unsynced 4 KiB page, and a 512-byte-grain prefix of an unsynced append.
+/// An empty `current` keeps exactly what the syncs made durable.
+pub fn build_image(
+    durable: &Durable,
+    current: &HashMap<u64, Vec<u8>>,
+    from: &Path,
+    to: &Path,
+    rng: &mut Rng,
+) {
+    fs::create_dir_all(to).unwrap();
+    let Some(list) = durable.dirs.get(from) else {
+        return; // never fsynced: its entries are not durable
+    };
+    for (name, ino) in list {
+        let (src, dst) = (from.join(name), to.join(name));
+        match ino {
+            None => build_image(durable, current, &src, &dst, rng),
+            Some(ino) => {
+                let mut b = durable.files.get(ino).cloned().unwrap_or_default();
+                if let Some(cur) = current.get(ino) {
+                    // Unsynced pages of the same length reach the disk or not.
+                    for (i, page) in cur.chunks(4096).enumerate() {
+                        let at = i * 4096;
+                        if at + page.len() <= b.len()
+                            && b[at..at + page.len()] != *page
+                            && rng.next().is_multiple_of(2)
+                        {
+                            b[at..at + page.len()].copy_from_slice(page);
+                        }
+                    }
+                    // An unsynced append: a random 512-byte-grain prefix.
+                    if cur.len() > b.len() && cur.starts_with(&b) {
+                        let extra = cur.len() - b.len();
+                        let keep = (rng.next() as usize % (extra / 512 + 2)) * 512;
+                        b.extend_from_slice(&cur[b.len()..b.len() + keep.min(extra)]);
+                    }
+                }
+                fs::write(&dst, b).unwrap();
+            }
+        }
+    }
+}
