@@ -55,6 +55,19 @@ pub(crate) fn lane() -> usize {
     })
 }
 
+/// The folded total at which a count that grows at `grow_at` and folds
+/// every `step` cells may have reached it: `grow_at` less the most the
+/// lanes can hold unfolded (nothing when every add goes to the total).
+fn trigger(grow_at: u64, step: i64) -> i64 {
+    let unfolded = match step {
+        1 => 0,
+        s => (s - 1).saturating_mul(LANES as i64),
+    };
+    i64::try_from(grow_at)
+        .unwrap_or(i64::MAX)
+        .saturating_sub(unfolded)
+}
+
 /// A sub-filter's occupied cells (see the module docs).
 pub(crate) struct Fill {
     /// What the insert path reads, on one line.
@@ -88,17 +101,11 @@ impl Fill {
             g => (g / SLACK / LANES as u64).max(1),
         };
         let step = i64::try_from(step).unwrap_or(i64::MAX);
-        let unfolded = match step {
-            1 => 0,
-            s => (s - 1).saturating_mul(LANES as i64),
-        };
         let fill = Fill {
             head: Head {
                 total: AtomicI64::new(0),
                 step,
-                trigger: i64::try_from(grow_at)
-                    .unwrap_or(i64::MAX)
-                    .saturating_sub(unfolded),
+                trigger: trigger(grow_at, step),
             },
             lanes: Default::default(),
         };
@@ -181,15 +188,11 @@ mod tests {
     /// `fill`'s total and lanes under the trigger of a count made for
     /// `grow_at` with `fill`'s step.
     fn with_trigger(fill: &Fill, grow_at: u64) -> Fill {
-        let unfolded = match fill.head.step {
-            1 => 0,
-            s => (s - 1) * LANES as i64,
-        };
         let copy = Fill {
             head: Head {
                 total: AtomicI64::new(fill.head.total.load(Ordering::Relaxed)),
                 step: fill.head.step,
-                trigger: grow_at as i64 - unfolded,
+                trigger: trigger(grow_at, fill.head.step),
             },
             lanes: Default::default(),
         };
