@@ -38,7 +38,7 @@ use std::collections::HashSet;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use criterion::measurement::WallTime;
@@ -453,6 +453,39 @@ impl Floor {
             seg.words[i] |= bit;
         }
         all
+    }
+}
+
+/// The floor of an insert made to the engine's contract: it may run
+/// beside other writers and answers whether the key was new. One
+/// xxh3-128, one random line, the key's word read and, when its bit is
+/// clear, a `fetch_or` that says whether this call set it. On x86 the
+/// `fetch_or` is a locked instruction, which waits for its line and which
+/// the next key's loads cannot pass: what [`Floor::insert`]'s plain store
+/// does not pay. The array is written at creation, so the timing takes no
+/// page faults (the plain floor's does): a bound that favours this floor.
+struct AtomicFloor {
+    words: Vec<AtomicU64>,
+    lines: usize,
+}
+
+impl AtomicFloor {
+    fn new(lines: u64) -> AtomicFloor {
+        let lines = lines.max(1) as usize;
+        AtomicFloor {
+            words: (0..lines * 8).map(|_| AtomicU64::new(0)).collect(),
+            lines,
+        }
+    }
+
+    #[inline]
+    fn insert(&self, key: &[u8]) -> bool {
+        let h = xxh3_128(key);
+        let (lo, hi) = (h as u64, (h >> 64) as u64);
+        let line = ((u128::from(hi) * self.lines as u128) >> 64) as usize;
+        let word = &self.words[line * 8 + (lo & 7) as usize];
+        let bit = 1u64 << (lo >> 58);
+        word.load(Ordering::Relaxed) & bit == 0 && word.fetch_or(bit, Ordering::Relaxed) & bit == 0
     }
 }
 
@@ -1084,6 +1117,13 @@ fn single_window(
         pos,
         || Floor::zeroed(&[cells_per_seg]),
         |f, ks| ks.iter().filter(|k| f.insert(k, 1, &[0])).count(),
+    );
+    bench_insert(
+        &mut g,
+        id("floor-atomic", "insert"),
+        pos,
+        || AtomicFloor::new(cells_per_seg),
+        |f, ks| ks.iter().filter(|k| f.insert(k)).count(),
     );
     let mut serial = 0u32;
     let mut fresh_engine = |tag: &str, sync: SyncPolicy| {
