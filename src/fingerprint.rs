@@ -862,19 +862,23 @@ fn age(tag: u32, today: u32) -> u32 {
 
 /// Whether `block` (a bucket of shape `geo`) holds fingerprint `fp` with a
 /// day at most `max_age` before `today` (or tomorrow). All fingerprint
-/// words are loaded and matched before any day is read: a bucket without
-/// the fingerprint, the usual case, is one branch.
+/// words are tested before any day is read: a bucket without the
+/// fingerprint, the usual case, is four operations a word and one branch.
 #[inline(always)]
 fn bucket_has(geo: Geometry, block: &Block, fp: u64, today: u32, max_age: u32) -> bool {
     let (pw, bits, mask) = (geo.per_word(), geo.fp_bits, geo.fp_mask());
-    let mut hits = [0u64; BLOCK_WORDS];
     let mut any = 0;
-    for (h, word) in hits.iter_mut().zip(block).take(geo.fp_words()) {
-        *h = match_lanes(word.load(Ordering::Acquire), fp, bits, pw);
-        any |= *h;
+    for word in block.iter().take(geo.fp_words()) {
+        any |= any_lane(word.load(Ordering::Acquire), fp, bits, pw);
     }
     if any == 0 {
         return false;
+    }
+    // Some lane matches: which ones, exactly, from the words loaded again
+    // (a move may have changed them since; the day test re-reads anyway).
+    let mut hits = [0u64; BLOCK_WORDS];
+    for (h, word) in hits.iter_mut().zip(block).take(geo.fp_words()) {
+        *h = match_lanes(word.load(Ordering::Acquire), fp, bits, pw);
     }
     for (w, mut hits) in hits.into_iter().enumerate().take(geo.fp_words()) {
         while hits != 0 {
@@ -899,6 +903,18 @@ fn bucket_has(geo: Geometry, block: &Block, fp: u64, today: u32, max_age: u32) -
         }
     }
     false
+}
+
+/// Non-zero exactly when some lane of `word` (each `bits` wide, `per_word`
+/// of them) equals `fp`. The classic zero-lane test on `word ^ fp`: a lane
+/// that is not zero neither sets its top bit here nor borrows from the
+/// lane above, so the lowest zero lane always shows; lanes above it may
+/// show falsely, which only [`match_lanes`] tells apart.
+#[inline]
+fn any_lane(word: u64, fp: u64, bits: u32, per_word: u32) -> u64 {
+    let ones = LANE_ONES[per_word as usize];
+    let x = word ^ (fp * ones);
+    x.wrapping_sub(ones) & !x & (ones << (bits - 1))
 }
 
 /// The lanes of `word` (each `bits` wide, `per_word` of them) equal to

@@ -584,6 +584,9 @@ fn a_kick_killed_at_any_store_loses_no_key() {
 /// lanes, and on fingerprints next to the lane values (borrows, carries).
 #[test]
 fn match_lanes_agrees_with_a_lane_by_lane_comparison() {
+    // And `any_lane`, which gates every bucket test, is non-zero exactly
+    // when a lane matches: a zero where one does would be a false
+    // negative.
     fn naive(word: u64, fp: u64, bits: u32, per_word: u32) -> u64 {
         let mask = (1u64 << bits) - 1;
         (0..per_word)
@@ -614,19 +617,24 @@ fn match_lanes_agrees_with_a_lane_by_lane_comparison() {
                 };
                 word = (word & !(mask << (lane * bits))) | (v << (lane * bits));
             }
+            let exact = naive(word, fp, bits, per_word);
             assert_eq!(
                 super::match_lanes(word, fp, bits, per_word),
-                naive(word, fp, bits, per_word),
+                exact,
                 "word {word:#x} fp {fp:#x} bits {bits}"
+            );
+            assert_eq!(
+                super::any_lane(word, fp, bits, per_word) != 0,
+                exact != 0,
+                "any_lane: word {word:#x} fp {fp:#x} bits {bits}"
             );
         }
         // Edge values: all zero, all ones.
         for word in [0, u64::MAX] {
             for fp in [0, 1, mask - 1, mask] {
-                assert_eq!(
-                    super::match_lanes(word, fp, bits, per_word),
-                    naive(word, fp, bits, per_word)
-                );
+                let exact = naive(word, fp, bits, per_word);
+                assert_eq!(super::match_lanes(word, fp, bits, per_word), exact);
+                assert_eq!(super::any_lane(word, fp, bits, per_word) != 0, exact != 0);
             }
         }
     }
