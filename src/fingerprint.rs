@@ -566,32 +566,46 @@ impl<'a> Table<'a> {
     }
 
     /// Insert with both buckets' stripes held; `None` when both are full.
+    ///
+    /// Each fingerprint word is matched whole (`match_lanes`) against the
+    /// key's fingerprint and against 0 (empty slots); a day is read only
+    /// for a slot holding the fingerprint. The new entry goes to the
+    /// bucket with more empty slots (two choices keep buckets even), and
+    /// only when neither has one to a dead slot (a day past the retention
+    /// that the daily sweep has not cleared yet), found slot by slot.
     fn insert_locked(&self, fp: u64, b1: u64, b2: u64, day: u32, today: u32) -> Option<Insert> {
         let tag = day & DAY_MASK as u32;
         let new_age = age(tag, today);
         let buckets = if b1 == b2 { &[b1][..] } else { &[b1, b2][..] };
         let mut dead_match = None;
-        let mut free = [(0u32, None::<u32>); 2];
+        let mut empty = [(0u32, None::<u32>); 2];
+        let (pw, bits) = (self.geo.per_word(), self.geo.fp_bits);
         for (k, &b) in buckets.iter().enumerate() {
             let block = &self.body[b as usize];
-            for i in 0..self.geo.slots {
-                let f = self.fp_of(block, i);
-                let live = f != 0 && self.live(self.tag_of(block, i), today);
-                if f == fp && live {
-                    // Forward only: "tomorrow" is the newest age, then 0, 1, ...
+            for w in 0..self.geo.fp_words() {
+                let word = block[w].load(Ordering::Acquire);
+                let lanes = self.slot_lanes(w);
+                let mut hits = match_lanes(word, fp, bits, pw) & lanes;
+                while hits != 0 {
+                    let i = w as u32 * pw + hits.trailing_zeros() / bits;
+                    hits &= hits - 1;
                     let a = age(self.tag_of(block, i), today);
-                    let newer = |x: u32| if x == TOMORROW { 0 } else { x + 1 };
-                    if newer(new_age) < newer(a) {
-                        self.set_tag(block, i, tag);
+                    if a <= self.retention || a == TOMORROW {
+                        // Forward only: "tomorrow" is the newest age, then 0, 1, ...
+                        let newer = |x: u32| if x == TOMORROW { 0 } else { x + 1 };
+                        if newer(new_age) < newer(a) {
+                            self.set_tag(block, i, tag);
+                        }
+                        return Some(Insert::Updated);
                     }
-                    return Some(Insert::Updated);
+                    dead_match.get_or_insert((block, i));
                 }
-                if f == fp && dead_match.is_none() {
-                    dead_match = Some((block, i));
-                }
-                if !live {
-                    free[k].0 += 1;
-                    free[k].1.get_or_insert(i);
+                let empties = match_lanes(word, 0, bits, pw) & lanes;
+                if empties != 0 {
+                    empty[k].0 += lanes_set(empties, bits, pw);
+                    empty[k]
+                        .1
+                        .get_or_insert(w as u32 * pw + empties.trailing_zeros() / bits);
                 }
             }
         }
@@ -599,11 +613,30 @@ impl<'a> Table<'a> {
             self.set_tag(block, i, tag);
             return Some(Insert::New);
         }
-        // The emptier bucket: two choices keep buckets even.
-        let k = usize::from(free[1].0 > free[0].0);
-        let i = free[k].1?;
-        self.write_slot(&self.body[buckets[k] as usize], i, fp, tag);
+        let k = usize::from(empty[1].0 > empty[0].0);
+        let (block, i) = match empty[k].1 {
+            Some(i) => (&self.body[buckets[k] as usize], i),
+            None => buckets.iter().find_map(|&b| {
+                let block = &self.body[b as usize];
+                (0..self.geo.slots)
+                    .find(|&i| self.free(block, i, today))
+                    .map(|i| (block, i))
+            })?,
+        };
+        self.write_slot(block, i, fp, tag);
         Some(Insert::New)
+    }
+
+    /// The lanes of fingerprint word `w` that hold slots, as a
+    /// `match_lanes` mask: every lane but the last word's spare ones.
+    #[inline]
+    fn slot_lanes(&self, w: usize) -> u64 {
+        let (pw, bits) = (self.geo.per_word(), self.geo.fp_bits);
+        let all = LANE_ONES[pw as usize];
+        match self.geo.slots.saturating_sub(w as u32 * pw) {
+            n if n >= pw => all,
+            n => all & ((1u64 << (n * bits)) - 1),
+        }
     }
 
     /// Deletes one live slot with the key's fingerprint. Removing a key that
@@ -931,6 +964,15 @@ fn match_lanes(word: u64, fp: u64, bits: u32, per_word: u32) -> u64 {
     let x = word ^ (fp * ones);
     let zero = !(((x & low) + low) | x) & high;
     zero >> (bits - 1)
+}
+
+/// How many lanes a `match_lanes` mask marks: one multiply adds every
+/// lane's bit into the top lane (a count of at most 8 never carries out of
+/// a lane of 8 bits or more).
+#[inline]
+fn lanes_set(hits: u64, bits: u32, per_word: u32) -> u32 {
+    let sum = hits.wrapping_mul(LANE_ONES[per_word as usize]) >> ((per_word - 1) * bits);
+    (sum & ((1u64 << bits) - 1)) as u32
 }
 
 /// Per fingerprints-a-word count: a 1 at the start of each lane.

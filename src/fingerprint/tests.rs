@@ -585,8 +585,8 @@ fn a_kick_killed_at_any_store_loses_no_key() {
 #[test]
 fn match_lanes_agrees_with_a_lane_by_lane_comparison() {
     // And `any_lane`, which gates every bucket test, is non-zero exactly
-    // when a lane matches: a zero where one does would be a false
-    // negative.
+    // when a lane matches (a zero where one does would be a false
+    // negative); `lanes_set` counts a mask's lanes.
     fn naive(word: u64, fp: u64, bits: u32, per_word: u32) -> u64 {
         let mask = (1u64 << bits) - 1;
         (0..per_word)
@@ -628,6 +628,7 @@ fn match_lanes_agrees_with_a_lane_by_lane_comparison() {
                 exact != 0,
                 "any_lane: word {word:#x} fp {fp:#x} bits {bits}"
             );
+            assert_eq!(super::lanes_set(exact, bits, per_word), exact.count_ones());
         }
         // Edge values: all zero, all ones.
         for word in [0, u64::MAX] {
