@@ -358,10 +358,19 @@ impl Lines {
 
     #[inline]
     fn word(&self, h: u128) -> (usize, u64) {
-        let (lo, hi) = (h as u64, (h >> 64) as u64);
-        let line = ((u128::from(hi) * self.lines as u128) >> 64) as usize;
-        (self.off + line * 8 + (lo & 7) as usize, 1u64 << (lo >> 58))
+        let (i, bit) = key_word(h, self.lines);
+        (self.off + i, bit)
     }
+}
+
+/// The word (counted from the first line) and bit a key's hash picks in an
+/// array of `lines` 64-byte lines: a line by multiply-shift of the high
+/// half, a word and a bit in it from the low half.
+#[inline]
+fn key_word(h: u128, lines: usize) -> (usize, u64) {
+    let (lo, hi) = (h as u64, (h >> 64) as u64);
+    let line = ((u128::from(hi) * lines as u128) >> 64) as usize;
+    (line * 8 + (lo & 7) as usize, 1u64 << (lo >> 58))
 }
 
 /// The floor: one xxh3-128 per key and one random 64-byte touch per
@@ -459,11 +468,10 @@ impl Floor {
 /// The floor of an insert made to the engine's contract: it may run
 /// beside other writers and answers whether the key was new. One
 /// xxh3-128, one random line, the key's word read and, when its bit is
-/// clear, a `fetch_or` that says whether this call set it. On x86 the
-/// `fetch_or` is a locked instruction, which waits for its line and which
-/// the next key's loads cannot pass: what [`Floor::insert`]'s plain store
-/// does not pay. The array is written at creation, so the timing takes no
-/// page faults (the plain floor's does): a bound that favours this floor.
+/// clear, a `fetch_or` that says whether this call set it (a locked
+/// instruction on x86, where [`Floor::insert`] has a plain store). The
+/// array is written at creation, so the timing takes no page faults (the
+/// plain floor's does): a bound that favours this floor.
 struct AtomicFloor {
     words: Vec<AtomicU64>,
     lines: usize,
@@ -480,11 +488,8 @@ impl AtomicFloor {
 
     #[inline]
     fn insert(&self, key: &[u8]) -> bool {
-        let h = xxh3_128(key);
-        let (lo, hi) = (h as u64, (h >> 64) as u64);
-        let line = ((u128::from(hi) * self.lines as u128) >> 64) as usize;
-        let word = &self.words[line * 8 + (lo & 7) as usize];
-        let bit = 1u64 << (lo >> 58);
+        let (i, bit) = key_word(xxh3_128(key), self.lines);
+        let word = &self.words[i];
         word.load(Ordering::Relaxed) & bit == 0 && word.fetch_or(bit, Ordering::Relaxed) & bit == 0
     }
 }

@@ -386,9 +386,9 @@ impl Wal {
     }
 
     /// Stages a record in the calling thread's lane (`lane`: see
-    /// [`crate::fill::lane`]); it reaches the log,
-    /// with its LSN, when the lane holds a run of them or when the log is
-    /// synced ([`Wal::sync_all`]), checkpointed or closed ([`Wal::next_lsn`]).
+    /// [`crate::fill::lane`]); it reaches the log, with its LSN, when the
+    /// lane holds a run of them or when the log is synced
+    /// ([`Wal::sync_all`]), checkpointed or closed ([`Wal::next_lsn`]).
     /// Called under the key's stripe, after the write it logs, under the
     /// `interval` policy for Bloom writes only: they commute, so replay
     /// needs no order between records, and the syncer moves every lane
