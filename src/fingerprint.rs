@@ -680,33 +680,82 @@ impl<'a> Table<'a> {
         let mut out = Swept::default();
         let mut day = today();
         for (b, block) in self.body.iter().enumerate() {
-            // One pass: whether a slot is dead, and the newest live day.
+            // One pass: which slots are dead, and the newest live day.
             // A slot that dies before the clearing below read the clock
             // again only makes `newest` later than it is (a later drop).
-            let mut any_dead = false;
-            for i in 0..self.geo.slots {
-                if self.fp_of(block, i) == 0 {
-                    continue;
-                }
-                match age(self.tag_of(block, i), day) {
-                    TOMORROW => out.newest = out.newest.max(day.saturating_add(1)),
-                    a if a <= self.retention => out.newest = out.newest.max(day - a.min(day)),
-                    _ => any_dead = true,
-                }
+            let (occupied, dead) = self.slot_masks(block, day);
+            let live = occupied & !dead;
+            if live != 0 && out.newest <= day {
+                self.newest_in(block, live, day, &mut out.newest);
             }
-            if !any_dead {
+            if dead == 0 {
                 continue;
             }
             let _held = self.lock(b as u64, b as u64);
             day = today();
-            for i in 0..self.geo.slots {
-                if self.fp_of(block, i) != 0 && !self.live(self.tag_of(block, i), day) {
-                    self.set_fp(block, i, 0);
-                    out.cleared += 1;
-                }
+            let (_, mut dead) = self.slot_masks(block, day);
+            while dead != 0 {
+                self.set_fp(block, dead.trailing_zeros(), 0);
+                dead &= dead - 1;
+                out.cleared += 1;
             }
         }
         out
+    }
+
+    /// A bucket's occupied slots (fingerprint not 0) and, among them, the
+    /// dead ones on `today`, as masks with bit `i` for slot `i`: read a
+    /// word at a time (`match_lanes`, `dead_tags`, `gather`).
+    #[inline]
+    fn slot_masks(&self, block: &Block, today: u32) -> (u64, u64) {
+        let (pw, bits) = (self.geo.per_word(), self.geo.fp_bits);
+        let mut occupied = 0;
+        for (w, word) in block.iter().take(self.geo.fp_words()).enumerate() {
+            let lanes =
+                self.slot_lanes(w) & !match_lanes(word.load(Ordering::Acquire), 0, bits, pw);
+            occupied |= gather(lanes, pw) << (w as u32 * pw);
+        }
+        let mut dead = 0;
+        for (first, word) in self.day_words(block) {
+            dead |= gather(dead_tags(word, today, self.retention), DAYS_PER_WORD) << first;
+        }
+        (occupied, occupied & dead)
+    }
+
+    /// A bucket's day words, each with the first slot whose tag it holds.
+    #[inline]
+    fn day_words<'b>(&self, block: &'b Block) -> impl Iterator<Item = (u32, u64)> + 'b {
+        let words = self.geo.slots.div_ceil(DAYS_PER_WORD) as usize;
+        block[self.geo.fp_words()..][..words]
+            .iter()
+            .zip((0..).step_by(DAYS_PER_WORD as usize))
+            .map(|(w, first)| (first, w.load(Ordering::Acquire)))
+    }
+
+    /// Raises `newest` to the newest day among the `live` slots of a
+    /// bucket on `today` (tomorrow for a slot written by a writer whose
+    /// clock turned already). Slots are ranked by distance from tomorrow
+    /// (tomorrow 0, today 1, a day of age `a` is `a + 1`); one comparison a
+    /// day word finds those ranked above `newest`, and only they are read
+    /// one by one: after the first buckets, almost none.
+    #[inline]
+    fn newest_in(&self, block: &Block, live: u64, today: u32, newest: &mut u32) {
+        let tomorrow = today.saturating_add(1);
+        // Live tags rank below retention + 2; `newest` is at most tomorrow.
+        let bound = (tomorrow - (*newest).min(tomorrow)).min(self.retention + 2);
+        let mut above = 0;
+        for (first, word) in self.day_words(block) {
+            above |= gather(tags_below(word, tomorrow, bound), DAYS_PER_WORD) << first;
+        }
+        let mut above = above & live;
+        while above != 0 {
+            let i = above.trailing_zeros();
+            above &= above - 1;
+            *newest = (*newest).max(match age(self.tag_of(block, i), today) {
+                TOMORROW => tomorrow,
+                a => today - a.min(today),
+            });
+        }
     }
 
     /// Sweeps from the day of the last sweep to `today` in steps of at most
@@ -973,6 +1022,74 @@ fn match_lanes(word: u64, fp: u64, bits: u32, per_word: u32) -> u64 {
 fn lanes_set(hits: u64, bits: u32, per_word: u32) -> u32 {
     let sum = hits.wrapping_mul(LANE_ONES[per_word as usize]) >> ((per_word - 1) * bits);
     (sum & ((1u64 << bits) - 1)) as u32
+}
+
+/// The low bits of the lanes of a `match_lanes` mask (`per_word` lanes of
+/// `64 / per_word` bits) gathered into bits `0..per_word`, lane `j` to bit
+/// `j`: one multiply moves every lane's bit to its place in the top bits
+/// (`GATHER` shows that no two land on the same bit, so nothing carries).
+#[inline]
+fn gather(lanes: u64, per_word: u32) -> u64 {
+    lanes.wrapping_mul(GATHER[per_word as usize]) >> (64 - per_word)
+}
+
+/// Per fingerprints-a-word count `n` (lanes `b = 64 / n` bits apart): the
+/// multiplier that moves bit `b * j` to bit `64 - n + j`, a 1 at
+/// `64 - n - (b - 1) * j` for each lane `j`. Lane `i` times term `j` lands
+/// on `64 - n + b * i - (b - 1) * j`; two pairs land on the same bit only
+/// if `b - 1` divides `i - i'` and `b` divides `j - j'`, which for
+/// `n <= 8 <= b` lanes means the same pair.
+const GATHER: [u64; 9] = {
+    let mut t = [0u64; 9];
+    let mut n = 2;
+    while n <= 8 {
+        let b = 64 / n;
+        let mut j = 0;
+        while j < n {
+            t[n as usize] |= 1u64 << (64 - n - (b - 1) * j);
+            j += 1;
+        }
+        n += 1;
+    }
+    t
+};
+
+/// The first bit of each day tag of a day word.
+const DAY_ONES: u64 = LANE_ONES[DAYS_PER_WORD as usize];
+/// The top bit of each day tag of a day word.
+const DAY_HIGH: u64 = DAY_ONES << (DAY_BITS - 1);
+
+/// The tags of day word `word` whose distance `(base - tag) mod 512` is
+/// below `bound` (at most 511), as a `match_lanes` mask (bit `9 * j` for
+/// tag `j`). Branch-free: the distance, then the comparison, each lane by
+/// lane in one subtraction.
+#[inline]
+fn tags_below(word: u64, base: u32, bound: u32) -> u64 {
+    let w = word & (DAY_ONES * DAY_MASK); // bit 63 is not a tag's
+    let d = u64::from(base & (DAY_RING - 1)) * DAY_ONES;
+    // Lane-wise d - w: every lane of `d | HIGH` is at least 256 and every
+    // lane of `w & !HIGH` at most 255, so no borrow leaves a lane; the xor
+    // puts back each lane's true top bit (Hacker's Delight, 2-18).
+    let e = ((d | DAY_HIGH) - (w & !DAY_HIGH)) ^ ((d ^ !w) & DAY_HIGH);
+    let m = u64::from(bound) * DAY_ONES;
+    // Lane-wise e >= m: the low eight bits compared by the same borrow-free
+    // subtraction (its top bit set iff e's low bits >= m's), then the top
+    // bits decide unless they are equal.
+    let low_ge = (e | DAY_HIGH) - (m & !DAY_HIGH);
+    let ge = ((e & !m) | (!(e ^ m) & low_ge)) & DAY_HIGH;
+    (!ge & DAY_HIGH) >> (DAY_BITS - 1)
+}
+
+/// The tags of day word `word` that are dead on `today` for `retention`:
+/// an age (`today - tag`) of `retention + 1..=510`, that is a distance
+/// from `today - retention - 1` below `510 - retention`.
+#[inline]
+fn dead_tags(word: u64, today: u32, retention: u32) -> u64 {
+    tags_below(
+        word,
+        today.wrapping_sub(retention + 1),
+        TOMORROW - 1 - retention,
+    )
 }
 
 /// Per fingerprints-a-word count: a 1 at the start of each lane.

@@ -739,3 +739,197 @@ fn lookups_of_every_shape_agree_with_a_slot_by_slot_scan() {
         }
     }
 }
+
+/// `dead_tags`, `tags_below` and `gather`, which the sweep reads a bucket
+/// with, against tag-by-tag and lane-by-lane answers, for tags near every
+/// boundary (ages retention, retention + 1, 510, 511) and random ones.
+#[test]
+fn dead_tags_and_gather_agree_with_a_lane_by_lane_reading() {
+    let mut x = 0x1319_8a2e_0370_7344_u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for retention in [1, 2, 30, 145, 364, 365, MAX_RETENTION] {
+        for _ in 0..5_000 {
+            let today = (next() % 100_000) as u32;
+            let mut word = next(); // bit 63 set or not: not a tag's
+            for lane in 0..DAYS_PER_WORD {
+                let a = match next() % 6 {
+                    0 => retention,
+                    1 => retention + 1,
+                    2 => TOMORROW - 1,
+                    3 => TOMORROW,
+                    4 => 0,
+                    _ => continue,
+                };
+                let tag = u64::from(today.wrapping_sub(a) & (DAY_RING - 1));
+                let at = lane * DAY_BITS;
+                word = (word & !(DAY_MASK << at)) | (tag << at);
+            }
+            let exact = (0..DAYS_PER_WORD)
+                .filter(|lane| {
+                    let tag = ((word >> (lane * DAY_BITS)) & DAY_MASK) as u32;
+                    let a = age(tag, today);
+                    a > retention && a != TOMORROW
+                })
+                .fold(0, |m, lane| m | 1u64 << (lane * DAY_BITS));
+            assert_eq!(
+                super::dead_tags(word, today, retention),
+                exact,
+                "word {word:#x} today {today} retention {retention}"
+            );
+        }
+    }
+    // `tags_below` itself (the newest live day), for any base and bound.
+    for _ in 0..50_000 {
+        let (word, base) = (next(), next() as u32);
+        let bound = (next() % u64::from(DAY_RING)) as u32;
+        let exact = (0..DAYS_PER_WORD)
+            .filter(|lane| {
+                let tag = ((word >> (lane * DAY_BITS)) & DAY_MASK) as u32;
+                base.wrapping_sub(tag) & (DAY_RING - 1) < bound
+            })
+            .fold(0, |m, lane| m | 1u64 << (lane * DAY_BITS));
+        assert_eq!(
+            super::tags_below(word, base, bound),
+            exact,
+            "{word:#x} {base} {bound}"
+        );
+    }
+    for per_word in 2..=8u32 {
+        let bits = 64 / per_word;
+        for _ in 0..2_000 {
+            let lanes = next() & LANE_ONES[per_word as usize];
+            let exact = (0..per_word)
+                .filter(|j| lanes >> (j * bits) & 1 == 1)
+                .fold(0, |m, j| m | 1u64 << j);
+            assert_eq!(
+                super::gather(lanes, per_word),
+                exact,
+                "{lanes:#x} {per_word}"
+            );
+        }
+        let all = LANE_ONES[per_word as usize];
+        assert_eq!(super::gather(all, per_word), (1u64 << per_word) - 1);
+    }
+}
+
+/// The sweep as it read buckets before `slot_masks`: slot by slot. The
+/// reference of the test below.
+fn sweep_slot_by_slot(t: &Table<'_>, today: impl Fn() -> u32) -> Swept {
+    let mut out = Swept::default();
+    let mut day = today();
+    for (b, block) in t.body.iter().enumerate() {
+        let mut any_dead = false;
+        for i in 0..t.geo.slots {
+            if t.fp_of(block, i) == 0 {
+                continue;
+            }
+            match age(t.tag_of(block, i), day) {
+                TOMORROW => out.newest = out.newest.max(day.saturating_add(1)),
+                a if a <= t.retention => out.newest = out.newest.max(day - a.min(day)),
+                _ => any_dead = true,
+            }
+        }
+        if !any_dead {
+            continue;
+        }
+        let _held = t.lock(b as u64, b as u64);
+        day = today();
+        for i in 0..t.geo.slots {
+            if t.fp_of(block, i) != 0 && !t.live(t.tag_of(block, i), day) {
+                t.set_fp(block, i, 0);
+                out.cleared += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The sweep, which reads buckets a word at a time, clears exactly the
+/// slots that a slot-by-slot reading clears and reports the same newest
+/// live day, on random buckets of every geometry (tags of every age,
+/// empty slots with old tags, spare lanes holding garbage), with a clock
+/// that stands still and one that moves a day at each reading.
+#[test]
+fn sweep_agrees_with_a_slot_by_slot_sweep() {
+    let mut x = 0xa409_3822_299f_31d0_u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for per_word in 2..=8u32 {
+        let geo = Geometry::with_fps_per_word(per_word);
+        for retention in [1, 30, 365, MAX_RETENTION] {
+            for round in 0..48u64 {
+                let b = body(64);
+                for w in b.iter().flat_map(|w| w.iter()) {
+                    w.store(next(), Ordering::Relaxed);
+                }
+                let shared = Shared::default();
+                let t = Table::new(&b, geo, retention, &shared);
+                let today = 1_000 + (next() % 5_000) as u32;
+                // Rounds without slots of tomorrow, and without slots of
+                // today either, take the sweep's other ways to `newest`.
+                let (tomorrow, newest_age) = match round % 3 {
+                    0 => (true, 0),
+                    1 => (false, 0),
+                    _ => (false, 1 + (next() % u64::from(retention)) as u32),
+                };
+                for (bi, block) in b.iter().enumerate() {
+                    // Some buckets hold slots of one kind only.
+                    let kind = (bi as u64 + round) % 8;
+                    for i in 0..geo.slots {
+                        let live = u64::from(retention + 1 - newest_age);
+                        let dead = u64::from(TOMORROW - 1 - retention);
+                        let a = match kind {
+                            0 => continue,
+                            1 => u64::from(newest_age) + next() % live,
+                            2 if tomorrow => u64::from(TOMORROW),
+                            3 => u64::from(retention + 1) + next() % dead,
+                            4 => u64::from(newest_age),
+                            _ if tomorrow => next() % u64::from(DAY_RING),
+                            _ => match next() % 2 {
+                                0 => u64::from(newest_age) + next() % live,
+                                _ => u64::from(retention + 1) + next() % dead,
+                            },
+                        } as u32;
+                        t.set_tag(block, i, today.wrapping_sub(a) & (DAY_RING - 1));
+                        if kind != 4 && next() % 3 == 0 {
+                            t.set_fp(block, i, 0);
+                        }
+                    }
+                }
+                let saved = words(&b);
+                let moving = || {
+                    let calls = std::cell::Cell::new(0u32);
+                    move || {
+                        calls.set(calls.get() + 1);
+                        today + calls.get().min(4) - 1
+                    }
+                };
+                for (clock, what) in [(false, "still"), (true, "moving")] {
+                    restore(&b, &saved);
+                    let expect = match clock {
+                        false => sweep_slot_by_slot(&t, || today),
+                        true => sweep_slot_by_slot(&t, moving()),
+                    };
+                    let cleared = words(&b);
+                    restore(&b, &saved);
+                    let got = match clock {
+                        false => t.sweep_by(|| today),
+                        true => t.sweep_by(moving()),
+                    };
+                    let at = format!("{per_word} a word, {retention} days, round {round}, {what}");
+                    assert_eq!(got, expect, "{at}");
+                    assert_eq!(words(&b), cleared, "{at}");
+                }
+            }
+        }
+    }
+}
