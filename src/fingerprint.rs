@@ -486,12 +486,22 @@ impl<'a> Table<'a> {
 
     /// Slots holding a fingerprint, live or dead (a scan).
     pub(crate) fn count_occupied(&self) -> u64 {
-        self.count(|block, i| self.fp_of(block, i) != 0)
+        self.body
+            .iter()
+            .map(|b| u64::from(self.occupied(b).count_ones()))
+            .sum()
     }
 
     /// Slots holding a live fingerprint on day `today` (a scan).
     pub(crate) fn count_live(&self, today: u32) -> u64 {
-        self.count(|block, i| self.fp_of(block, i) != 0 && self.live(self.tag_of(block, i), today))
+        self.body.iter().map(|b| self.live_in(b, today)).sum()
+    }
+
+    /// Live slots of one bucket on `today`.
+    #[inline]
+    fn live_in(&self, block: &Block, today: u32) -> u64 {
+        let (occupied, dead) = self.slot_masks(block, today);
+        u64::from((occupied & !dead).count_ones())
     }
 
     /// [`Table::count_live`] read off at most `sample` buckets spread evenly
@@ -504,21 +514,14 @@ impl<'a> Table<'a> {
             return self.count_live(today);
         }
         let step = n / sample.max(1);
-        let live = |block: &Block| {
-            (0..self.geo.slots)
-                .filter(|&i| self.fp_of(block, i) != 0 && self.live(self.tag_of(block, i), today))
-                .count() as u64
-        };
-        let seen: u64 = self.body.iter().step_by(step).map(live).sum();
+        let seen: u64 = self
+            .body
+            .iter()
+            .step_by(step)
+            .map(|b| self.live_in(b, today))
+            .sum();
         let buckets = n.div_ceil(step) as u64;
         ((u128::from(seen) * n as u128 + u128::from(buckets) / 2) / u128::from(buckets)) as u64
-    }
-
-    fn count(&self, f: impl Fn(&Block, u32) -> bool) -> u64 {
-        self.body
-            .iter()
-            .map(|b| (0..self.geo.slots).filter(|&i| f(b, i)).count() as u64)
-            .sum()
     }
 
     // ---- writers -------------------------------------------------------
@@ -708,6 +711,17 @@ impl<'a> Table<'a> {
     /// word at a time (`match_lanes`, `dead_tags`, `gather`).
     #[inline]
     fn slot_masks(&self, block: &Block, today: u32) -> (u64, u64) {
+        let occupied = self.occupied(block);
+        let mut dead = 0;
+        for (first, word) in self.day_words(block) {
+            dead |= gather(dead_tags(word, today, self.retention), DAYS_PER_WORD) << first;
+        }
+        (occupied, occupied & dead)
+    }
+
+    /// A bucket's occupied slots (fingerprint not 0), bit `i` for slot `i`.
+    #[inline]
+    fn occupied(&self, block: &Block) -> u64 {
         let (pw, bits) = (self.geo.per_word(), self.geo.fp_bits);
         let mut occupied = 0;
         for (w, word) in block.iter().take(self.geo.fp_words()).enumerate() {
@@ -715,11 +729,7 @@ impl<'a> Table<'a> {
                 self.slot_lanes(w) & !match_lanes(word.load(Ordering::Acquire), 0, bits, pw);
             occupied |= gather(lanes, pw) << (w as u32 * pw);
         }
-        let mut dead = 0;
-        for (first, word) in self.day_words(block) {
-            dead |= gather(dead_tags(word, today, self.retention), DAYS_PER_WORD) << first;
-        }
-        (occupied, occupied & dead)
+        occupied
     }
 
     /// A bucket's day words, each with the first slot whose tag it holds.

@@ -851,7 +851,7 @@ fn sweep_slot_by_slot(t: &Table<'_>, today: impl Fn() -> u32) -> Swept {
 
 /// The sweep, which reads buckets a word at a time, clears exactly the
 /// slots that a slot-by-slot reading clears and reports the same newest
-/// live day, on random buckets of every geometry (tags of every age,
+/// live day (and the counts of occupied and live slots agree too), on random buckets of every geometry (tags of every age,
 /// empty slots with old tags, spare lanes holding garbage), with a clock
 /// that stands still and one that moves a day at each reading.
 #[test]
@@ -905,6 +905,23 @@ fn sweep_agrees_with_a_slot_by_slot_sweep() {
                         }
                     }
                 }
+                // The counts read the same masks.
+                let occupied = b
+                    .iter()
+                    .map(|block| (0..geo.slots).filter(|&i| t.fp_of(block, i) != 0).count() as u64)
+                    .sum::<u64>();
+                let live = b
+                    .iter()
+                    .map(|block| {
+                        (0..geo.slots)
+                            .filter(|&i| {
+                                t.fp_of(block, i) != 0 && t.live(t.tag_of(block, i), today)
+                            })
+                            .count() as u64
+                    })
+                    .sum::<u64>();
+                assert_eq!(t.count_occupied(), occupied);
+                assert_eq!(t.count_live(today), live);
                 let saved = words(&b);
                 let moving = || {
                     let calls = std::cell::Cell::new(0u32);
