@@ -1075,6 +1075,7 @@ const DAY_HIGH: u64 = DAY_ONES << (DAY_BITS - 1);
 /// lane in one subtraction.
 #[inline]
 fn tags_below(word: u64, base: u32, bound: u32) -> u64 {
+    debug_assert!(bound < DAY_RING, "a bound of {bound} does not fit a tag");
     let w = word & (DAY_ONES * DAY_MASK); // bit 63 is not a tag's
     let d = u64::from(base & (DAY_RING - 1)) * DAY_ONES;
     // Lane-wise d - w: every lane of `d | HIGH` is at least 256 and every
