@@ -147,8 +147,8 @@ impl Engine {
     /// order (a key repeated in the batch is new at most once); under
     /// `always`, one sync for the batch. Errors as [`Engine::insert_batch`]:
     /// a batch stopped part way is [`Error::Incomplete`] with the answers of
-    /// the keys it recorded. The keys are taken one by one (no pipelined
-    /// loads, unlike `insert_batch`).
+    /// the keys it recorded. The keys are taken one by one, each key's
+    /// lines in the open windows loaded a few keys ahead of its turn.
     pub fn insert_within_batch<K: AsRef<[u8]>>(
         &self,
         keys: &[K],
@@ -157,10 +157,7 @@ impl Engine {
         self.writable()?;
         let src = &mut self.current();
         let mut out = Vec::with_capacity(keys.len());
-        let r = keys.iter().try_for_each(|k| {
-            out.push(self.insert_unsynced(src, k.as_ref(), Seen::Within(horizon))?);
-            Ok(())
-        });
+        let r = self.insert_each(src, keys, Seen::Within(horizon), &mut out);
         self.batch_answers(out, r)
     }
 
@@ -175,11 +172,44 @@ impl Engine {
         }
     }
 
+    /// Check-and-insert of `keys` one at a time (answers into `out`), not
+    /// yet synced: each key's lines in the open windows (or tables) are
+    /// loaded [`AHEAD`] keys before its turn, so that several keys' loads
+    /// are in flight while one is written.
+    fn insert_each<S: Source, K: AsRef<[u8]>>(
+        &self,
+        src: &mut S,
+        keys: &[K],
+        seen: Seen,
+        out: &mut Vec<bool>,
+    ) -> Result<()> {
+        let mut ahead = [KeyHash { lo: 0, hi: 0 }; AHEAD];
+        for (slot, k) in ahead.iter_mut().zip(keys) {
+            *slot = self.hash(k.as_ref());
+            prefetch_open(src.snap(), *slot);
+        }
+        for i in 0..keys.len() {
+            let h = ahead[i % AHEAD];
+            if let Some(k) = keys.get(i + AHEAD) {
+                let next = self.hash(k.as_ref());
+                prefetch_open(src.snap(), next);
+                ahead[i % AHEAD] = next;
+            }
+            out.push(self.insert_hashed(src, h, seen)?);
+        }
+        Ok(())
+    }
+
     /// One check-and-insert, not yet synced under `always` (the caller
     /// syncs: once per key, or once per batch).
     #[inline]
     fn insert_unsynced<S: Source>(&self, src: &mut S, key: &[u8], seen: Seen) -> Result<bool> {
-        let h = self.hash(key);
+        self.insert_hashed(src, self.hash(key), seen)
+    }
+
+    /// [`Engine::insert_unsynced`] of a hashed key.
+    #[inline]
+    fn insert_hashed<S: Source>(&self, src: &mut S, h: KeyHash, seen: Seen) -> Result<bool> {
         loop {
             let now = self.ready(src)?;
             match self.insert_one(src.snap(), h, now, seen)? {
@@ -197,14 +227,7 @@ impl Engine {
     fn insert_one(&self, snap: &Snapshot, h: KeyHash, now: i64, seen: Seen) -> Result<Step<bool>> {
         // The open windows' loads only: the older windows of the full tier
         // are loaded (`Probes`) for a key its open one lacks.
-        for t in &snap.tiers {
-            if let Some(seg) = t.segments.last() {
-                match t.tier.is_table() {
-                    true => seg.prefetch_tables(h),
-                    false => seg.prefetch(h),
-                }
-            }
-        }
+        prefetch_open(snap, h);
         let today = self.table_day(snap, now)?;
         let quick = open_first(snap, h, today);
         // The older windows' probes, kept to test them again under the
@@ -461,10 +484,7 @@ impl Engine {
         if src.snap().tiers.iter().any(|t| t.tier.is_table()) {
             // A fingerprint tier: key by key (the groups below read
             // windows only), synced once for the batch by the caller.
-            for k in keys {
-                out.push(self.insert_unsynced(src, k.as_ref(), Seen::Live)?);
-            }
-            return Ok(());
+            return self.insert_each(src, keys, Seen::Live, out);
         }
         while !rest.is_empty() {
             match self.insert_groups(src.snap(), &mut rest, out, now)? {
@@ -819,6 +839,24 @@ enum Quick<'s> {
     },
     /// No shortcut (the tier is a fingerprint table, or has no window).
     Unknown,
+}
+
+/// How many keys ahead of its turn a key's lines are loaded when a batch
+/// takes its keys one at a time ([`Engine::insert_each`]).
+const AHEAD: usize = 8;
+
+/// Issues the loads of the key's lines in every tier's open window (its
+/// block) or table (its two buckets).
+#[inline]
+fn prefetch_open(snap: &Snapshot, h: KeyHash) {
+    for t in &snap.tiers {
+        if let Some(seg) = t.segments.last() {
+            match t.tier.is_table() {
+                true => seg.prefetch_tables(h),
+                false => seg.prefetch(h),
+            }
+        }
+    }
 }
 
 /// The check of a check-and-insert that reads the open windows first: a
