@@ -32,7 +32,7 @@
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use serde_json::{json, Value};
-use timebloom::{Config, Engine, ManualClock, Options, SyncPolicy, Tier};
+use timebloom::{Config, Engine, Handle, ManualClock, Options, SyncPolicy, Tier};
 
 mod support;
 use support::{bench_n, keys, wall, Floor};
@@ -44,6 +44,18 @@ const DAY: u64 = 86_400;
 /// Nanoseconds per key of `work` over `n` keys, the best of three.
 fn per_key(n: usize, work: impl Fn() -> usize + Sync) -> f64 {
     wall(1, 3, |_| work()) * 1e9 / n as f64
+}
+
+/// Inserts `keys` through `h`, in single calls or in batches of 1024;
+/// returns how many were new.
+fn insert_new(h: &mut Handle<'_>, keys: &[Vec<u8>], batch: bool) -> usize {
+    match batch {
+        false => keys.iter().filter(|k| h.insert(k).unwrap()).count(),
+        true => keys
+            .chunks(1024)
+            .map(|c| h.insert_batch(c).unwrap().iter().filter(|&&x| x).count())
+            .sum(),
+    }
 }
 
 /// One engine of `tiers`, filled with `days` days of `n` keys; the clock
@@ -117,13 +129,7 @@ fn measure(name: &str, tiers: Vec<Tier>, n: u64, days: u64, probes: usize) -> Va
         day += 1;
         let mut h = engine.handle();
         let t = Instant::now();
-        let new = match batch {
-            false => fresh.iter().filter(|k| h.insert(k).unwrap()).count(),
-            true => fresh
-                .chunks(1024)
-                .map(|c| h.insert_batch(c).unwrap().iter().filter(|&&x| x).count())
-                .sum(),
-        };
+        let new = insert_new(&mut h, &fresh, batch);
         (t.elapsed().as_secs_f64() * 1e9 / n as f64, new)
     };
     let best = |runs: [(f64, usize); 3]| {
@@ -142,13 +148,10 @@ fn measure(name: &str, tiers: Vec<Tier>, n: u64, days: u64, probes: usize) -> Va
     let (one, two) = fresh.split_at(probes);
     let mut h = engine.handle();
     let t = Instant::now();
-    let burst1 = one.iter().filter(|k| h.insert(k).unwrap()).count();
+    let burst1 = insert_new(&mut h, one, false);
     let burst_single = t.elapsed().as_secs_f64() * 1e9 / probes as f64;
     let t = Instant::now();
-    let burst2: usize = two
-        .chunks(1024)
-        .map(|c| h.insert_batch(c).unwrap().iter().filter(|&&x| x).count())
-        .sum();
+    let burst2 = insert_new(&mut h, two, true);
     let burst_batch = t.elapsed().as_secs_f64() * 1e9 / probes as f64;
     drop(h);
     let dir = std::env::temp_dir().join(format!("timebloom-kinds-{}-{name}", std::process::id()));
