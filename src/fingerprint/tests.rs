@@ -41,6 +41,16 @@ fn design_keys(geo: Geometry, nbuckets: u64) -> u64 {
     (nbuckets as f64 * f64::from(geo.slots) * DESIGN_LOAD) as u64
 }
 
+/// A xorshift generator from `seed` (not 0): the tests' random words.
+fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
 fn words(b: &[Block]) -> Vec<u64> {
     b.iter()
         .flat_map(|w| w.iter())
@@ -426,15 +436,13 @@ fn readers_against_kicks(geo: Geometry, nb: u64) {
             let (t, keys, acked, done, stop) = (&t, &keys, &acked, &done, &stop);
             let (checks, misses) = (&checks, &misses);
             s.spawn(move || {
-                let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ r;
+                let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64 ^ r);
                 while !stop.load(Ordering::Acquire) {
                     let c = done.load(Ordering::Acquire);
                     if c == 0 {
                         continue;
                     }
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
+                    let x = next();
                     // Half the checks on the newest keys, whose buckets are
                     // the ones being kicked.
                     let i = if x & 1 == 0 {
@@ -593,13 +601,7 @@ fn match_lanes_agrees_with_a_lane_by_lane_comparison() {
             .filter(|lane| (word >> (lane * bits)) & mask == fp)
             .fold(0, |hits, lane| hits | 1u64 << (lane * bits))
     }
-    let mut x = 0x243f_6a88_85a3_08d3_u64;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = xorshift(0x243f_6a88_85a3_08d3_u64);
     for per_word in 2..=8u32 {
         let bits = 64 / per_word;
         let mask = (1u64 << bits) - 1;
@@ -745,13 +747,7 @@ fn lookups_of_every_shape_agree_with_a_slot_by_slot_scan() {
 /// boundary (ages retention, retention + 1, 510, 511) and random ones.
 #[test]
 fn dead_tags_and_gather_agree_with_a_lane_by_lane_reading() {
-    let mut x = 0x1319_8a2e_0370_7344_u64;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = xorshift(0x1319_8a2e_0370_7344_u64);
     for retention in [1, 2, 30, 145, 364, 365, MAX_RETENTION] {
         for _ in 0..5_000 {
             let today = (next() % 100_000) as u32;
@@ -856,13 +852,7 @@ fn sweep_slot_by_slot(t: &Table<'_>, today: impl Fn() -> u32) -> Swept {
 /// that stands still and one that moves a day at each reading.
 #[test]
 fn sweep_agrees_with_a_slot_by_slot_sweep() {
-    let mut x = 0xa409_3822_299f_31d0_u64;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = xorshift(0xa409_3822_299f_31d0_u64);
     for per_word in 2..=8u32 {
         let geo = Geometry::with_fps_per_word(per_word);
         for retention in [1, 30, 365, MAX_RETENTION] {
@@ -900,7 +890,7 @@ fn sweep_agrees_with_a_slot_by_slot_sweep() {
                             },
                         } as u32;
                         t.set_tag(block, i, today.wrapping_sub(a) & (DAY_RING - 1));
-                        if kind != 4 && next() % 3 == 0 {
+                        if kind != 4 && next().is_multiple_of(3) {
                             t.set_fp(block, i, 0);
                         }
                     }
