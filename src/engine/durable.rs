@@ -6,14 +6,17 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use crate::chain::Segment;
 use crate::config::SyncPolicy;
 use crate::error::{Error, Result};
+use crate::filter::Exclusive;
 use crate::fingerprint::Insert;
 use crate::manifest::{Manifest, SegmentEntry};
 use crate::wal::{self, Op, Wal};
 use crate::window;
 
 use super::snapshot::Snapshot;
+use super::write::AHEAD;
 use super::{Engine, Maint, Syncer, BOOT, MANIFEST, MAX_CHAIN, SEG_DIR, WAL_DIR};
 
 /// Msyncs every body not sealed on disk and rewrites its header.
@@ -71,11 +74,12 @@ impl Engine {
         degraded: bool,
     ) -> Result<()> {
         let c = m.checkpoint_lsn;
-        let records = if had_log {
-            wal::replay_records(wal_dir, c)?
+        let logs = if had_log {
+            wal::read_logs(wal_dir, c)?
         } else {
-            Vec::new()
+            wal::Logs::default()
         };
+        let records = logs.records;
         let mut need_checkpoint = !records.is_empty();
         // While the operating system has not restarted, the page cache
         // holds every write of the crashed process: the bodies are whole
@@ -92,7 +96,7 @@ impl Engine {
             // Damage in the middle of the log (not a torn tail) would end
             // the replay early and silently drop the acknowledged writes
             // after it: refused, unless opened degraded.
-            if let Err(e) = wal::verify_logs(wal_dir) {
+            if let Some(e) = logs.damaged {
                 if !degraded {
                     return Err(e);
                 }
@@ -192,63 +196,105 @@ impl Engine {
         let tables: Vec<usize> = (0..cur.tiers.len())
             .filter(|&ti| cur.tiers[ti].tier.is_table())
             .collect();
-        for r in records {
-            for &ti in &tables {
-                let Ok(day) = self.day_of(r.t) else {
-                    continue;
-                };
-                let days = cur.tiers[ti].tier.table_days();
-                while let Some(seg) = cur.tiers[ti].segments.last() {
-                    let full = match r.op {
-                        Op::Insert => match seg.tail() {
-                            // A seam for tests: this insert finds no room.
-                            Some(s) if crate::file::check("replay table", s.path()).is_err() => {
-                                true
-                            }
-                            _ => {
-                                matches!(seg.table_insert(&x, r.h, day, today), Some(Insert::Full))
-                            }
-                        },
-                        Op::Remove => {
-                            seg.table_remove(&x, r.h, today, days);
-                            false
-                        }
+        if !tables.is_empty() {
+            for r in records {
+                for &ti in &tables {
+                    let Ok(day) = self.day_of(r.t) else {
+                        continue;
                     };
-                    if !full {
-                        break;
-                    }
-                    cur = self.grow_at_recovery(m, &cur, ti)?;
-                }
-            }
-            let mut targets = Vec::with_capacity(cur.tiers.len());
-            for t in cur.tiers.iter().filter(|t| !t.tier.is_table()) {
-                let Some(w) = window::index(t.tier.span, r.t, self.config.utc_offset_secs) else {
-                    continue;
-                };
-                // A sealed window holds every write made before its seal
-                // (a record staged under `interval` may reach the log only
-                // after the seal: its write is in the sealed body, which
-                // waited for the write's stripe); an expired one is gone.
-                if let Some(seg) = t.segments.iter().find(|s| s.window == w && !s.is_sealed()) {
-                    targets.push(seg);
-                }
-            }
-            match r.op {
-                Op::Insert => {
-                    for seg in &targets {
-                        seg.insert(&x, r.h);
-                    }
-                }
-                Op::Remove => {
-                    if !targets.is_empty() && targets.iter().all(|s| s.contains(r.h)) {
-                        for seg in &targets {
-                            seg.remove(&x, r.h);
+                    let days = cur.tiers[ti].tier.table_days();
+                    while let Some(seg) = cur.tiers[ti].segments.last() {
+                        let full = match r.op {
+                            Op::Insert => match seg.tail() {
+                                // A seam for tests: this insert finds no room.
+                                Some(s)
+                                    if crate::file::check("replay table", s.path()).is_err() =>
+                                {
+                                    true
+                                }
+                                _ => matches!(
+                                    seg.table_insert(&x, r.h, day, today),
+                                    Some(Insert::Full)
+                                ),
+                            },
+                            Op::Remove => {
+                                seg.table_remove(&x, r.h, today, days);
+                                false
+                            }
+                        };
+                        if !full {
+                            break;
                         }
+                        cur = self.grow_at_recovery(m, &cur, ti)?;
                     }
                 }
             }
         }
+        // The windows after the tables: the two share no state, and the
+        // records keep their order within each.
+        self.replay_windows(&cur, &x, records);
         Ok(())
+    }
+
+    /// Replays `records` into the Bloom and counting windows holding their
+    /// instants, in log order. Each record's lines are loaded [`AHEAD`]
+    /// records before its turn, so that several records' loads are in
+    /// flight while one is written (a record is a random line in each of
+    /// its windows: one at a time, the replay waited for each in turn).
+    fn replay_windows<'s>(&self, snap: &'s Snapshot, x: &Exclusive, records: &[wal::Record]) {
+        let tiers: Vec<_> = snap.tiers.iter().filter(|t| !t.tier.is_table()).collect();
+        // The window each tier found last: consecutive records are mostly
+        // in the same windows.
+        let mut found: Vec<Option<(i64, Option<&'s Segment>)>> = vec![None; tiers.len()];
+        let mut targets = |r: &wal::Record, out: &mut Vec<&'s Segment>| {
+            out.clear();
+            for (t, found) in tiers.iter().zip(found.iter_mut()) {
+                let Some(w) = window::index(t.tier.span, r.t, self.config.utc_offset_secs) else {
+                    continue;
+                };
+                let seg = match *found {
+                    Some((at, seg)) if at == w => seg,
+                    _ => {
+                        // A sealed window holds every write made before its
+                        // seal (a record staged under `interval` may reach
+                        // the log only after the seal: its write is in the
+                        // sealed body, which waited for the write's
+                        // stripe); an expired one is gone.
+                        let seg = t.segments.iter().find(|s| s.window == w && !s.is_sealed());
+                        *found = Some((w, seg));
+                        seg
+                    }
+                };
+                if let Some(seg) = seg {
+                    seg.prefetch(r.h);
+                    out.push(seg);
+                }
+            }
+        };
+        let mut ring: Vec<Vec<&'s Segment>> = (0..AHEAD).map(|_| Vec::new()).collect();
+        for (r, out) in records.iter().zip(ring.iter_mut()) {
+            targets(r, out);
+        }
+        for (i, r) in records.iter().enumerate() {
+            let segs = &mut ring[i % AHEAD];
+            match r.op {
+                Op::Insert => {
+                    for seg in segs.iter() {
+                        seg.insert(x, r.h);
+                    }
+                }
+                Op::Remove => {
+                    if !segs.is_empty() && segs.iter().all(|s| s.contains(r.h)) {
+                        for seg in segs.iter() {
+                            seg.remove(x, r.h);
+                        }
+                    }
+                }
+            }
+            if let Some(next) = records.get(i + AHEAD) {
+                targets(next, segs);
+            }
+        }
     }
 
     /// Recovery's growth of tier `ti`'s fingerprint chain: a new table,

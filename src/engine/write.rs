@@ -843,7 +843,7 @@ enum Quick<'s> {
 
 /// How many keys ahead of its turn a key's lines are loaded when a batch
 /// takes its keys one at a time ([`Engine::insert_each`]).
-const AHEAD: usize = 8;
+pub(super) const AHEAD: usize = 8;
 
 /// Issues the loads of the key's lines in every tier's open window (its
 /// block) or table (its two buckets).

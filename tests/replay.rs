@@ -1,0 +1,115 @@
+//! Replay after a power loss puts every logged write into the window that
+//! holds its instant, whatever order the log has them in: a crawler that
+//! backfills yesterday's log lines while it inserts today's leaves a log
+//! whose consecutive records alternate between windows of one tier (and
+//! replay loads records ahead of their turn, see `Engine::replay_windows`).
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::time::Duration;
+
+use common::*;
+use timebloom::{Config, Engine, ManualClock, Options, SyncPolicy, Tier};
+
+const HOUR: Duration = Duration::from_secs(3600);
+const DAY: Duration = Duration::from_secs(86_400);
+
+/// Copies the engine directory `from` (left as after a crash; its lock is
+/// still held by this process) to `to`, every segment body (each file past
+/// its 4 KiB header) zeroed: a power loss in which no page of an open
+/// window reached the disk. Only the log can bring the keys back.
+fn copy_losing_bodies(from: &Path, to: &Path) {
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if e.file_type().unwrap().is_dir() {
+            fs::create_dir_all(&dst).unwrap();
+            copy_losing_bodies(&src, &dst);
+            continue;
+        }
+        let mut b = fs::read(&src).unwrap();
+        if src.parent().unwrap().ends_with("seg") && b.len() > 4096 {
+            b[4096..].fill(0);
+        }
+        fs::write(&dst, &b).unwrap();
+    }
+}
+
+#[test]
+fn replay_puts_alternating_records_into_their_own_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(3));
+    let cfg = Config {
+        sync: SyncPolicy::Always,
+        ..config(&[Tier::daily(7), Tier::weekly(4)], 2_000, 0.01)
+    };
+    let e = Engine::create_with(dir.path(), cfg, Options::default().clock(clock.clone())).unwrap();
+    // The windows first: a backfill into a window that does not exist yet
+    // creates it, and a checkpoint follows (the log restarts there).
+    for back in [2 * DAY, DAY] {
+        e.insert_at(b"https://example.com/", day(3) - back).unwrap();
+    }
+    // Today's keys, each followed by a key of two days ago, one of a day
+    // ago and one of an hour ago: three daily windows take turns in the
+    // log, record by record.
+    let mut today = Vec::new();
+    let mut earlier = Vec::new();
+    for i in 0..300 {
+        let k = url(21, i);
+        assert!(e.insert(&k).unwrap());
+        today.push(k);
+        for (set, back) in [(22, 2 * DAY), (23, DAY), (24, HOUR)] {
+            let k = url(set, i);
+            assert!(e.insert_at(&k, day(3) - back).unwrap());
+            earlier.push((k, back));
+        }
+    }
+    // A crash: no checkpoint, no clean close.
+    std::mem::forget(e);
+    let segments = seg_files(dir.path()).len();
+    assert!(
+        segments >= 4,
+        "the keys went to {:?}",
+        seg_files(dir.path())
+    );
+    // Every write of the keys is in the log (after the last checkpoint).
+    let records: u64 = fs::read_dir(dir.path().join("wal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .map(|p| (fs::metadata(p).unwrap().len() - 32) / 40)
+        .sum();
+    assert!(records >= 4 * 300, "{records} records for 1200 writes");
+    let lost = tempfile::tempdir().unwrap();
+    copy_losing_bodies(dir.path(), lost.path());
+
+    let e = Engine::open_with(
+        lost.path(),
+        Options::default()
+            .clock(clock.clone())
+            .assume_power_loss(true),
+    )
+    .unwrap();
+    for (i, k) in today.iter().enumerate() {
+        assert!(e.contains_within(k, HOUR).unwrap(), "today's key {i} lost");
+    }
+    for (i, (k, back)) in earlier.iter().enumerate() {
+        assert!(e.contains(k).unwrap(), "key {i} of {back:?} ago lost");
+        // In its own day: within a horizon that reaches its day, and not
+        // within one that reaches back only into the day after it.
+        let age = *back + HOUR;
+        assert!(
+            e.contains_within(k, age).unwrap(),
+            "key {i} of {back:?} ago not in its day"
+        );
+        if *back >= 2 * DAY {
+            assert!(
+                !e.contains_within(k, DAY).unwrap(),
+                "key {i} of {back:?} ago replayed into a later day"
+            );
+        }
+    }
+    e.close().unwrap();
+}
