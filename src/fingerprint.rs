@@ -327,6 +327,18 @@ pub(crate) struct Swept {
     pub newest: u32,
 }
 
+/// Keys a batch lookup locates ahead of the ones it tests
+/// ([`Table::contains_many`]): their 32 lines in flight at once.
+const GROUP: usize = 16;
+
+/// A key's place in one table: its fingerprint and its two buckets.
+#[derive(Clone, Copy, Debug)]
+struct Located {
+    fp: u64,
+    b1: u64,
+    b2: u64,
+}
+
 /// A table over a caller-provided body.
 pub(crate) struct Table<'a> {
     body: &'a [Block],
@@ -414,9 +426,18 @@ impl<'a> Table<'a> {
     /// next group, whose lines arrive while the current group is tested).
     #[inline]
     pub(crate) fn prefetch(&self, h: KeyHash) {
-        let (_, b1, b2) = self.locate(h);
+        self.locate_ahead(h);
+    }
+
+    /// The key's fingerprint and buckets, their loads issued: a batch
+    /// locates the next group of keys while it tests the current one
+    /// ([`Table::contains_many`]).
+    #[inline]
+    fn locate_ahead(&self, h: KeyHash) -> Located {
+        let (fp, b1, b2) = self.locate(h);
         crate::filter::prefetch(&self.body[b1 as usize]);
         crate::filter::prefetch(&self.body[b2 as usize]);
+        Located { fp, b1, b2 }
     }
 
     /// True when the key's fingerprint is in one of its buckets with a day
@@ -424,48 +445,131 @@ impl<'a> Table<'a> {
     /// false for a key inserted on such a day and not removed since, while
     /// the retention holds; true for another key with the chance measured
     /// in `docs/fingerprint.md`. Lock-free.
+    #[inline]
     pub(crate) fn contains_since(&self, h: KeyHash, first_day: u32, today: u32) -> bool {
+        self.contains_at(self.locate_ahead(h), first_day, today)
+    }
+
+    /// [`Table::contains_since`] for a key located by
+    /// [`Table::locate_ahead`] on this table.
+    fn contains_at(&self, at: Located, first_day: u32, today: u32) -> bool {
         // One copy of the test per bucket shape, with its word count and
         // lane width constants: a negative bucket is then a few
         // instructions a word, where the general loop pays several times
         // that.
         match self.geo.per_word() {
-            2 => self.contains_shaped::<2>(h, first_day, today),
-            3 => self.contains_shaped::<3>(h, first_day, today),
-            4 => self.contains_shaped::<4>(h, first_day, today),
-            5 => self.contains_shaped::<5>(h, first_day, today),
-            6 => self.contains_shaped::<6>(h, first_day, today),
-            7 => self.contains_shaped::<7>(h, first_day, today),
-            8 => self.contains_shaped::<8>(h, first_day, today),
-            _ => self.contains_in(self.geo, h, first_day, today),
+            2 => self.contains_shaped::<2>(at, first_day, today),
+            3 => self.contains_shaped::<3>(at, first_day, today),
+            4 => self.contains_shaped::<4>(at, first_day, today),
+            5 => self.contains_shaped::<5>(at, first_day, today),
+            6 => self.contains_shaped::<6>(at, first_day, today),
+            7 => self.contains_shaped::<7>(at, first_day, today),
+            8 => self.contains_shaped::<8>(at, first_day, today),
+            _ => self.contains_in(self.geo, at, first_day, today),
         }
     }
 
-    /// [`Table::contains_since`] for tables of `PER_WORD` fingerprints a
+    /// [`Table::contains_since`] for every key of `hashes`, appended to
+    /// `out`, pipelined: both buckets of each of the next [`GROUP`] keys
+    /// are loaded before the current ones are tested. The bucket shape is
+    /// matched once for the batch and each key located once.
+    pub(crate) fn contains_many(
+        &self,
+        hashes: &[KeyHash],
+        first_day: u32,
+        today: u32,
+        out: &mut Vec<bool>,
+    ) {
+        match self.geo.per_word() {
+            2 => self.contains_many_shaped::<2>(hashes, first_day, today, out),
+            3 => self.contains_many_shaped::<3>(hashes, first_day, today, out),
+            4 => self.contains_many_shaped::<4>(hashes, first_day, today, out),
+            5 => self.contains_many_shaped::<5>(hashes, first_day, today, out),
+            6 => self.contains_many_shaped::<6>(hashes, first_day, today, out),
+            7 => self.contains_many_shaped::<7>(hashes, first_day, today, out),
+            8 => self.contains_many_shaped::<8>(hashes, first_day, today, out),
+            _ => self.contains_many_in(self.geo, hashes, first_day, today, out),
+        }
+    }
+
+    /// [`Table::contains_many`] with its shape's constants, as
+    /// [`Table::contains_shaped`].
+    fn contains_many_shaped<const PER_WORD: u32>(
+        &self,
+        hashes: &[KeyHash],
+        first_day: u32,
+        today: u32,
+        out: &mut Vec<bool>,
+    ) {
+        let geo = const { Geometry::shape(PER_WORD) };
+        match geo == self.geo {
+            true => self.contains_many_in(geo, hashes, first_day, today, out),
+            false => self.contains_many_in(self.geo, hashes, first_day, today, out),
+        }
+    }
+
+    #[inline(always)]
+    fn contains_many_in(
+        &self,
+        geo: Geometry,
+        hashes: &[KeyHash],
+        first_day: u32,
+        today: u32,
+        out: &mut Vec<bool>,
+    ) {
+        let none = Located {
+            fp: 0,
+            b1: 0,
+            b2: 0,
+        };
+        let (mut current, mut next) = ([none; GROUP], [none; GROUP]);
+        let mut groups = hashes.chunks(GROUP);
+        let locate = |g: &[KeyHash], into: &mut [Located; GROUP]| {
+            for (at, h) in into.iter_mut().zip(g) {
+                *at = self.locate_ahead(*h);
+            }
+            g.len()
+        };
+        let mut n = groups.next().map_or(0, |g| locate(g, &mut current));
+        while n > 0 {
+            let m = groups.next().map_or(0, |g| locate(g, &mut next));
+            out.extend(
+                current[..n]
+                    .iter()
+                    .map(|at| self.contains_in(geo, *at, first_day, today)),
+            );
+            std::mem::swap(&mut current, &mut next);
+            n = m;
+        }
+    }
+
+    /// [`Table::contains_at`] for tables of `PER_WORD` fingerprints a
     /// word (every table a plan makes has its shape's slot count; any other
     /// takes the general path).
     #[inline]
-    fn contains_shaped<const PER_WORD: u32>(&self, h: KeyHash, first_day: u32, today: u32) -> bool {
+    fn contains_shaped<const PER_WORD: u32>(
+        &self,
+        at: Located,
+        first_day: u32,
+        today: u32,
+    ) -> bool {
         let geo = const { Geometry::shape(PER_WORD) };
         match geo == self.geo {
-            true => self.contains_in(geo, h, first_day, today),
-            false => self.contains_in(self.geo, h, first_day, today),
+            true => self.contains_in(geo, at, first_day, today),
+            false => self.contains_in(self.geo, at, first_day, today),
         }
     }
 
-    /// [`Table::contains_since`] with the table's geometry `geo` (the
+    /// [`Table::contains_at`] with the table's geometry `geo` (the
     /// caller's constant, or the table's own).
     #[inline(always)]
-    fn contains_in(&self, geo: Geometry, h: KeyHash, first_day: u32, today: u32) -> bool {
+    fn contains_in(&self, geo: Geometry, at: Located, first_day: u32, today: u32) -> bool {
         if first_day > today {
             return false;
         }
         let max_age = (today - first_day).min(self.retention);
-        let (fp, b1, b2) = self.locate(h);
+        let Located { fp, b1, b2 } = at;
         let (b1, b2) = (&self.body[b1 as usize], &self.body[b2 as usize]);
-        // Both lines' loads in flight before either is tested.
-        crate::filter::prefetch(b1);
-        crate::filter::prefetch(b2);
         let has = |b| bucket_has(geo, b, fp, today, max_age);
         loop {
             let s1 = self.shared.moves.load(Ordering::Acquire);

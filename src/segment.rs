@@ -645,7 +645,7 @@ impl SubFilter {
 
     /// The fingerprint table over this body, if this is one.
     #[inline]
-    fn table(&self) -> Option<Table<'_>> {
+    pub(crate) fn table(&self) -> Option<Table<'_>> {
         let t = self.table.as_ref()?;
         Some(Table::new(self.blocks(), t.geo, t.retention, &t.shared))
     }

@@ -265,6 +265,49 @@ fn growth_keeps_the_rate() {
 }
 
 /// False positives among the keys at positions `i % every == 0` (absent).
+/// A batch on a table alone in its chain (located and tested a group at a
+/// time, see `Table::contains_many`) answers as single calls do, in order:
+/// live keys, expired keys and absent ones interleaved, a length no group
+/// size divides.
+#[test]
+fn a_batch_on_one_table_answers_as_single_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, clock) = table_engine(dir.path(), 5, 2_000, 0.01);
+    for d in 0..9 {
+        clock.set(day(d));
+        for i in 0..2_000 {
+            e.insert(&key(d, i)).unwrap();
+        }
+    }
+    let s = e.stats().unwrap();
+    assert_eq!(s.tiers[0].segments[0].subfilters, 1, "one table");
+    // Days 4 to 8 are live (five days, today included); 0 to 3 expired.
+    let mixed: Vec<Vec<u8>> = (0..10_007u64)
+        .map(|i| match i % 3 {
+            0 => url(9, i),
+            _ => key(i % 9, i % 2_000),
+        })
+        .collect();
+    let single: Vec<bool> = mixed.iter().map(|k| e.contains(k).unwrap()).collect();
+    for batch in [e.contains_batch(&mixed), e.handle().contains_batch(&mixed)] {
+        let batch = batch.unwrap();
+        assert_eq!(batch.len(), single.len());
+        let differ = (0..single.len()).find(|&i| batch[i] != single[i]);
+        assert_eq!(differ, None, "the batch's answer differs at this key");
+    }
+    for (i, (k, &seen)) in mixed.iter().zip(&single).enumerate() {
+        let d = i as u64 % 9;
+        if i % 3 != 0 && d >= 4 {
+            assert!(seen, "live key {i} of day {d} missing: {k:?}");
+        }
+    }
+    // Expired and absent keys answer no, but for the table's false matches.
+    let stale = (0..mixed.len())
+        .filter(|&i| (i % 3 == 0 || i % 9 < 4) && single[i])
+        .count();
+    assert!(stale < 100, "{stale} expired or absent keys answered yes");
+}
+
 fn fp_in(answers: &[bool], every: usize) -> u64 {
     answers.iter().step_by(every).filter(|&&x| x).count() as u64
 }

@@ -418,7 +418,14 @@ impl Reader<'_> {
         else {
             return hashes.iter().map(|h| self.contains(*h)).collect();
         };
-        // Two lines per key and table in flight per group.
+        if let [sub] = &seg.subs[..] {
+            if let Some(table) = sub.table() {
+                let mut out = Vec::with_capacity(hashes.len());
+                table.contains_many(hashes, first, today, &mut out);
+                return out;
+            }
+        }
+        // A chain: two lines per key and table in flight per group.
         let group = (TABLE_LOADS_PER_GROUP / (2 * seg.subs.len().max(1))).clamp(2, MAX_GROUP);
         let prefetch = |g: &[KeyHash]| g.iter().for_each(|h| seg.prefetch_tables(*h));
         let mut groups = hashes.chunks(group).peekable();
