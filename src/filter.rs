@@ -369,7 +369,7 @@ pub(crate) fn decrement(_: &Exclusive, block: &Block, masks: &[u64; BLOCK_WORDS]
 /// Counts occupied cells in a run of blocks (after a crash, or to verify).
 pub(crate) fn count_occupied(kind: Kind, blocks: &[Block]) -> u64 {
     let mut n = 0u64;
-    for b in blocks {
+    for b in scan(blocks) {
         for w in b {
             let v = w.load(Ordering::Relaxed);
             n += u64::from(match kind {
@@ -385,11 +385,29 @@ pub(crate) fn count_occupied(kind: Kind, blocks: &[Block]) -> u64 {
 
 /// Counts saturated counters (counting kind).
 pub(crate) fn count_saturated(blocks: &[Block]) -> u64 {
-    blocks
-        .iter()
+    scan(blocks)
         .flat_map(|b| b.iter())
         .map(|w| u64::from(nibbles_saturated(w.load(Ordering::Relaxed)).count_ones()))
         .sum()
+}
+
+/// How far ahead of the block it reads a whole-body scan loads: 32 blocks
+/// (2 KiB). Measured on the recount at open after a crash (the default
+/// tiers at 10^7 keys a day, 700 MB of open windows): 0.56-0.64 s without
+/// loading ahead, 0.34-0.35 s at 8 blocks, 0.25-0.27 s at 16 to 64. Read
+/// front to back without it, the mapped pages arrived a line at a time.
+const SCAN_AHEAD: usize = 32;
+
+/// The blocks of a body front to back, each one's load issued
+/// [`SCAN_AHEAD`] blocks before its turn: for the scans that read a whole
+/// body (counts, the fingerprint sweep).
+pub(crate) fn scan(blocks: &[Block]) -> impl Iterator<Item = &Block> {
+    blocks.iter().enumerate().map(move |(i, b)| {
+        if let Some(ahead) = blocks.get(i + SCAN_AHEAD) {
+            prefetch(ahead);
+        }
+        b
+    })
 }
 
 /// Issues a prefetch of the block that holds `block` so that several

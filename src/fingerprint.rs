@@ -590,15 +590,16 @@ impl<'a> Table<'a> {
 
     /// Slots holding a fingerprint, live or dead (a scan).
     pub(crate) fn count_occupied(&self) -> u64 {
-        self.body
-            .iter()
+        crate::filter::scan(self.body)
             .map(|b| u64::from(self.occupied(b).count_ones()))
             .sum()
     }
 
     /// Slots holding a live fingerprint on day `today` (a scan).
     pub(crate) fn count_live(&self, today: u32) -> u64 {
-        self.body.iter().map(|b| self.live_in(b, today)).sum()
+        crate::filter::scan(self.body)
+            .map(|b| self.live_in(b, today))
+            .sum()
     }
 
     /// Live slots of one bucket on `today`.
@@ -786,7 +787,7 @@ impl<'a> Table<'a> {
     pub(crate) fn sweep_by(&self, today: impl Fn() -> u32) -> Swept {
         let mut out = Swept::default();
         let mut day = today();
-        for (b, block) in self.body.iter().enumerate() {
+        for (b, block) in crate::filter::scan(self.body).enumerate() {
             // One pass: which slots are dead, and the newest live day.
             // A slot that dies before the clearing below read the clock
             // again only makes `newest` later than it is (a later drop).
