@@ -327,6 +327,43 @@ pub(crate) struct Swept {
     pub newest: u32,
 }
 
+/// Evaluates `$body` with `$geo` bound to geometry `$of` as a constant
+/// of its bucket shape (`Geometry::shape`, one copy of `$body` per shape,
+/// with its word count and lane width constants: a negative bucket is then
+/// a few instructions a word, where the general loop pays several times
+/// that), or to `$of` itself for a table of another slot count (every
+/// table a plan makes has its shape's).
+macro_rules! with_shape {
+    ($of:expr, $geo:ident => $body:expr) => {{
+        let of: Geometry = $of;
+        macro_rules! shaped {
+            ($per_word:literal) => {{
+                const SHAPE: Geometry = Geometry::shape($per_word);
+                if SHAPE == of {
+                    let $geo = SHAPE;
+                    $body
+                } else {
+                    let $geo = of;
+                    $body
+                }
+            }};
+        }
+        match of.per_word() {
+            2 => shaped!(2),
+            3 => shaped!(3),
+            4 => shaped!(4),
+            5 => shaped!(5),
+            6 => shaped!(6),
+            7 => shaped!(7),
+            8 => shaped!(8),
+            _ => {
+                let $geo = of;
+                $body
+            }
+        }
+    }};
+}
+
 /// Keys a batch lookup locates ahead of the ones it tests
 /// ([`Table::contains_many`]): their 32 lines in flight at once.
 const GROUP: usize = 16;
@@ -453,20 +490,7 @@ impl<'a> Table<'a> {
     /// [`Table::contains_since`] for a key located by
     /// [`Table::locate_ahead`] on this table.
     fn contains_at(&self, at: Located, first_day: u32, today: u32) -> bool {
-        // One copy of the test per bucket shape, with its word count and
-        // lane width constants: a negative bucket is then a few
-        // instructions a word, where the general loop pays several times
-        // that.
-        match self.geo.per_word() {
-            2 => self.contains_shaped::<2>(at, first_day, today),
-            3 => self.contains_shaped::<3>(at, first_day, today),
-            4 => self.contains_shaped::<4>(at, first_day, today),
-            5 => self.contains_shaped::<5>(at, first_day, today),
-            6 => self.contains_shaped::<6>(at, first_day, today),
-            7 => self.contains_shaped::<7>(at, first_day, today),
-            8 => self.contains_shaped::<8>(at, first_day, today),
-            _ => self.contains_in(self.geo, at, first_day, today),
-        }
+        with_shape!(self.geo, geo => self.contains_in(geo, at, first_day, today))
     }
 
     /// [`Table::contains_since`] for every key of `hashes`, appended to
@@ -480,34 +504,11 @@ impl<'a> Table<'a> {
         today: u32,
         out: &mut Vec<bool>,
     ) {
-        match self.geo.per_word() {
-            2 => self.contains_many_shaped::<2>(hashes, first_day, today, out),
-            3 => self.contains_many_shaped::<3>(hashes, first_day, today, out),
-            4 => self.contains_many_shaped::<4>(hashes, first_day, today, out),
-            5 => self.contains_many_shaped::<5>(hashes, first_day, today, out),
-            6 => self.contains_many_shaped::<6>(hashes, first_day, today, out),
-            7 => self.contains_many_shaped::<7>(hashes, first_day, today, out),
-            8 => self.contains_many_shaped::<8>(hashes, first_day, today, out),
-            _ => self.contains_many_in(self.geo, hashes, first_day, today, out),
-        }
+        with_shape!(self.geo, geo => self.contains_many_in(geo, hashes, first_day, today, out))
     }
 
-    /// [`Table::contains_many`] with its shape's constants, as
-    /// [`Table::contains_shaped`].
-    fn contains_many_shaped<const PER_WORD: u32>(
-        &self,
-        hashes: &[KeyHash],
-        first_day: u32,
-        today: u32,
-        out: &mut Vec<bool>,
-    ) {
-        let geo = const { Geometry::shape(PER_WORD) };
-        match geo == self.geo {
-            true => self.contains_many_in(geo, hashes, first_day, today, out),
-            false => self.contains_many_in(self.geo, hashes, first_day, today, out),
-        }
-    }
-
+    /// [`Table::contains_many`] with the table's geometry `geo`, as
+    /// [`Table::contains_in`].
     #[inline(always)]
     fn contains_many_in(
         &self,
@@ -543,25 +544,8 @@ impl<'a> Table<'a> {
         }
     }
 
-    /// [`Table::contains_at`] for tables of `PER_WORD` fingerprints a
-    /// word (every table a plan makes has its shape's slot count; any other
-    /// takes the general path).
-    #[inline]
-    fn contains_shaped<const PER_WORD: u32>(
-        &self,
-        at: Located,
-        first_day: u32,
-        today: u32,
-    ) -> bool {
-        let geo = const { Geometry::shape(PER_WORD) };
-        match geo == self.geo {
-            true => self.contains_in(geo, at, first_day, today),
-            false => self.contains_in(self.geo, at, first_day, today),
-        }
-    }
-
     /// [`Table::contains_at`] with the table's geometry `geo` (the
-    /// caller's constant, or the table's own).
+    /// constant of its shape, see `with_shape!`, or the table's own).
     #[inline(always)]
     fn contains_in(&self, geo: Geometry, at: Located, first_day: u32, today: u32) -> bool {
         if first_day > today {

@@ -201,7 +201,8 @@ pub(crate) fn verify(dir: &Path, checkpoint: u64) -> Result<()> {
 /// The log files' part of [`verify`]: a bad header, or damage in the
 /// middle of a file (a valid record after an invalid one).
 pub(crate) fn verify_logs(dir: &Path) -> Result<()> {
-    // No record is at or past LSN 2^64 - 1 and before it: none is kept.
+    // Only the damage report is wanted: from the last LSN on, at most one
+    // record is kept.
     match read_logs(dir, u64::MAX)?.damaged {
         Some(e) => Err(e),
         None => Ok(()),
