@@ -1076,7 +1076,7 @@ impl SubFilter {
             return Ok(());
         }
         if let Map::Writable(m) = &self.map {
-            crate::file::msync(m, &self.path)?;
+            crate::file::msync_beside_writers(m, &self.path)?;
             self.put_header(&mut disk)?;
             crate::file::msync_range(m, &self.path, 0, BODY_OFFSET as usize)?;
         }
@@ -1146,7 +1146,7 @@ impl SubFilter {
         if disk.state == State::Sealed {
             return Ok(());
         }
-        crate::file::msync(m, &self.path)?;
+        crate::file::msync_beside_writers(m, &self.path)?;
         disk.body_crc = crc32fast::hash(&m[BODY_OFFSET as usize..]);
         self.recount();
         disk.state = State::Sealed;
@@ -1364,7 +1364,7 @@ mod tests {
     }
 
     /// A flush beside writers (the checkpoint's) drops the page-table
-    /// entries of the pages it writes back (`file::msync`): no write may be
+    /// entries of the pages it writes back (`file::msync_beside_writers`): no write may be
     /// lost by it (it would be if the advice discarded pages, as it does on
     /// a private mapping: checked). Two writer threads insert while another
     /// flushes over and over; then every key answers present, and after a
