@@ -92,7 +92,7 @@ pub(crate) fn msync(map: &memmap2::MmapMut, path: &Path) -> Result<()> {
 ///
 /// The cost: each piece's msync is a sync of its range, with a flush of
 /// the disk's cache. Where nothing else runs, that made a flush of the
-/// default tiers' windows at 10^7 keys a day (1.1 GB) 480-562 -> 583-596
+/// default tiers' windows at 10^7 keys a day (1.1 GB) 480-562 -> 583-759
 /// ms, and is why a close uses [`msync`].
 pub(crate) fn msync_beside_writers(map: &memmap2::MmapMut, path: &Path) -> Result<()> {
     if !drop_is_safe() {
