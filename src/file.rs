@@ -82,7 +82,7 @@ pub(crate) fn msync(map: &memmap2::MmapMut, path: &Path) -> Result<()> {
 /// its threads, one page at a time. While a writer runs on the other core
 /// of a virtual machine that took 18 us a page against 1.8 us with no
 /// other thread (a 118 MB file, measured), and the checkpoint of the
-/// default tiers' open windows at 10^6 keys a day (28,700 pages) spent most
+/// default tiers' open windows at 10^6 keys a day (28,700 pages) spent about half
 /// of a core sending those interrupts while the writers lost theirs to
 /// taking them (docs/benchmarks.md, "Checkpoints without shootdowns").
 /// A dropped entry needs no shootdown of its own (the kernel flushes once
