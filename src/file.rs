@@ -65,11 +65,7 @@ pub(crate) fn sync_all(file: &File, path: &Path, op: &'static str) -> Result<()>
 /// Writes a writable mapping's dirty pages back and waits (`msync`), when
 /// no other thread of the engine writes or reads it (a close).
 pub(crate) fn msync(map: &memmap2::MmapMut, path: &Path) -> Result<()> {
-    check("msync segment", path)?;
-    map.flush()
-        .map_err(|e| Error::io("msync segment", path, e))?;
-    synced(path);
-    Ok(())
+    msync_range(map, path, 0, map.len())
 }
 
 /// [`msync`] while the engine's other threads run (a checkpoint, a seal,

@@ -196,37 +196,32 @@ impl Engine {
         let tables: Vec<usize> = (0..cur.tiers.len())
             .filter(|&ti| cur.tiers[ti].tier.is_table())
             .collect();
-        if !tables.is_empty() {
-            for r in records {
-                for &ti in &tables {
-                    let Ok(day) = self.day_of(r.t) else {
-                        continue;
-                    };
-                    let days = cur.tiers[ti].tier.table_days();
-                    while let Some(seg) = cur.tiers[ti].segments.last() {
-                        let full = match r.op {
-                            Op::Insert => match seg.tail() {
-                                // A seam for tests: this insert finds no room.
-                                Some(s)
-                                    if crate::file::check("replay table", s.path()).is_err() =>
-                                {
-                                    true
-                                }
-                                _ => matches!(
-                                    seg.table_insert(&x, r.h, day, today),
-                                    Some(Insert::Full)
-                                ),
-                            },
-                            Op::Remove => {
-                                seg.table_remove(&x, r.h, today, days);
-                                false
+        for r in records {
+            for &ti in &tables {
+                let Ok(day) = self.day_of(r.t) else {
+                    continue;
+                };
+                let days = cur.tiers[ti].tier.table_days();
+                while let Some(seg) = cur.tiers[ti].segments.last() {
+                    let full = match r.op {
+                        Op::Insert => match seg.tail() {
+                            // A seam for tests: this insert finds no room.
+                            Some(s) if crate::file::check("replay table", s.path()).is_err() => {
+                                true
                             }
-                        };
-                        if !full {
-                            break;
+                            _ => {
+                                matches!(seg.table_insert(&x, r.h, day, today), Some(Insert::Full))
+                            }
+                        },
+                        Op::Remove => {
+                            seg.table_remove(&x, r.h, today, days);
+                            false
                         }
-                        cur = self.grow_at_recovery(m, &cur, ti)?;
+                    };
+                    if !full {
+                        break;
                     }
+                    cur = self.grow_at_recovery(m, &cur, ti)?;
                 }
             }
         }

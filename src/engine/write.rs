@@ -91,9 +91,9 @@ impl Engine {
     /// engine's state and the clock are checked: a single call then ends
     /// soon enough after its wait for memory that the processor issues the
     /// next call's loads during it (a present key's insert into a 96 MB
-    /// window: 204-229 -> 125-134 ns a call in a loop). Only a hint: the
-    /// snapshot may be replaced meanwhile, and `insert_one` loads from the
-    /// one it uses.
+    /// window: 204-229 -> 125-134 ns a call in a loop). Only a hint: when
+    /// the snapshot is replaced meanwhile, the check reads the new one's
+    /// lines without it.
     #[inline]
     fn insert_synced<S: Source>(&self, src: &mut S, key: &[u8], seen: Seen) -> Result<bool> {
         let h = self.hash(key);
@@ -214,7 +214,10 @@ impl Engine {
     }
 
     /// One check-and-insert of a hashed key, not yet synced under `always`
-    /// (the caller syncs: once per key, or once per batch).
+    /// (the caller syncs: once per key, or once per batch). The caller has
+    /// issued the loads of the key's lines in the open windows
+    /// (`prefetch_open`); the older windows of the full tier are loaded
+    /// (`Probes`) only for a key its open one lacks.
     #[inline]
     fn insert_hashed<S: Source>(&self, src: &mut S, h: KeyHash, seen: Seen) -> Result<bool> {
         loop {
@@ -232,9 +235,6 @@ impl Engine {
     /// One check-and-insert against `snap`.
     #[inline]
     fn insert_one(&self, snap: &Snapshot, h: KeyHash, now: i64, seen: Seen) -> Result<Step<bool>> {
-        // The open windows' loads only: the older windows of the full tier
-        // are loaded (`Probes`) for a key its open one lacks.
-        prefetch_open(snap, h);
         let today = self.table_day(snap, now)?;
         let quick = open_first(snap, h, today);
         // The older windows' probes, kept to test them again under the
