@@ -130,6 +130,49 @@ pub(crate) fn msync_range(
     Ok(())
 }
 
+/// Replaces the file at `path` with a copy of `bytes` (its whole contents,
+/// read from its mapping) written by one `write`, which puts the copy in
+/// the page cache in large folios (2 MiB on ext4 and XFS of recent Linux);
+/// a new mapping of the file then maps them with one page-table entry
+/// each, and a lookup in a large sealed window takes a short page walk,
+/// or none, instead of a cold one for each 4 KiB page (docs/design.md,
+/// "Sealed windows in large pages").
+///
+/// The copy is synced before it is renamed over `path`, and the directory
+/// right after: a crash or power loss at any point leaves `path` naming
+/// the old file or the whole copy, whose bytes are the same, and once the
+/// old file can be freed (its last mapping gone) no durable directory
+/// entry names it. A leftover copy (`.large`) is deleted at the next open
+/// like any file no manifest names.
+///
+/// `Ok(true)`: replaced; the caller must stop writing through its old
+/// handle and mapping, which now belong to an unlinked file. `Ok(false)`:
+/// the copy failed (a full disk, say) and is deleted, `path` untouched;
+/// the copy is only for speed, so that is no error. `Err`: replaced, but
+/// the directory's sync failed (the caller latches, as for any failed
+/// sync).
+pub(crate) fn rewrite_in_large_pages(bytes: &[u8], path: &Path) -> Result<bool> {
+    let copy = path.with_extension("large");
+    let copied = (|| {
+        check("copy segment", &copy)?;
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&copy)
+            .map_err(|e| Error::io("copy segment", &copy, e))?;
+        file.write_all(bytes)
+            .map_err(|e| Error::io("copy segment", &copy, e))?;
+        sync_data(&file, &copy, "fsync segment copy")?;
+        check("rename segment copy", path)?;
+        fs::rename(&copy, path).map_err(|e| Error::io("rename segment copy", path, e))
+    })();
+    if copied.is_err() {
+        let _ = fs::remove_file(&copy);
+        return Ok(false);
+    }
+    fsync_dir(path.parent().unwrap_or(Path::new("."))).map(|()| true)
+}
+
 /// The piece [`msync`] writes back at a time: one page table's reach.
 const MSYNC_STEP: usize = 2 << 20;
 
@@ -197,7 +240,7 @@ pub(crate) fn pause(point: &'static str, path: &Path) {
 #[doc(hidden)]
 pub mod testing {
     use std::path::Path;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::RwLock;
 
     /// What a hook receives: the file or directory just made durable.
@@ -261,6 +304,25 @@ pub mod testing {
     pub(super) fn call(path: &Path) {
         if let Some(h) = HOOK.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
             h(path);
+        }
+    }
+
+    /// `u64::MAX`: no override.
+    static REWRITE_FROM: AtomicU64 = AtomicU64::new(u64::MAX);
+
+    /// Sets (or, with `None`, removes) a process-wide override of the
+    /// smallest sealed Bloom file rewritten in large pages (8 MiB), so that
+    /// crash tests with small windows exercise the rewrite.
+    pub fn set_rewrite_from(bytes: Option<u64>) {
+        REWRITE_FROM.store(bytes.unwrap_or(u64::MAX), Ordering::SeqCst);
+    }
+
+    /// The smallest sealed Bloom file rewritten in large pages: `default`
+    /// unless a test set another.
+    pub(crate) fn rewrite_from(default: u64) -> u64 {
+        match REWRITE_FROM.load(Ordering::Relaxed) {
+            u64::MAX => default,
+            set => set,
         }
     }
 }

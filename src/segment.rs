@@ -445,7 +445,16 @@ pub(crate) struct SubFilter {
     touched: AtomicBool,
     /// A fingerprint table's in-memory state; `None` for other kinds.
     table: Option<TableState>,
+    /// The file at `path` was replaced by a copy in large pages
+    /// ([`SubFilter::rewrite_sealed`]): this object's handle and mapping
+    /// belong to the unlinked old file, so it must never be written again.
+    replaced: AtomicBool,
 }
+
+/// Sealed Bloom bodies from this size on are rewritten in large pages
+/// ([`SubFilter::rewrite_sealed`]); below it the few page-table entries
+/// of a window stay cached anyway.
+const REWRITE_FROM: u64 = 8 << 20;
 
 /// `TableState::scanned` before a sweep completed.
 const UNSCANNED: u32 = u32::MAX;
@@ -640,6 +649,7 @@ impl SubFilter {
             count_exact: AtomicBool::new(false),
             touched: AtomicBool::new(false),
             table,
+            replaced: AtomicBool::new(false),
         }
     }
 
@@ -1155,10 +1165,54 @@ impl SubFilter {
         self.write_header(&mut disk)
     }
 
+    /// Once sealed, replaces the file with a copy of itself
+    /// (`file::rewrite_in_large_pages`: its page cache in 2 MiB folios,
+    /// mapped with one page-table entry each), for Bloom bodies of at
+    /// least [`REWRITE_FROM`] on Linux. Afterwards this object is
+    /// [`replaced`](Self::replaced) (`Ok(true)`, or an error syncing the
+    /// directory after the rename), and the engine swaps in one opened on
+    /// the copy before anything writes to the window again. `Ok(false)`:
+    /// nothing changed (too small, not sealed, or the copy failed: it is
+    /// only for speed, so that is not reported). The caller keeps unseals
+    /// out (the engine's maintenance lock waits for the sealing thread).
+    pub(crate) fn rewrite_sealed(&self) -> Result<bool> {
+        if !cfg!(target_os = "linux")
+            || self.header.kind != Kind::Bloom
+            || self.len_bytes() < crate::file::testing::rewrite_from(REWRITE_FROM)
+        {
+            return Ok(false);
+        }
+        let disk = self.disk.lock();
+        let Map::Writable(m) = &self.map else {
+            return Ok(false);
+        };
+        if disk.state != State::Sealed || self.replaced() {
+            return Ok(false);
+        }
+        let r = crate::file::rewrite_in_large_pages(&m[..], &self.path);
+        self.replaced
+            .store(!matches!(r, Ok(false)), Ordering::Release);
+        r
+    }
+
+    /// Whether [`rewrite_sealed`](Self::rewrite_sealed) replaced the file.
+    pub(crate) fn replaced(&self) -> bool {
+        self.replaced.load(Ordering::Acquire)
+    }
+
     /// Reopens a sealed sub-filter for writes (a backfill into a past
     /// window); true when it was sealed. The caller keeps seals out
     /// (the engine's maintenance lock).
     pub(crate) fn unseal(&self) -> Result<bool> {
+        if self.replaced() {
+            // The engine swaps replaced sub-filters out before it unseals
+            // (`Engine::swap_rewritten`); a write here would be lost.
+            return Err(Error::io(
+                "unseal segment",
+                &self.path,
+                std::io::Error::other("this window's file was replaced by a copy"),
+            ));
+        }
         // The common case, an open window, without waiting for the lock (a
         // checkpoint may hold it through an msync): only the caller seals
         // or unseals, so neither state can change meanwhile.
@@ -1363,6 +1417,18 @@ mod tests {
         }
     }
 
+    /// A new Bloom sub-filter at `path` for `capacity` keys at 1% (seed
+    /// fingerprint 7), and its identity.
+    fn bloom_of(path: &Path, capacity: u64) -> (SubFilter, Identity) {
+        let id = Identity {
+            span: Span::Day,
+            window: 1,
+            index: 0,
+        };
+        let sub = SubFilter::create(path, Kind::Bloom, id, 7, capacity, 0.01, false, None).unwrap();
+        (sub, id)
+    }
+
     /// A flush beside writers (the checkpoint's) drops the page-table
     /// entries of the pages it writes back (`file::msync_beside_writers`): no write may be
     /// lost by it (it would be if the advice discarded pages, as it does on
@@ -1375,14 +1441,7 @@ mod tests {
     fn flushes_beside_writers_lose_no_write() {
         let dir = tempfile::tempdir().unwrap();
         let stripes = Stripes::default();
-        let id = Identity {
-            span: Span::Day,
-            window: 1,
-            index: 0,
-        };
-        let path = dir.path().join("flushed");
-        let sub =
-            SubFilter::create(&path, Kind::Bloom, id, 7, 6_000_000, 0.01, false, None).unwrap();
+        let (sub, _) = bloom_of(&dir.path().join("flushed"), 6_000_000);
         assert!(sub.len_bytes() > 3 * (2 << 20), "several msync pieces");
         let key = |t: u64, i: u64| hash_key(7, format!("https://example.com/{t}/{i}").as_bytes());
         const KEYS: u64 = 200_000;
@@ -1431,5 +1490,53 @@ mod tests {
             on_disk[body..] == m[body..],
             "the file holds the mapping's body"
         );
+    }
+
+    /// A sealed body rewritten in large pages: the file at the path is a
+    /// new one with the same bytes, which opens, verifies and holds every
+    /// key; the old object refuses to be reopened for writes (its file is
+    /// unlinked), and an open window or a small one is left alone.
+    #[test]
+    fn sealed_bodies_are_rewritten_with_the_same_bytes() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let stripes = Stripes::default();
+        let path = dir.path().join("sealed");
+        let (sub, id) = bloom_of(&path, 10_000_000);
+        assert!(sub.len_bytes() >= REWRITE_FROM);
+        let key = |i: u64| hash_key(7, format!("https://example.com/{i}").as_bytes());
+        for i in 0..50_000 {
+            sub.insert(&stripes.lock(key(i)), key(i));
+        }
+        assert!(!sub.rewrite_sealed().unwrap(), "an open body stays");
+        sub.seal().unwrap();
+        let before = std::fs::metadata(&path).unwrap().ino();
+        let Map::Writable(m) = &sub.map else {
+            panic!("a sealed sub-filter of a writable engine is writable")
+        };
+        let bytes = m.to_vec();
+        assert!(sub.rewrite_sealed().unwrap());
+        assert!(sub.replaced());
+        assert!(!sub.rewrite_sealed().unwrap(), "once");
+        assert_ne!(std::fs::metadata(&path).unwrap().ino(), before);
+        assert_eq!(std::fs::read(&path).unwrap(), bytes);
+        assert!(
+            !dir.path().join("sealed.large").exists(),
+            "no copy left over"
+        );
+        assert!(
+            sub.unseal().is_err(),
+            "a replaced sub-filter is never written"
+        );
+        let copy = SubFilter::open(&path, id, 7, true).unwrap();
+        assert_eq!(copy.state(), State::Sealed);
+        for i in 0..50_000 {
+            assert!(copy.contains(key(i)), "key {i} in the copy");
+        }
+        assert!(copy.unseal().unwrap(), "the copy takes backfills");
+
+        let (small, _) = bloom_of(&dir.path().join("small"), 10_000);
+        small.seal().unwrap();
+        assert!(!small.rewrite_sealed().unwrap(), "a small body stays");
     }
 }

@@ -627,6 +627,50 @@ fn batch_lookups_answer_as_single_ones_for_every_batch_length() {
     }
 }
 
+/// A large window, once sealed, is rewritten in large pages and swapped
+/// in (its file is a new one); its keys answer throughout, and a backfill
+/// into it after the swap goes into the new file: it survives a reopen.
+#[test]
+fn a_sealed_window_rewritten_in_large_pages_keeps_its_keys_and_takes_backfills() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    let clock = ManualClock::new(day(0));
+    // A daily window of about 9 MiB: large enough to be rewritten.
+    let e = Engine::create_with(
+        &dir,
+        config(&[Tier::daily(3)], 5_000_000, 0.001),
+        opts(&clock),
+    )
+    .unwrap();
+    let keys: Vec<Vec<u8>> = (0..2000).map(|i| url(11, i)).collect();
+    e.insert_batch(&keys).unwrap();
+    let day0 = dir.join("seg").join(&seg_files(&dir)[0]);
+    let inode = std::fs::metadata(&day0).unwrap().ino();
+    clock.set(day(1));
+    // Rotates: day 0 is sealed, then rewritten, in the background.
+    assert!(e.insert(b"https://example.com/day-1").unwrap());
+    assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
+    // Waits for the seal and swaps the copy in.
+    e.flush().unwrap();
+    if cfg!(target_os = "linux") {
+        assert_ne!(std::fs::metadata(&day0).unwrap().ino(), inode, "rewritten");
+    }
+    assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
+    assert!(e
+        .insert_at(
+            b"https://example.com/late",
+            day(0) + Duration::from_secs(3600)
+        )
+        .unwrap());
+    assert!(e.contains(b"https://example.com/late").unwrap());
+    e.close().unwrap();
+    let e = Engine::open_with(&dir, opts(&clock)).unwrap();
+    e.verify().unwrap();
+    assert!(e.contains(b"https://example.com/late").unwrap());
+    assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
+}
+
 #[test]
 fn a_new_window_is_mapped_in_when_created() {
     let tmp = tempfile::tempdir().unwrap();

@@ -584,6 +584,7 @@ impl Engine {
         let r = (|| {
             self.rotate(&mut m, now, false)?;
             self.join_seals(&mut m)?;
+            self.swap_rewritten(&mut m)?;
             let snap = self.current.load_full();
             if self.wal.is_some() {
                 return self.checkpoint(&mut m, &snap);

@@ -210,6 +210,7 @@ impl Engine {
     /// A read-only engine only stops reading expired windows (in memory).
     pub(super) fn rotate(&self, m: &mut Maint, now: i64, background: bool) -> Result<Maintenance> {
         let off = self.config.utc_offset_secs;
+        self.swap_rewritten(m)?;
         let cur = self.current.load_full();
         let mut next: Snapshot = (*cur).clone();
         drop(cur);
@@ -495,7 +496,10 @@ impl Engine {
     /// had: the next `flush`, `close` or open seals.
     fn seal_in_background(&self, m: &mut Maint, subs: Vec<Arc<SubFilter>>) {
         self.in_background(m, "timebloom-seal", move || {
-            subs.iter().try_for_each(|s| s.seal())
+            subs.iter().try_for_each(|s| s.seal())?;
+            // Then each large body again, in large pages (swapped in by the
+            // next rotation, flush or backfill: `swap_rewritten`).
+            subs.iter().try_for_each(|s| s.rewrite_sealed().map(drop))
         });
     }
 
@@ -568,6 +572,36 @@ impl Engine {
         r
     }
 
+    /// Swaps every sub-filter whose file a sealing thread replaced by a
+    /// copy in large pages (`SubFilter::rewrite_sealed`) for one opened on
+    /// the copy, and publishes the result; readers move to the new
+    /// mappings at their next call, and the old ones go with the last
+    /// snapshot that holds them. The maintenance lock is held (`_m`), and
+    /// every caller reads the current snapshot after this: a replaced
+    /// sub-filter, whose file is unlinked, must never be unsealed and
+    /// written again (its `unseal` refuses).
+    pub(super) fn swap_rewritten(&self, _m: &mut Maint) -> Result<()> {
+        let cur = self.current.load_full();
+        let replaced = cur
+            .tiers
+            .iter()
+            .flat_map(|t| &t.segments)
+            .flat_map(|seg| &seg.subs)
+            .any(|s| s.replaced());
+        if !replaced {
+            return Ok(());
+        }
+        let mut next = (*cur).clone();
+        for seg in next.tiers.iter_mut().flat_map(|t| &mut t.segments) {
+            for sub in seg.subs.iter_mut().filter(|s| s.replaced()) {
+                let h = sub.header();
+                *sub = Arc::new(SubFilter::open(sub.path(), h.id, h.seed_fp, false)?);
+            }
+        }
+        self.publish(next);
+        Ok(())
+    }
+
     /// Appends a sub-filter to every open segment whose newest one is full.
     pub(super) fn grow(&self) -> Result<()> {
         let mut m = self.maint.lock();
@@ -611,12 +645,14 @@ impl Engine {
     /// Creates or unseals the segments a backfill at `t` needs.
     pub(super) fn open_windows(&self, now: i64, t: i64) -> Result<()> {
         let mut m = self.maint.lock();
-        let cur = self.current.load_full();
-        self.check_usable(&cur)?;
+        self.check_usable(&self.current.load())?;
         let r = (|| {
-            // A window being sealed in the background finishes first.
+            // A window being sealed in the background finishes first, and
+            // one whose file it replaced is swapped for the copy before it
+            // is unsealed.
             self.join_seals(&mut m)?;
-            let mut next = (*cur).clone();
+            self.swap_rewritten(&mut m)?;
+            let mut next = (*self.current.load_full()).clone();
             let targets = self.backfill_targets(&next, now, t)?;
             let mut created = false;
             let mut unsealed = false;
