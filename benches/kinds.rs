@@ -4,11 +4,17 @@
 //! ```text
 //! cargo bench --bench kinds                    # 32,000 keys a day for 365 days
 //! TIMEBLOOM_BENCH_N=100000 cargo bench --bench kinds
+//! TIMEBLOOM_BENCH_PLAN=1e6 cargo bench --bench kinds   # sized for 10^6 a day
 //! ```
 //!
 //! Both engines get the same keys, `N` a day for 365 days (a `ManualClock`
 //! moved a day at a time, `insert_batch` of each day's keys), at p = 0.1%,
-//! without the write-ahead log. Then, on the last day, timed by hand (the
+//! without the write-ahead log. `TIMEBLOOM_BENCH_PLAN` sizes both engines
+//! for that many keys a day instead of `N` (default: `N`), so lookups can
+//! be timed in structures of a real crawl's size without inserting a
+//! year of it: a negative lookup reads the same lines in a window or
+//! table whatever its fill (the measured rates and bits per key are then
+//! those of structures filled to `N / PLAN` of their plan). Then, on the last day, timed by hand (the
 //! best of three runs of 2^20 keys each, ns per key):
 //!
 //! * negative lookups through a handle, single calls and `contains_batch`
@@ -60,13 +66,18 @@ fn insert_new(h: &mut Handle<'_>, keys: &[Vec<u8>], batch: bool) -> usize {
 
 /// One engine of `tiers`, filled with `days` days of `n` keys; the clock
 /// left on the last day. Returns it with its clock and fill seconds.
-fn filled(name: &str, tiers: Vec<Tier>, n: u64, days: u64) -> (Engine, ManualClock, f64) {
+fn filled(
+    name: &str,
+    tiers: Vec<Tier>,
+    (n, plan): (u64, u64),
+    days: u64,
+) -> (Engine, ManualClock, f64) {
     let dir = std::env::temp_dir().join(format!("timebloom-kinds-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(START));
     let config = Config {
         tiers,
-        expected_items_per_day: n,
+        expected_items_per_day: plan,
         fpr: 0.001,
         sync: SyncPolicy::None,
         ..Config::default()
@@ -87,8 +98,8 @@ fn filled(name: &str, tiers: Vec<Tier>, n: u64, days: u64) -> (Engine, ManualClo
     (engine, clock, secs)
 }
 
-fn measure(name: &str, tiers: Vec<Tier>, n: u64, days: u64, probes: usize) -> Value {
-    let (engine, clock, fill_secs) = filled(name, tiers, n, days);
+fn measure(name: &str, tiers: Vec<Tier>, (n, plan): (u64, u64), days: u64, probes: usize) -> Value {
+    let (engine, clock, fill_secs) = filled(name, tiers, (n, plan), days);
     let inserted = n * days;
     let bytes = engine.stats().expect("stats").bytes;
     let absent = keys(2, 0, probes as u64);
@@ -194,17 +205,27 @@ fn measure(name: &str, tiers: Vec<Tier>, n: u64, days: u64, probes: usize) -> Va
 fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
     let n = bench_n(if bench { 32_000 } else { 200 });
+    let plan = std::env::var("TIMEBLOOM_BENCH_PLAN")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .map_or(n, |f| f as u64);
     let (days, probes) = if bench { (365, 1 << 20) } else { (20, 2_000) };
-    println!("== {days} days of {n} keys a day, p = 0.1%, {probes} probes");
+    println!("== {days} days of {n} keys a day (sized for {plan}), p = 0.1%, {probes} probes");
     let bloom = measure(
         "7d,4w,12m",
         vec![Tier::daily(7), Tier::weekly(4), Tier::monthly(12)],
-        n,
+        (n, plan),
         days,
         probes,
     );
-    let fingerprint = measure("365d:fp", vec![Tier::fingerprint(365)], n, days, probes);
-    let out = json!({ "n_per_day": n, "days": days, "kinds": [bloom, fingerprint] });
+    let fingerprint = measure(
+        "365d:fp",
+        vec![Tier::fingerprint(365)],
+        (n, plan),
+        days,
+        probes,
+    );
+    let out = json!({ "n_per_day": n, "plan_per_day": plan, "days": days, "kinds": [bloom, fingerprint] });
     let path = std::path::Path::new("target/timebloom-bench");
     let _ = std::fs::create_dir_all(path);
     std::fs::write(path.join("kinds.json"), out.to_string()).expect("write results");
