@@ -671,6 +671,47 @@ fn a_sealed_window_rewritten_in_large_pages_keeps_its_keys_and_takes_backfills()
     assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
 }
 
+/// Whether this process maps the file at `path` (deleted or not).
+fn mapped(path: &Path) -> bool {
+    let name = path.to_str().unwrap();
+    std::fs::read_to_string("/proc/self/smaps")
+        .unwrap()
+        .lines()
+        .any(|l| l.contains(name))
+}
+
+/// A window that expires while an idle handle still holds its snapshot
+/// stays mapped (the handle reads valid memory), and is unmapped soon
+/// after the handle lets go: by the engine's release thread, which holds
+/// it until then (a reader's call would otherwise unmap it).
+#[test]
+fn an_expired_window_is_unmapped_once_the_last_handle_lets_go() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    let clock = ManualClock::new(day(0));
+    let e =
+        Engine::create_with(&dir, config(&[Tier::daily(2)], 10_000, 0.001), opts(&clock)).unwrap();
+    let keys: Vec<Vec<u8>> = (0..500).map(|i| url(12, i)).collect();
+    e.insert_batch(&keys).unwrap();
+    let day0 = dir.join("seg").join(&seg_files(&dir)[0]);
+    let mut idle = e.handle();
+    assert!(idle.contains(&keys[0]).unwrap());
+    clock.set(day(1));
+    e.insert(b"https://example.com/day-1").unwrap();
+    clock.set(day(2));
+    e.insert(b"https://example.com/day-2").unwrap(); // expires day 0
+    assert!(!day0.exists(), "deleted");
+    assert!(mapped(&day0), "still mapped for the idle handle");
+    drop(idle);
+    for _ in 0..500 {
+        if !mapped(&day0) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("the expired window is still mapped 5 s after the last handle went");
+}
+
 #[test]
 fn a_new_window_is_mapped_in_when_created() {
     let tmp = tempfile::tempdir().unwrap();

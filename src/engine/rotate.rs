@@ -240,7 +240,7 @@ impl Engine {
                 .iter()
                 .flat_map(|seg| seg.subs.iter().map(|s| s.path().to_path_buf()))
                 .collect();
-            drop(expired);
+            Engine::release(expired.into_iter().flat_map(|seg| seg.subs).collect());
             self.delete_files("delete expired segment", &paths)?;
         } else {
             drop(expired);
@@ -453,7 +453,7 @@ impl Engine {
         self.publish(next.clone());
         drop(all);
         let paths: Vec<PathBuf> = dropped.iter().map(|s| s.path().to_path_buf()).collect();
-        drop(dropped);
+        Engine::release(dropped);
         self.delete_files("delete drained table", &paths)
     }
 
@@ -592,13 +592,17 @@ impl Engine {
             return Ok(());
         }
         let mut next = (*cur).clone();
+        drop(cur);
+        let mut old = Vec::new();
         for seg in next.tiers.iter_mut().flat_map(|t| &mut t.segments) {
             for sub in seg.subs.iter_mut().filter(|s| s.replaced()) {
                 let h = sub.header();
-                *sub = Arc::new(SubFilter::open(sub.path(), h.id, h.seed_fp, false)?);
+                let copy = Arc::new(SubFilter::open(sub.path(), h.id, h.seed_fp, false)?);
+                old.push(std::mem::replace(sub, copy));
             }
         }
         self.publish(next);
+        Engine::release(old);
         Ok(())
     }
 

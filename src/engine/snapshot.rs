@@ -10,11 +10,13 @@
 //! `arc_swap`, which writes only a slot owned by the calling thread.
 //!
 //! A snapshot holds its files' mappings: a file dropped from the live set
-//! (an expired window) is unmapped when the last snapshot naming it is
-//! dropped. Expiry deletes the file right away; Linux keeps a deleted
-//! file's blocks until its last mapping goes, so a reader still holding
-//! an old snapshot reads valid memory, and the space returns when it moves
-//! on.
+//! (an expired window, or one replaced by a copy in large pages) stays
+//! mapped while some snapshot names it, and is unmapped by maintenance or
+//! a release thread once none does ([`Engine::release`]), never inside a
+//! reader's call. Expiry deletes the file right away; Linux keeps a
+//! deleted file's blocks until its last mapping goes, so a reader still
+//! holding an old snapshot reads valid memory, and the space returns soon
+//! after it moves on.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -23,6 +25,7 @@ use std::time::Duration;
 use crate::chain::{Probes, Room, Segment};
 use crate::config::Tier;
 use crate::error::Result;
+use crate::segment::SubFilter;
 
 use super::Engine;
 
@@ -159,7 +162,7 @@ impl Source for Current {
 /// Its methods behave exactly as the [`Engine`] methods of the same name.
 /// A handle that stays idle keeps the windows it last saw mapped (not the
 /// engine's other state): a window that expired meanwhile keeps its disk
-/// space until the handle's next call or drop.
+/// space until shortly after the handle's next call or drop.
 ///
 /// ```
 /// use timebloom::{Config, Engine, Tier};
@@ -307,5 +310,42 @@ impl Engine {
         self.current.store(Arc::clone(&next));
         self.generation.store(g, Ordering::Release);
         next
+    }
+
+    /// Lets go of sub-filters that left the live set (expired, drained, or
+    /// replaced by a copy in large pages). Those no snapshot holds any more
+    /// are unmapped now, by the caller (maintenance, under its lock: an
+    /// expiry's space returns before the rotation creates new windows);
+    /// the rest on a thread of their own once the last snapshot holding
+    /// them goes. Otherwise the handle that dropped that snapshot would
+    /// unmap them inside a lookup: 11-12 ms for a 1.1 GB window mapped in
+    /// 4 KiB pages (docs/benchmarks.md, "The year's lookup at scale").
+    /// The thread checks every 10 ms, backing off to once a second (an
+    /// idle handle may hold a snapshot for long); no thread to be had, the
+    /// last holder unmaps them as before.
+    pub(super) fn release(subs: Vec<Arc<SubFilter>>) {
+        let mut held: Vec<Arc<SubFilter>> = subs
+            .into_iter()
+            .filter(|s| Arc::strong_count(s) > 1)
+            .collect();
+        if held.is_empty() {
+            return;
+        }
+        let _ = std::thread::Builder::new()
+            .name("timebloom-release".into())
+            .spawn(move || {
+                super::ahead::background();
+                let mut wait = Duration::from_millis(10);
+                loop {
+                    // Only this thread holds a count of 1: nothing can
+                    // clone it meanwhile.
+                    held.retain(|s| Arc::strong_count(s) > 1);
+                    if held.is_empty() {
+                        return;
+                    }
+                    std::thread::sleep(wait);
+                    wait = (wait * 2).min(Duration::from_secs(1));
+                }
+            });
     }
 }
