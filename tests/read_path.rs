@@ -651,12 +651,34 @@ fn a_sealed_window_rewritten_in_large_pages_keeps_its_keys_and_takes_backfills()
     // Rotates: day 0 is sealed, then rewritten, in the background.
     assert!(e.insert(b"https://example.com/day-1").unwrap());
     assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
-    // Waits for the seal and swaps the copy in.
-    e.flush().unwrap();
-    if cfg!(target_os = "linux") {
-        assert_ne!(std::fs::metadata(&day0).unwrap().ino(), inode, "rewritten");
+    let rewritten = || std::fs::metadata(&day0).unwrap().ino() != inode;
+    let mut waited = 0;
+    while !rewritten() && waited < 1000 {
+        std::thread::sleep(Duration::from_millis(10));
+        waited += 1;
     }
+    assert!(rewritten(), "day 0 rewritten within 10 s");
+    // The next write swaps the copy in; the old file (unlinked) is unmapped
+    // soon after.
+    assert!(e.insert(b"https://example.com/day-1/b").unwrap());
+    let old_mapped = || {
+        let name = day0.to_str().unwrap();
+        std::fs::read_to_string("/proc/self/smaps")
+            .unwrap()
+            .lines()
+            .any(|l| l.contains(name) && l.ends_with("(deleted)"))
+    };
+    waited = 0;
+    while old_mapped() && waited < 500 {
+        std::thread::sleep(Duration::from_millis(10));
+        waited += 1;
+    }
+    assert!(
+        !old_mapped(),
+        "the replaced file still mapped 5 s after the swap"
+    );
     assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
+    e.flush().unwrap();
     assert!(e
         .insert_at(
             b"https://example.com/late",

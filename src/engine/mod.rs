@@ -136,6 +136,9 @@ pub struct Engine {
     /// Set by a background checkpoint's thread when its segments are
     /// flushed: the next write commits it (see `durable`).
     flushed: Arc<AtomicBool>,
+    /// Set by a sealing thread that replaced a window's file by a copy in
+    /// large pages: the next write swaps it in (`swap_rewritten`).
+    rewritten: Arc<AtomicBool>,
 }
 
 struct Syncer {
@@ -646,6 +649,7 @@ impl Engine {
                 .checkpoint_log_bytes
                 .unwrap_or(crate::wal::CHECKPOINT_AT),
             flushed: Arc::new(AtomicBool::new(false)),
+            rewritten: Arc::new(AtomicBool::new(false)),
             stripes: Stripes::default(),
             failed: Arc::new(AtomicBool::new(false)),
             policy,

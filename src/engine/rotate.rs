@@ -495,11 +495,19 @@ impl Engine {
     /// durable leaves a window that the next open seals. No thread to be
     /// had: the next `flush`, `close` or open seals.
     fn seal_in_background(&self, m: &mut Maint, subs: Vec<Arc<SubFilter>>) {
+        let rewritten = Arc::clone(&self.rewritten);
         self.in_background(m, "timebloom-seal", move || {
             subs.iter().try_for_each(|s| s.seal())?;
-            // Then each large body again, in large pages (swapped in by the
-            // next rotation, flush or backfill: `swap_rewritten`).
-            subs.iter().try_for_each(|s| s.rewrite_sealed().map(drop))
+            // Then each large body again, in large pages, swapped in by the
+            // next write (or rotation, flush, backfill: `swap_rewritten`).
+            for s in &subs {
+                let r = s.rewrite_sealed();
+                if s.replaced() {
+                    rewritten.store(true, Ordering::Release);
+                }
+                r?;
+            }
+            Ok(())
         });
     }
 
@@ -581,6 +589,7 @@ impl Engine {
     /// sub-filter, whose file is unlinked, must never be unsealed and
     /// written again (its `unseal` refuses).
     pub(super) fn swap_rewritten(&self, _m: &mut Maint) -> Result<()> {
+        self.rewritten.store(false, Ordering::Relaxed);
         let cur = self.current.load_full();
         let replaced = cur
             .tiers
@@ -602,8 +611,26 @@ impl Engine {
             }
         }
         self.publish(next);
-        Engine::release(old);
+        // On the release thread even when no snapshot holds them any more:
+        // the caller may be a writer (`swap_soon`), and unmapping a large
+        // window in 4 KiB pages takes milliseconds.
+        Engine::release_later(old);
         Ok(())
+    }
+
+    /// Swaps in the copies a sealing thread made (`swap_rewritten`), from
+    /// a writer: only when one is waiting, and only if maintenance is not
+    /// busy (a later write, or the next rotation, does it then). A failure
+    /// to open a copy latches the engine like a failed write: the window's
+    /// old sub-filter can no longer take writes.
+    pub(super) fn swap_soon(&self) {
+        if !self.rewritten.load(Ordering::Acquire) {
+            return;
+        }
+        if let Some(mut m) = self.maint.try_lock() {
+            let r = self.swap_rewritten(&mut m);
+            let _ = self.latch(r);
+        }
     }
 
     /// Appends a sub-filter to every open segment whose newest one is full.

@@ -324,10 +324,16 @@ impl Engine {
     /// idle handle may hold a snapshot for long); no thread to be had, the
     /// last holder unmaps them as before.
     pub(super) fn release(subs: Vec<Arc<SubFilter>>) {
-        let mut held: Vec<Arc<SubFilter>> = subs
+        let held: Vec<Arc<SubFilter>> = subs
             .into_iter()
             .filter(|s| Arc::strong_count(s) > 1)
             .collect();
+        Engine::release_later(held);
+    }
+
+    /// [`Engine::release`] with every sub-filter left to the release
+    /// thread, held or not (for callers that must not unmap).
+    pub(super) fn release_later(mut held: Vec<Arc<SubFilter>>) {
         if held.is_empty() {
             return;
         }

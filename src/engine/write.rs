@@ -68,6 +68,7 @@ impl Engine {
                 if now >= snap.ahead_from {
                     self.create_ahead(snap.next_boundary);
                 }
+                self.swap_soon();
                 return Ok(now);
             }
             // Writers wait for the rotation (a key is recorded in the window
