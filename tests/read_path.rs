@@ -658,9 +658,9 @@ fn a_sealed_window_rewritten_in_large_pages_keeps_its_keys_and_takes_backfills()
         waited += 1;
     }
     assert!(rewritten(), "day 0 rewritten within 10 s");
-    // The next write swaps the copy in; the old file (unlinked) is unmapped
-    // soon after.
-    assert!(e.insert(b"https://example.com/day-1/b").unwrap());
+    // A write after the sealing thread finished (its directory sync comes
+    // after the rename) swaps the copy in; the old file (unlinked) is
+    // unmapped soon after. No flush, rotation or backfill meanwhile.
     let old_mapped = || {
         let name = day0.to_str().unwrap();
         std::fs::read_to_string("/proc/self/smaps")
@@ -670,6 +670,8 @@ fn a_sealed_window_rewritten_in_large_pages_keeps_its_keys_and_takes_backfills()
     };
     waited = 0;
     while old_mapped() && waited < 500 {
+        let key = format!("https://example.com/day-1/{waited}");
+        assert!(e.insert(key.as_bytes()).unwrap());
         std::thread::sleep(Duration::from_millis(10));
         waited += 1;
     }
