@@ -69,7 +69,7 @@ pub(crate) fn msync(map: &memmap2::MmapMut, path: &Path) -> Result<()> {
 }
 
 /// [`msync`] while the engine's other threads run (a checkpoint, a seal,
-/// `flush`): a piece of [`MSYNC_STEP`] at a time, each piece's page-table
+/// `flush`): a piece of [`PMD`] at a time, each piece's page-table
 /// entries dropped just before it is written ([`drop_mapped`]).
 ///
 /// Why: writeback write-protects every dirty page it writes, so that the
@@ -97,7 +97,7 @@ pub(crate) fn msync_beside_writers(map: &memmap2::MmapMut, path: &Path) -> Resul
     check("msync segment", path)?;
     let mut at = 0;
     while at < map.len() {
-        let n = MSYNC_STEP.min(map.len() - at);
+        let n = PMD.min(map.len() - at);
         drop_mapped(map, at, n);
         map.flush_range(at, n)
             .map_err(|e| Error::io("msync segment", path, e))?;
@@ -167,8 +167,8 @@ pub(crate) fn rewrite_in_large_pages(bytes: &[u8], path: &Path) -> Result<bool> 
             .create_new(true)
             .open(&copy)
             .map_err(|e| Error::io("copy segment", &copy, e))?;
-        for (i, piece) in bytes.chunks(COPY_PIECE).enumerate() {
-            std::os::unix::fs::FileExt::write_all_at(&file, piece, (i * COPY_PIECE) as u64)
+        for (i, piece) in bytes.chunks(PMD).enumerate() {
+            std::os::unix::fs::FileExt::write_all_at(&file, piece, (i * PMD) as u64)
                 .map_err(|e| Error::io("copy segment", &copy, e))?;
             std::thread::sleep(COPY_PAUSE);
         }
@@ -183,14 +183,13 @@ pub(crate) fn rewrite_in_large_pages(bytes: &[u8], path: &Path) -> Result<bool> 
     fsync_dir(path.parent().unwrap_or(Path::new("."))).map(|()| true)
 }
 
-/// A piece of [`rewrite_in_large_pages`]' copy: one large folio.
-const COPY_PIECE: usize = 2 << 20;
-
 /// The pause after each piece of [`rewrite_in_large_pages`]' copy.
 const COPY_PAUSE: std::time::Duration = std::time::Duration::from_millis(2);
 
-/// The piece [`msync`] writes back at a time: one page table's reach.
-const MSYNC_STEP: usize = 2 << 20;
+/// 2 MiB: what one page-table page maps, and one large folio. The piece
+/// [`msync_beside_writers`] writes back at a time, and the piece
+/// [`rewrite_in_large_pages`] copies at a time.
+const PMD: usize = 2 << 20;
 
 /// Drops the page-table entries of `len` bytes of `map` from `at`
 /// (`MADV_DONTNEED`); only a hint, so a refusal is ignored.

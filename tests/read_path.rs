@@ -633,9 +633,7 @@ fn batch_lookups_answer_as_single_ones_for_every_batch_length() {
 #[test]
 fn a_sealed_window_rewritten_in_large_pages_keeps_its_keys_and_takes_backfills() {
     use std::os::unix::fs::MetadataExt;
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("crawl.tb");
-    let clock = ManualClock::new(day(0));
+    let (_tmp, dir, clock) = temp_engine_dir();
     // A daily window of about 9 MiB: large enough to be rewritten.
     let e = Engine::create_with(
         &dir,
@@ -651,34 +649,21 @@ fn a_sealed_window_rewritten_in_large_pages_keeps_its_keys_and_takes_backfills()
     // Rotates: day 0 is sealed, then rewritten, in the background.
     assert!(e.insert(b"https://example.com/day-1").unwrap());
     assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
-    let rewritten = || std::fs::metadata(&day0).unwrap().ino() != inode;
-    let mut waited = 0;
-    while !rewritten() && waited < 1000 {
-        std::thread::sleep(Duration::from_millis(10));
-        waited += 1;
-    }
-    assert!(rewritten(), "day 0 rewritten within 10 s");
+    assert!(
+        eventually(10, || std::fs::metadata(&day0).unwrap().ino() != inode),
+        "day 0 rewritten within 10 s"
+    );
     // A write after the sealing thread finished (its directory sync comes
     // after the rename) swaps the copy in; the old file (unlinked) is
     // unmapped soon after. No flush, rotation or backfill meanwhile.
-    let old_mapped = || {
-        let name = day0.to_str().unwrap();
-        std::fs::read_to_string("/proc/self/smaps")
-            .unwrap()
-            .lines()
-            .any(|l| l.contains(name) && l.ends_with("(deleted)"))
-    };
-    waited = 0;
-    while old_mapped() && waited < 500 {
-        let key = format!("https://example.com/day-1/{waited}");
+    let mut writes = 0;
+    let swapped = eventually(5, || {
+        writes += 1;
+        let key = format!("https://example.com/day-1/{writes}");
         assert!(e.insert(key.as_bytes()).unwrap());
-        std::thread::sleep(Duration::from_millis(10));
-        waited += 1;
-    }
-    assert!(
-        !old_mapped(),
-        "the replaced file still mapped 5 s after the swap"
-    );
+        !mapped_unlinked(&day0)
+    });
+    assert!(swapped, "the replaced file still mapped 5 s after the swap");
     assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
     e.flush().unwrap();
     assert!(e
@@ -695,13 +680,26 @@ fn a_sealed_window_rewritten_in_large_pages_keeps_its_keys_and_takes_backfills()
     assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
 }
 
-/// Whether this process maps the file at `path` (deleted or not).
-fn mapped(path: &Path) -> bool {
+/// Whether this process still maps the file that was at `path` before it
+/// was deleted or renamed over.
+fn mapped_unlinked(path: &Path) -> bool {
     let name = path.to_str().unwrap();
     std::fs::read_to_string("/proc/self/smaps")
         .unwrap()
         .lines()
-        .any(|l| l.contains(name))
+        .any(|l| l.contains(name) && l.ends_with("(deleted)"))
+}
+
+/// Calls `done` every 10 ms for up to `secs` seconds, until it answers
+/// true; its last answer.
+fn eventually(secs: u64, mut done: impl FnMut() -> bool) -> bool {
+    for _ in 0..secs * 100 {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    done()
 }
 
 /// A window that expires while an idle handle still holds its snapshot
@@ -710,9 +708,7 @@ fn mapped(path: &Path) -> bool {
 /// it until then (a reader's call would otherwise unmap it).
 #[test]
 fn an_expired_window_is_unmapped_once_the_last_handle_lets_go() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("crawl.tb");
-    let clock = ManualClock::new(day(0));
+    let (_tmp, dir, clock) = temp_engine_dir();
     let e =
         Engine::create_with(&dir, config(&[Tier::daily(2)], 10_000, 0.001), opts(&clock)).unwrap();
     let keys: Vec<Vec<u8>> = (0..500).map(|i| url(12, i)).collect();
@@ -725,15 +721,12 @@ fn an_expired_window_is_unmapped_once_the_last_handle_lets_go() {
     clock.set(day(2));
     e.insert(b"https://example.com/day-2").unwrap(); // expires day 0
     assert!(!day0.exists(), "deleted");
-    assert!(mapped(&day0), "still mapped for the idle handle");
+    assert!(mapped_unlinked(&day0), "still mapped for the idle handle");
     drop(idle);
-    for _ in 0..500 {
-        if !mapped(&day0) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("the expired window is still mapped 5 s after the last handle went");
+    assert!(
+        eventually(5, || !mapped_unlinked(&day0)),
+        "the expired window is still mapped 5 s after the last handle went"
+    );
 }
 
 #[test]
