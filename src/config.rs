@@ -428,7 +428,7 @@ impl Config {
         }
         for t in &self.tiers {
             let (capacity, rate) = self.subfilter_plan(t, 0);
-            let bytes = sizing::plan(t.kind, capacity, rate)
+            let bytes = sizing::file_plan(t.kind, capacity, rate)
                 .nblocks
                 .saturating_mul(64);
             if bytes > MAX_SEGMENT_BYTES {

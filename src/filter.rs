@@ -8,16 +8,20 @@
 //! * [`Kind::Counting`]: 128 four-bit counters per block (16 per word); a
 //!   counter that reaches 15 saturates and is never decremented again.
 //!
-//! **Concurrency.** Readers load words without any lock. Writers change
-//! words with atomic read-modify-write instructions (`fetch_or` for Bloom
-//! cells, a compare-and-swap loop for counters), so writers of different
-//! keys run in parallel and no update is lost. Every function that changes
-//! a word takes an [`Exclusive`]: the proof that its caller holds the
-//! [`Stripes`] lock of the key it writes, which makes check-and-insert of
-//! one key atomic (of several threads inserting the same new key, exactly
-//! one is told it was new). A reader racing a writer sees each word either
-//! before or after the write: a key being inserted may test absent until its
-//! insert returns, never after.
+//! **Concurrency.** Readers load words without any lock. Every function
+//! that changes a word takes an [`Exclusive`]: the proof that its caller
+//! holds the [`Stripes`] lock of the key it writes, which makes
+//! check-and-insert of one key atomic (of several threads inserting the
+//! same new key, exactly one is told it was new). A key's stripe is the top
+//! bits of the hash half that picks its block, so in a Bloom body whose
+//! block count is a multiple of the stripe count every key of a block has
+//! the same stripe ([`stripe_of`]): its holder is the block's only writer
+//! and sets bits with a plain load and store. Other bodies (smaller ones,
+//! counters) are written with atomic read-modify-write instructions
+//! (`fetch_or`, a compare-and-swap loop for counters), so writers of
+//! different keys sharing a word lose no update. A reader racing a writer
+//! sees each word either before or after the write: a key being inserted
+//! may test absent until its insert returns, never after.
 //!
 //! Nothing here knows about files or time.
 
@@ -41,8 +45,30 @@ pub(crate) struct Stripes(Box<[Stripe]>);
 struct Stripe(Mutex<()>);
 
 /// Stripes per engine: with a handful of writer threads, two of them
-/// rarely want the same stripe.
-const STRIPES: usize = 64;
+/// rarely want the same stripe. A power of two: a stripe is the top bits of
+/// a key's `hi`.
+pub(crate) const STRIPES: u64 = 64;
+
+/// The stripe of key `h`: the top `log2(STRIPES)` bits of `hi`, the half
+/// that picks its block ([`block_index`]).
+///
+/// In a body of `n = STRIPES * m` blocks, key `h`'s block is
+/// `b = floor(hi * n / 2^64)`, and `floor(b / m) = floor(hi * STRIPES / 2^64)`
+/// is its stripe: the blocks `s*m .. (s+1)*m` are written by keys of stripe
+/// `s` only, whatever the body's size. That is what lets a writer holding
+/// the stripe set a Bloom block's bits without a locked instruction
+/// ([`set_key`]).
+#[inline]
+pub(crate) fn stripe_of(h: KeyHash) -> usize {
+    (h.hi >> (64 - STRIPES.trailing_zeros())) as usize
+}
+
+/// Whether a body of `nblocks` blocks has blocks written by one stripe each
+/// (see [`stripe_of`]).
+#[inline]
+pub(crate) fn stripe_aligned(nblocks: u64) -> bool {
+    nblocks.is_multiple_of(STRIPES)
+}
 
 impl Default for Stripes {
     fn default() -> Stripes {
@@ -54,11 +80,10 @@ impl Stripes {
     /// Waits for the stripe of key `h`; writes are allowed while the proof lives.
     #[inline]
     pub(crate) fn lock(&self, h: KeyHash) -> Exclusive<'_> {
-        // The low bits of `lo` pick probes' cells, `hi` picks blocks: mix
-        // both so a stripe is independent of where the key's cells lie.
-        let i = ((h.lo ^ h.hi).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize % self.0.len();
+        let i = stripe_of(h);
         Exclusive {
             _guard: Guard::One(self.0[i].0.lock()),
+            stripe: Some(i),
             lane: crate::fill::lane(),
         }
     }
@@ -67,6 +92,7 @@ impl Stripes {
     pub(crate) fn lock_all(&self) -> Exclusive<'_> {
         Exclusive {
             _guard: Guard::All(self.0.iter().map(|s| s.0.lock()).collect()),
+            stripe: None,
             lane: crate::fill::lane(),
         }
     }
@@ -84,10 +110,18 @@ enum Guard<'a> {
 /// extension), and a write counts fill in several windows and logs.
 pub(crate) struct Exclusive<'a> {
     _guard: Guard<'a>,
+    /// The stripe held; `None` for all of them.
+    stripe: Option<usize>,
     lane: usize,
 }
 
 impl Exclusive<'_> {
+    /// Whether the holder is the only writer of key `h`'s stripe.
+    #[inline]
+    pub(crate) fn holds(&self, h: KeyHash) -> bool {
+        self.stripe.is_none_or(|s| s == stripe_of(h))
+    }
+
     /// The writing thread's lane.
     #[inline]
     pub(crate) fn lane(&self) -> usize {
@@ -286,12 +320,16 @@ pub(crate) fn contains_masks(kind: Kind, block: &Block, masks: &[u64; BLOCK_WORD
 /// Sets a key's cells (Bloom kind). Returns how many cells went from empty
 /// to set; zero means the block held the key already.
 ///
-/// One `fetch_or` per word the key needs bits in (a key's probes land in at
-/// most eight words), skipped for a word that holds its bits already: the
-/// count of newly set cells is exact even when writers of other keys set
-/// bits in the same word at the same time.
+/// `sole` says that no other thread writes this block now: the caller holds
+/// the stripe of every key the block takes (`stripe_aligned` body, and
+/// `x.holds` the key). Then a word is set with a plain load and store;
+/// otherwise with one `fetch_or` per word the key needs bits in (a key's
+/// probes land in at most eight words), so that the count of newly set
+/// cells is exact even when writers of other keys set bits in the same word
+/// at the same time. Either way a word that holds its bits already is not
+/// written.
 #[inline]
-pub(crate) fn set_key(_: &Exclusive, block: &Block, lo: u64, k: u32) -> u64 {
+pub(crate) fn set_key(_: &Exclusive, sole: bool, block: &Block, lo: u64, k: u32) -> u64 {
     let m = masks(Kind::Bloom, lo, k);
     let mut newly = 0u64;
     for (w, &m) in block.iter().zip(&m) {
@@ -300,7 +338,11 @@ pub(crate) fn set_key(_: &Exclusive, block: &Block, lo: u64, k: u32) -> u64 {
         }
         let mut old = w.load(Ordering::Relaxed);
         if old & m != m {
-            old = w.fetch_or(m, Ordering::Relaxed);
+            if sole {
+                w.store(old | m, Ordering::Relaxed);
+            } else {
+                old = w.fetch_or(m, Ordering::Relaxed);
+            }
         }
         newly += u64::from((m & !old).count_ones());
     }
@@ -443,10 +485,72 @@ mod tests {
 
     fn insert(x: &Exclusive, kind: Kind, b: &Block, lo: u64, k: u32) -> u64 {
         match kind {
-            Kind::Bloom => set_key(x, b, lo, k),
+            Kind::Bloom => set_key(x, false, b, lo, k),
             Kind::Counting => increment(x, b, &masks(kind, lo, k)),
             Kind::Fingerprint => panic!("tables are tested in crate::fingerprint"),
         }
+    }
+
+    /// In a body whose block count is a multiple of the stripes, a key's
+    /// stripe is its block's (`stripe_of`), whatever the body's size; in
+    /// one that is not, two keys of one block may have two stripes, which
+    /// is why those bodies keep `fetch_or`.
+    #[test]
+    fn a_block_of_an_aligned_body_belongs_to_one_stripe() {
+        let hashes = (0..200_000u64).map(|i| crate::hash::hash_key(3, &i.to_le_bytes()));
+        let hashes: Vec<KeyHash> = hashes.collect();
+        for n in [
+            STRIPES,
+            4096,
+            4160,
+            1_000_000 * STRIPES,
+            (1 << 40) * STRIPES,
+        ] {
+            assert!(stripe_aligned(n));
+            let per = n / STRIPES;
+            for &h in &hashes {
+                assert_eq!((block_index(h, n) / per) as usize, stripe_of(h), "n = {n}");
+            }
+        }
+        // Not aligned: some block takes keys of two stripes.
+        let n = 4097;
+        assert!(!stripe_aligned(n));
+        let mut owner = std::collections::HashMap::new();
+        let shared = hashes
+            .iter()
+            .any(|&h| *owner.entry(block_index(h, n)).or_insert(stripe_of(h)) != stripe_of(h));
+        assert!(shared);
+    }
+
+    /// The sole writer's plain stores set the same bits and count the same
+    /// new cells as `fetch_or`.
+    #[test]
+    fn sole_and_shared_writes_agree() {
+        let lock = Stripes::default();
+        let x = lock.lock_all();
+        let (a, b) = (block(), block());
+        for i in 0..2_000u64 {
+            let lo = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5555;
+            assert_eq!(set_key(&x, true, &a, lo, 7), set_key(&x, false, &b, lo, 7));
+        }
+        let words = |b: &Block| {
+            b.iter()
+                .map(|w| w.load(Ordering::Relaxed))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(words(&a), words(&b));
+    }
+
+    /// A stripe's lock proves sole writing only for keys of that stripe.
+    #[test]
+    fn an_exclusive_holds_its_own_stripe() {
+        let lock = Stripes::default();
+        let h = |hi| KeyHash { lo: 1, hi };
+        let x = lock.lock(h(0));
+        assert!(x.holds(h(1)));
+        assert!(!x.holds(h(u64::MAX)));
+        drop(x);
+        assert!(lock.lock_all().holds(h(u64::MAX)));
     }
 
     #[test]

@@ -83,7 +83,7 @@ impl Plan {
         let mut tiers = Vec::with_capacity(config.tiers.len());
         for t in &config.tiers {
             let (capacity, rate) = config.subfilter_plan(t, 0);
-            let geometry = sizing::plan(t.kind, capacity, rate);
+            let geometry = sizing::file_plan(t.kind, capacity, rate);
             let body = geometry.nblocks.saturating_mul(BLOCK_BYTES);
             let bytes_per_window = body.saturating_add(BODY_OFFSET);
             // A fingerprint tier is one table over its whole retention,
