@@ -122,13 +122,18 @@ fn threads_part(n: u64, per_thread: u64, counts: &[usize], out: &mut Vec<Value>)
     // half the planned keys in all whatever the thread count (so no run
     // grows a chain, and every run does the same work); without the log,
     // then under the default policy (`interval`: the log's records too).
+    // Thread t of a run on `th` threads inserts n / 2 / th keys, so thread t
+    // needs n / 2 / (t + 1) of its own: the lookups' 2 million a thread
+    // would cap one and two threads at 2 and 4 million.
+    let half = n / 2;
+    let new: Vec<Vec<Vec<u8>>> = (0..max_t)
+        .map(|t| keys(2000 + t, 0, half / (t + 1)))
+        .collect();
     for (name, sync) in [
         ("timebloom handle.insert new", SyncPolicy::None),
         ("handle.insert new, interval", SyncPolicy::default()),
     ] {
-        insert_rows(
-            name, &cfg, sync, n, per_thread, counts, &neg, &mut rows, &tmp, &opts,
-        );
+        insert_rows(name, &cfg, sync, n, counts, &new, &mut rows, &tmp, &opts);
     }
     out.push(json!({"part": "threads", "n": n, "per_thread": per_thread, "rows": rows}));
 }
@@ -140,9 +145,8 @@ fn insert_rows(
     cfg: &Config,
     sync: SyncPolicy,
     n: u64,
-    per_thread: u64,
     counts: &[usize],
-    neg: &[Vec<Vec<u8>>],
+    new: &[Vec<Vec<u8>>],
     rows: &mut Vec<Value>,
     tmp: &tempfile::TempDir,
     opts: &dyn Fn() -> Options,
@@ -164,12 +168,14 @@ fn insert_rows(
             .expect("create");
             let secs = wall(th, 1, |t| {
                 let mut h = e.handle();
-                let mine = &neg[t][..share.min(neg[t].len())];
-                mine.iter().filter(|k| h.insert(k).unwrap()).count()
+                new[t][..share]
+                    .iter()
+                    .filter(|k| h.insert(k).unwrap())
+                    .count()
             });
             best = best.min(secs);
         }
-        let done = (th * share.min(per_thread as usize)) as f64;
+        let done = (th * share) as f64;
         let per_key = best * 1e9 / done;
         if th == 1 {
             one = per_key;
