@@ -1407,8 +1407,10 @@ mod tests {
             }
             let key =
                 |t: u64, i: u64| hash_key(7, format!("https://example.com/{t}/{i}").as_bytes());
+            // Key sets; two threads insert each.
+            let sets = crate::fill::LANES as u64 + 2;
             std::thread::scope(|s| {
-                for t in 0..2 * crate::fill::LANES as u64 + 4 {
+                for t in 0..2 * sets {
                     let (sub, stripes) = (&sub, &stripes);
                     s.spawn(move || {
                         // Threads t and t + 1 (t even) insert the same keys.
@@ -1426,8 +1428,7 @@ mod tests {
             assert_eq!(sub.occupied(), sub.count_body(), "{kind:?}");
             assert!(sub.occupied() > 0);
             if kind == Kind::Bloom {
-                let threads = crate::fill::LANES as u64 + 2;
-                let missing = (0..threads)
+                let missing = (0..sets)
                     .flat_map(|t| (0..8_000).map(move |i| (t, i)))
                     .filter(|&(t, i)| !sub.contains(key(t, i)))
                     .count();
