@@ -246,7 +246,8 @@ pub(crate) fn read_logs(dir: &Path, from: u64) -> Result<Logs> {
                 &path,
                 format!(
                     "a damaged record after LSN {} is followed by valid ones",
-                    scan.first_lsn + scan.records.len() as u64
+                    // LSNs follow each other modulo 2^64, as in `scan`.
+                    scan.first_lsn.wrapping_add(scan.records.len() as u64)
                 ),
             ));
         }
