@@ -65,7 +65,16 @@ pub(crate) struct Record {
 }
 
 impl Record {
+    /// The record's bytes (for one record; a run of them is encoded with
+    /// [`encode_all`]).
     pub(crate) fn encode(&self) -> [u8; RECORD] {
+        let mut b = self.fields();
+        put_crc(&mut b);
+        b
+    }
+
+    /// The record's bytes before its checksum (which stays zero).
+    fn fields(&self) -> [u8; RECORD] {
         let mut b = [0u8; RECORD];
         b[0..8].copy_from_slice(&self.lsn.to_le_bytes());
         b[8..16].copy_from_slice(&self.t.to_le_bytes());
@@ -75,8 +84,6 @@ impl Record {
             Op::Insert => 1,
             Op::Remove => 2,
         };
-        let crc = crc32fast::hash(&b[..36]);
-        b[36..40].copy_from_slice(&crc.to_le_bytes());
         b
     }
 
@@ -103,6 +110,29 @@ impl Record {
             op,
         })
     }
+}
+
+/// Appends the records to `buf`: every record's fields first, then each
+/// one's checksum in a second pass. One pass (fields, then at once the
+/// CRC of the bytes just stored) cost three times as much a record (18
+/// ns against 6 on the development machine), most likely because the
+/// CRC's 16-byte loads of bytes still in the store buffer as 8-byte stores
+/// cannot be forwarded from them and wait for the stores to reach the
+/// cache; a pass later they have.
+fn encode_all(buf: &mut Vec<u8>, records: impl IntoIterator<Item = Record>) {
+    let start = buf.len();
+    for r in records {
+        buf.extend_from_slice(&r.fields());
+    }
+    for rec in buf[start..].chunks_exact_mut(RECORD) {
+        put_crc(rec);
+    }
+}
+
+/// Writes a record's checksum (its last four bytes) from its fields.
+fn put_crc(rec: &mut [u8]) {
+    let crc = crc32fast::hash(&rec[..36]);
+    rec[36..40].copy_from_slice(&crc.to_le_bytes());
 }
 
 fn file_header(first_lsn: u64) -> [u8; FILE_HEADER] {
@@ -487,18 +517,15 @@ impl Wal {
             return Ok(());
         }
         let mut w = lock(&self.writer);
-        for r in run.iter() {
-            let lsn = w.next_lsn;
-            w.next_lsn += 1;
-            let rec = Record {
-                lsn,
-                t: r.t,
-                h: r.h,
-                op: r.op,
-            }
-            .encode();
-            w.buf.extend_from_slice(&rec);
-        }
+        let first = w.next_lsn;
+        w.next_lsn += run.len() as u64;
+        let records = run.iter().zip(first..).map(|(r, lsn)| Record {
+            lsn,
+            t: r.t,
+            h: r.h,
+            op: r.op,
+        });
+        encode_all(&mut w.buf, records);
         run.clear();
         self.appended.store(w.next_lsn, Ordering::Release);
         if w.buf.len() >= WRITE_AT {
@@ -550,8 +577,7 @@ impl Wal {
         let r = apply();
         let lsn = w.next_lsn;
         w.next_lsn += 1;
-        let rec = Record { lsn, t, h, op }.encode();
-        w.buf.extend_from_slice(&rec);
+        encode_all(&mut w.buf, [Record { lsn, t, h, op }]);
         self.appended.store(lsn + 1, Ordering::Release);
         if w.buf.len() >= WRITE_AT {
             write_out(&mut w)?;
@@ -879,6 +905,19 @@ mod tests {
             } else {
                 Op::Insert
             },
+        }
+    }
+
+    #[test]
+    fn a_run_encodes_as_its_records_one_by_one() {
+        let mut buf = b"before".to_vec();
+        encode_all(&mut buf, (7..77).map(rec));
+        assert_eq!(&buf[..6], b"before");
+        let run = &buf[6..];
+        assert_eq!(run.len(), 70 * RECORD);
+        for (b, lsn) in run.chunks_exact(RECORD).zip(7..) {
+            assert_eq!(b, rec(lsn).encode(), "record {lsn}");
+            assert_eq!(Record::decode(b), Some(rec(lsn)));
         }
     }
 
