@@ -111,9 +111,15 @@ fn every_n(counting: bool, sync: SyncPolicy, root: &Path) -> (u64, u64) {
     });
     let hook = Arc::clone(&c);
     let root_s = root.to_path_buf();
-    timebloom::testing::set_fault_hook(Some(Box::new(move |_op, path: &Path| {
+    timebloom::testing::set_fault_hook(Some(Box::new(move |op, path: &Path| {
         if !path.starts_with(&root_s) {
             return None; // another test's engine
+        }
+        // Faulting a new window's pages in is a hint with no durability
+        // meaning, made on a thread of its own (its count differs run to
+        // run) whose failure is reported to nobody by design.
+        if op == "prefault" {
+            return None;
         }
         let n = hook.calls.fetch_add(1, Ordering::SeqCst) + 1;
         let hit = n == hook.fail_at.load(Ordering::SeqCst);

@@ -746,6 +746,21 @@ fn a_new_window_is_mapped_in_when_created() {
 }
 
 #[test]
+fn the_windows_of_a_new_engine_are_faulted_in_writable_behind_it() {
+    let (_tmp, dir, clock) = temp_engine_dir();
+    let e =
+        Engine::create_with(&dir, config(&[Tier::daily(3)], 50_000, 0.001), opts(&clock)).unwrap();
+    let files = seg_files(&dir);
+    assert_eq!(files.len(), 1);
+    let path = dir.join("seg").join(&files[0]);
+    let len = std::fs::metadata(&path).unwrap().len();
+    // No insert wrote it: every page is dirty because a thread faulted it
+    // in writable (the create synced the file, so its pages were clean).
+    wait_kb(&path, "Private_Dirty:", len / 1024);
+    e.close().unwrap();
+}
+
+#[test]
 fn the_rotation_does_not_wait_for_the_prefault_of_the_windows_created_ahead() {
     let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
     let (_tmp, dir, clock, e, keys) = before_midnight();

@@ -121,6 +121,9 @@ pub struct Engine {
     ahead: Mutex<Option<ahead::Ahead>>,
     /// The boundary whose windows were last started ahead.
     ahead_for: AtomicI64,
+    /// Set by close: threads faulting in windows a rotation or a growth
+    /// made stop (see `ahead::prefault_behind`).
+    stop_prefault: Arc<AtomicBool>,
     /// Writers hold the stripe of their key (see the module docs).
     stripes: Stripes,
     /// A write failed on I/O: later writes report `PreviousIo`.
@@ -657,6 +660,7 @@ impl Engine {
             syncer: Mutex::new(None),
             ahead: Mutex::new(None),
             ahead_for: AtomicI64::new(i64::MIN),
+            stop_prefault: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -896,6 +900,7 @@ impl Engine {
         }
         // Windows created ahead of a boundary not reached: deleted.
         drop(ahead::take(&mut self.ahead.lock()));
+        self.stop_prefault.store(true, Ordering::Relaxed);
         if let Some(mut syncer) = self.syncer.lock().take() {
             syncer.stop();
         }

@@ -252,6 +252,8 @@ impl Engine {
         let mut unsealed = false;
         let mut counting_changed = false;
         let mut to_seal: Vec<Arc<SubFilter>> = Vec::new();
+        // Windows this rotation made itself (none was created ahead).
+        let mut fresh: Vec<Arc<SubFilter>> = Vec::new();
         // Held until the publish: no window is created ahead meanwhile.
         let mut slot = self.ahead.lock();
         if !self.read_only {
@@ -266,7 +268,13 @@ impl Engine {
                             window: c,
                             subs: vec![sub],
                         },
-                        None => self.new_segment(t, c)?,
+                        None => {
+                            let seg = self.new_segment(t, c)?;
+                            if !t.tier.is_table() {
+                                fresh.extend(seg.subs.iter().cloned());
+                            }
+                            seg
+                        }
                     };
                     done.opened.push(label(t, c));
                     t.segments.push(seg);
@@ -381,6 +389,7 @@ impl Engine {
         }
         self.publish(next);
         drop(slot);
+        ahead::prefault_behind(fresh, &self.stop_prefault);
         if !to_sweep.is_empty() {
             if background {
                 self.sweep_in_background(m, to_sweep, today);
@@ -646,14 +655,18 @@ impl Engine {
         let mut next = cur.clone();
         let mut grown = false;
         let mut counting = false;
+        let mut fresh = Vec::new();
         for t in &mut next.tiers {
             for seg in &mut t.segments {
                 if !growth_due(seg) {
                     continue;
                 }
                 let index = seg.next_index();
-                seg.subs
-                    .push(self.new_subfilter(&t.tier, &t.code, seg.window, index)?);
+                let sub = self.new_subfilter(&t.tier, &t.code, seg.window, index)?;
+                if !t.tier.is_table() {
+                    fresh.push(Arc::clone(&sub));
+                }
+                seg.subs.push(sub);
                 grown = true;
                 counting |= t.tier.kind.needs_shadow();
             }
@@ -670,6 +683,7 @@ impl Engine {
             self.store_manifest(m, &next)?;
         }
         self.publish(next);
+        ahead::prefault_behind(fresh, &self.stop_prefault);
         Ok(())
     }
 
