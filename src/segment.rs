@@ -1017,8 +1017,10 @@ impl SubFilter {
     /// pages are needed. Making a clean page writable goes through the
     /// file system's `page_mkwrite` (about 3 s for the 1.1 GB of the
     /// default tiers at 10^7 keys a day, measured), which is why a new file
-    /// is only mapped in ([`SubFilter::map_in`]) and the windows created
-    /// ahead of a boundary are faulted in writable 20 s before it
+    /// is only mapped in ([`SubFilter::map_in`]) when it is created, the
+    /// windows created ahead of a boundary are faulted in writable 20 s
+    /// before it, and those a rotation or a growth makes for immediate use
+    /// right after they are published, on a thread of their own
     /// (`engine::ahead`). Only a hint, like `map_in`.
     ///
     /// Works in steps of 8 MiB and stops early once `stop` is set: a
