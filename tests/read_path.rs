@@ -747,17 +747,33 @@ fn a_new_window_is_mapped_in_when_created() {
 
 #[test]
 fn the_windows_of_a_new_engine_are_faulted_in_writable_behind_it() {
+    let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
     let (_tmp, dir, clock) = temp_engine_dir();
+    // Parks the first step of a prefault under `dir`: only the thread that
+    // faults in the new engine's window (no window is created ahead here:
+    // the clock stays at the start of the day).
+    let (go, parked) = park(&dir, "prefault");
     let e =
         Engine::create_with(&dir, config(&[Tier::daily(3)], 50_000, 0.001), opts(&clock)).unwrap();
     let files = seg_files(&dir);
     assert_eq!(files.len(), 1);
-    let path = dir.join("seg").join(&files[0]);
+    let path = parked
+        .recv_timeout(Duration::from_secs(30))
+        .expect("no prefault of the new window");
+    assert_eq!(path, dir.join("seg").join(&files[0]));
+    // Lookups and inserts do not wait for it.
+    let e = Arc::new(e);
+    let e2 = Arc::clone(&e);
+    assert!(within(Duration::from_secs(10), "an insert", move || e2
+        .insert(b"https://example.com/a")
+        .unwrap()));
+    drop(go);
+    set_fault_hook(None);
+    // Once it has run, every page is dirty although one key was inserted:
+    // the create synced the file, so its pages were clean.
     let len = std::fs::metadata(&path).unwrap().len();
-    // No insert wrote it: every page is dirty because a thread faulted it
-    // in writable (the create synced the file, so its pages were clean).
     wait_kb(&path, "Private_Dirty:", len / 1024);
-    e.close().unwrap();
+    assert!(e.contains(b"https://example.com/a").unwrap());
 }
 
 #[test]
