@@ -416,9 +416,16 @@ fn remove_deletes_a_key() {
         .filter(|&i| e.contains(&key(0, i)).unwrap())
         .count();
     assert!(left <= 2, "{left} removed keys still present");
-    for i in 500..1_000 {
-        assert!(e.contains(&key(0, i)).unwrap());
-    }
+    // A kept key that shares its fingerprint and bucket pair with a removed
+    // one shared its slot and went with it (docs/design.md, "Fingerprint
+    // tiers": about the table's false-positive rate per remove, counting
+    // every key; here at 3% load, so 500 removes take about 0.004 kept
+    // keys on average; seen once in CI). More than two is a remove deleting
+    // the wrong slots.
+    let lost = (500..1_000)
+        .filter(|&i| !e.contains(&key(0, i)).unwrap())
+        .count();
+    assert!(lost <= 2, "{lost} kept keys lost to 500 removes");
     // A backfill moves a key's day forward, never backwards.
     let k = key(0, 700);
     let a_day = DAY + Duration::from_secs(3600);

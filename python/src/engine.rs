@@ -264,15 +264,19 @@ impl PyEngine {
         self.write_key(py, key, |e, k| e.insert_at(k, t))
     }
 
-    /// Takes `key` back (counting tiers only: `RemoveUnsupportedError`
-    /// otherwise). Returns whether any window held it. Remove only keys you
-    /// inserted: removing another may remove a key that shares its counters.
+    /// Takes `key` back (counting and fingerprint tiers only:
+    /// `RemoveUnsupportedError` otherwise). Returns whether any window held
+    /// it. Remove only keys you inserted: removing another may remove a key
+    /// that shares its counters. In a fingerprint tier two keys with the
+    /// same fingerprint and bucket pair share one slot, so a remove takes
+    /// the other with it (about the false-positive rate per remove).
     fn remove(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         self.write_key(py, key, |e, k| e.remove(k))
     }
 
     /// Takes back one insert of `key` made at `when` (an aware datetime or
-    /// seconds since the epoch): counting tiers only. Returns whether it did.
+    /// seconds since the epoch): counting and fingerprint tiers only.
+    /// Returns whether it did.
     fn remove_at(
         &self,
         py: Python<'_>,

@@ -169,9 +169,9 @@ class Engine:
     def insert_at(self, key: _Key, when: _Instant) -> bool:
         """Records ``key`` as seen at ``when`` (a backfill); True when it was new."""
     def remove(self, key: _Key) -> bool:
-        """Takes ``key`` back (counting tiers only); whether any window held it."""
+        """Takes ``key`` back (counting and fingerprint tiers); whether any window held it."""
     def remove_at(self, key: _Key, when: _Instant) -> bool:
-        """Takes back one insert of ``key`` made at ``when`` (counting tiers only)."""
+        """Takes back one insert of ``key`` made at ``when`` (counting and fingerprint tiers)."""
     def maintain(self, now: Optional[_Instant] = None) -> dict[str, list[str]]:
         """Rotates and expires windows as of ``now``; what was opened, sealed, expired."""
     def stats(self) -> dict[str, Any]:

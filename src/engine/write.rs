@@ -696,8 +696,9 @@ impl Engine {
     /// only if every one of them holds the key. Returns whether it did.
     ///
     /// Only for engines whose tiers are all counting tiers
-    /// ([`Tier::counting`](crate::Tier::counting)); otherwise [`Error::RemoveUnsupported`] and
-    /// nothing changes. To undo an insert made at another instant (an
+    /// ([`Tier::counting`](crate::Tier::counting)) or fingerprint tiers
+    /// ([`Tier::fingerprint`](crate::Tier::fingerprint)); otherwise
+    /// [`Error::RemoveUnsupported`] and nothing changes. To undo an insert made at another instant (an
     /// earlier day), use [`Engine::remove_at`] with that instant: a remove
     /// decrements only windows the key was inserted into, never every
     /// window where it merely tests positive (each such false positive
@@ -710,6 +711,16 @@ impl Engine {
     /// of them disappear. Remove only keys you inserted. Saturated counters
     /// stay saturated: a key removed as often as inserted may still test
     /// present where its counters saturated.
+    ///
+    /// A fingerprint tier deletes one slot holding the key's fingerprint in
+    /// its bucket pair: the key is gone for every horizon. Keys that share
+    /// a fingerprint and a bucket pair share one slot (the second one's
+    /// insert found the first one's slot and answered "seen", a false
+    /// positive), so removing one of them, even one that was inserted,
+    /// removes the other too: a false negative for it. The chance that a
+    /// remove takes another key with it is about the table's false-positive
+    /// rate at the time. Removing a key never inserted deletes such another
+    /// key's slot with about the same chance.
     pub fn remove(&self, key: &[u8]) -> Result<bool> {
         self.check_remove()?;
         self.remove_inner(self.hash(key), None)
