@@ -695,9 +695,9 @@ impl Engine {
     /// the windows inserts go to now (the open window of every tier), and
     /// only if every one of them holds the key. Returns whether it did.
     ///
-    /// Only for engines whose tiers are all counting tiers
-    /// ([`Tier::counting`](crate::Tier::counting)) or fingerprint tiers
-    /// ([`Tier::fingerprint`](crate::Tier::fingerprint)); otherwise
+    /// Only for engines without a plain Bloom tier (every tier a counting
+    /// tier, [`Tier::counting`](crate::Tier::counting), or a fingerprint
+    /// tier, [`Tier::fingerprint`](crate::Tier::fingerprint)); otherwise
     /// [`Error::RemoveUnsupported`] and nothing changes. To undo an insert made at another instant (an
     /// earlier day), use [`Engine::remove_at`] with that instant: a remove
     /// decrements only windows the key was inserted into, never every
