@@ -37,6 +37,7 @@ use std::time::Duration;
 
 use crate::clock::TimeSource;
 use crate::error::Error;
+use crate::filter::Kind;
 use crate::segment::SubFilter;
 
 use super::rotate::NewFile;
@@ -182,7 +183,8 @@ impl Engine {
 /// thread stops within one 8 MiB step once `stop` is set (at close).
 /// Fingerprint tables are left out: at 10^7 keys a day one is a 12 GB
 /// file, and inserts touch it a page at a time anyway.
-pub(super) fn prefault_behind(subs: Vec<Arc<SubFilter>>, stop: &Arc<AtomicBool>) {
+pub(super) fn prefault_behind(mut subs: Vec<Arc<SubFilter>>, stop: &Arc<AtomicBool>) {
+    subs.retain(|s| s.header().kind != Kind::Fingerprint);
     if subs.is_empty() || stop.load(Ordering::Relaxed) {
         return;
     }

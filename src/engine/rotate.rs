@@ -270,9 +270,7 @@ impl Engine {
                         },
                         None => {
                             let seg = self.new_segment(t, c)?;
-                            if !t.tier.is_table() {
-                                fresh.extend(seg.subs.iter().cloned());
-                            }
+                            fresh.extend(seg.subs.iter().cloned());
                             seg
                         }
                     };
@@ -663,9 +661,7 @@ impl Engine {
                 }
                 let index = seg.next_index();
                 let sub = self.new_subfilter(&t.tier, &t.code, seg.window, index)?;
-                if !t.tier.is_table() {
-                    fresh.push(Arc::clone(&sub));
-                }
+                fresh.push(Arc::clone(&sub));
                 seg.subs.push(sub);
                 grown = true;
                 counting |= t.tier.kind.needs_shadow();
