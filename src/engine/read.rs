@@ -8,7 +8,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::chain::{any_contains, Lookup, Segment, MAX_GROUP};
+use crate::chain::{any_contains, Lookup, Segment, MAX_GROUP, READ_LOADS};
 use crate::error::{Error, Result};
 use crate::filter::sizing;
 use crate::hash::KeyHash;
@@ -111,7 +111,7 @@ impl Engine {
                 return Ok(table.contains_all(&hashes));
             }
         };
-        let mut look = Lookup::new(segments);
+        let mut look = Lookup::new(segments, READ_LOADS);
         let mut out = Vec::with_capacity(keys.len());
         // Pipelined: the next group's loads are issued before the current
         // group is tested, so memory stays busy while the tests run.

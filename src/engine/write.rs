@@ -13,7 +13,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
-use crate::chain::{Lookup, Probes, Segment, MAX_GROUP};
+use crate::chain::{Lookup, Probes, Segment, MAX_GROUP, WRITE_LOADS};
 use crate::clock::instant;
 use crate::config::SyncPolicy;
 use crate::error::{Error, Result};
@@ -520,7 +520,10 @@ impl Engine {
         // As `insert_one`: the open windows first, the full tier's older
         // windows only for the keys its open window does not hold.
         let full = &snap.tiers[snap.full_tier].segments;
-        let mut look = Lookup::new(full.split_last().map_or(&[][..], |(_, older)| older));
+        let mut look = Lookup::new(
+            full.split_last().map_or(&[][..], |(_, older)| older),
+            WRITE_LOADS,
+        );
         // The full tier's open window, which with `look` is its live set
         // (`open_first`; batches of engines with a table go key by key, so
         // the tier is a Bloom tier).
