@@ -297,14 +297,27 @@ pub(crate) fn contains_key(kind: Kind, block: &Block, lo: u64, k: u32) -> bool {
     }
 }
 
-/// [`contains_key`] with the key's masks computed already: all eight words
-/// tested without a branch. Where many blocks are read anyway (a lookup over
-/// several segments) this beats the early exit, whose branch a foreign key
-/// takes unpredictably in every block.
+/// [`contains_key`] with the key's masks computed already: four words at a
+/// time without a branch, one branch between the halves. Where many blocks
+/// are read anyway (a lookup over several segments) this beats the early
+/// exit of `contains_key`, whose branch a foreign key takes unpredictably in
+/// every block.
 #[inline]
 pub(crate) fn contains_masks(kind: Kind, block: &Block, masks: &[u64; BLOCK_WORDS]) -> bool {
     if kind == Kind::Fingerprint {
         return false; // as `contains_key`
+    }
+    if kind == Kind::Bloom {
+        // Half a block at a time: a foreign key almost always misses a
+        // cell among the first four words (about half its probes, each set
+        // with the block's fill), so the one branch is taken the same way
+        // nearly every time, and a negative lookup over many windows tests
+        // four words of each (docs/benchmarks.md, "Half a block first").
+        let missing = |r: std::ops::Range<usize>| {
+            let words = block[r.clone()].iter().zip(&masks[r]);
+            words.fold(0u64, |acc, (w, &m)| acc | (m & !w.load(Ordering::Relaxed)))
+        };
+        return missing(0..BLOCK_WORDS / 2) == 0 && missing(BLOCK_WORDS / 2..BLOCK_WORDS) == 0;
     }
     let missing = block.iter().zip(masks).fold(0u64, |acc, (w, &m)| {
         let v = w.load(Ordering::Relaxed);
