@@ -149,21 +149,17 @@ impl Engine {
         let stop = Arc::new(AtomicBool::new(false));
         let (clock, stopped) = (self.clock.clone(), Arc::clone(&stop));
         let (tx, made) = mpsc::channel();
-        let job = std::thread::Builder::new()
-            .name("timebloom-ahead".into())
-            .spawn(move || {
-                background();
-                let made = make(plans);
-                let subs: Vec<Arc<SubFilter>> =
-                    made.0.iter().map(|(_, _, s)| Arc::clone(s)).collect();
-                // Nobody to take them (the engine went): they are deleted.
-                let _ = tx.send(made);
-                if wait_until(&clock, b - PREFAULT_SECS, &stopped) {
-                    for sub in &subs {
-                        sub.prefault(&stopped);
-                    }
+        let job = spawn_background("timebloom-ahead", move || {
+            let made = make(plans);
+            let subs: Vec<Arc<SubFilter>> = made.0.iter().map(|(_, _, s)| Arc::clone(s)).collect();
+            // Nobody to take them (the engine went): they are deleted.
+            let _ = tx.send(made);
+            if wait_until(&clock, b - PREFAULT_SECS, &stopped) {
+                for sub in &subs {
+                    sub.prefault(&stopped);
                 }
-            });
+            }
+        });
         // No thread to be had: the rotation creates the windows itself.
         if job.is_ok() {
             *slot = Some(Ahead { made, stop });
@@ -190,14 +186,27 @@ pub(super) fn prefault_behind(mut subs: Vec<Arc<SubFilter>>, stop: &Arc<AtomicBo
     }
     let stop = Arc::clone(stop);
     // No thread to be had: the inserts take the faults, as before.
-    let _ = std::thread::Builder::new()
-        .name("timebloom-prefault".into())
+    let _ = spawn_background("timebloom-prefault", move || {
+        for sub in &subs {
+            sub.prefault(&stop);
+        }
+    });
+}
+
+/// Runs `work` on a new thread named `name` at the background priority of
+/// [`background`]: the engine's helper threads (creating windows ahead,
+/// prefaulting, sealing, checkpoints, releasing old mappings) all start
+/// here. An error when no thread could be had.
+pub(super) fn spawn_background<T: Send + 'static>(
+    name: &str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<T>> {
+    std::thread::Builder::new()
+        .name(name.into())
         .spawn(move || {
             background();
-            for sub in &subs {
-                sub.prefault(&stop);
-            }
-        });
+            work()
+        })
 }
 
 /// Lowers the calling thread's priority to nice 10: the engine's

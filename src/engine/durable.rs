@@ -464,26 +464,23 @@ impl Engine {
         let (log, flushed) = (Arc::clone(log), Arc::clone(&self.flushed));
         let failed = Arc::clone(&self.failed);
         let dir = self.dir.join(super::SEG_DIR);
-        let h = std::thread::Builder::new()
-            .name("timebloom-checkpoint".into())
-            .spawn(move || {
-                super::ahead::background();
-                let r = (|| {
-                    let Some(l) = log.switch()? else {
-                        return Ok(None);
-                    };
-                    flush_bodies(&snap)?;
-                    Ok(Some(l))
-                })();
-                if r.is_err() {
-                    // Writes stop before they write (`check_usable`): none
-                    // is acknowledged past a failure it was not told of.
-                    failed.store(true, Ordering::Relaxed);
-                }
-                flushed.store(true, Ordering::Release);
-                r
-            })
-            .map_err(|e| Error::io("start checkpoint thread", &dir, e))?;
+        let h = super::ahead::spawn_background("timebloom-checkpoint", move || {
+            let r = (|| {
+                let Some(l) = log.switch()? else {
+                    return Ok(None);
+                };
+                flush_bodies(&snap)?;
+                Ok(Some(l))
+            })();
+            if r.is_err() {
+                // Writes stop before they write (`check_usable`): none
+                // is acknowledged past a failure it was not told of.
+                failed.store(true, Ordering::Relaxed);
+            }
+            flushed.store(true, Ordering::Release);
+            r
+        })
+        .map_err(|e| Error::io("start checkpoint thread", &dir, e))?;
         m.background = Some((generation, h));
         Ok(())
     }

@@ -540,16 +540,13 @@ impl Engine {
         work: impl FnOnce() -> Result<()> + Send + 'static,
     ) {
         let failed = Arc::clone(&self.failed);
-        let spawned = std::thread::Builder::new()
-            .name(name.into())
-            .spawn(move || {
-                ahead::background();
-                let r = work();
-                if matches!(r, Err(Error::Io { .. })) {
-                    failed.store(true, Ordering::Relaxed);
-                }
-                r
-            });
+        let spawned = ahead::spawn_background(name, move || {
+            let r = work();
+            if matches!(r, Err(Error::Io { .. })) {
+                failed.store(true, Ordering::Relaxed);
+            }
+            r
+        });
         if let Ok(h) = spawned {
             m.sealing.push(h);
         }

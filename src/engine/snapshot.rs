@@ -337,21 +337,18 @@ impl Engine {
         if held.is_empty() {
             return;
         }
-        let _ = std::thread::Builder::new()
-            .name("timebloom-release".into())
-            .spawn(move || {
-                super::ahead::background();
-                let mut wait = Duration::from_millis(10);
-                loop {
-                    // Only this thread holds a count of 1: nothing can
-                    // clone it meanwhile.
-                    held.retain(|s| Arc::strong_count(s) > 1);
-                    if held.is_empty() {
-                        return;
-                    }
-                    std::thread::sleep(wait);
-                    wait = (wait * 2).min(Duration::from_secs(1));
+        let _ = super::ahead::spawn_background("timebloom-release", move || {
+            let mut wait = Duration::from_millis(10);
+            loop {
+                // Only this thread holds a count of 1: nothing can
+                // clone it meanwhile.
+                held.retain(|s| Arc::strong_count(s) > 1);
+                if held.is_empty() {
+                    return;
                 }
-            });
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(Duration::from_secs(1));
+            }
+        });
     }
 }
