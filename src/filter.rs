@@ -309,10 +309,11 @@ pub(crate) fn contains_masks(kind: Kind, block: &Block, masks: &[u64; BLOCK_WORD
     }
     if kind == Kind::Bloom {
         // Half a block at a time: a foreign key almost always misses a
-        // cell among the first four words (about half its probes, each set
-        // with the block's fill), so the one branch is taken the same way
-        // nearly every time, and a negative lookup over many windows tests
-        // four words of each (docs/benchmarks.md, "Half a block first").
+        // cell among the first four words (they hold about half its
+        // probes, each cell set with a chance equal to the block's fill),
+        // so the one branch goes the same way nearly every time, and a
+        // negative lookup over many windows reads four words of each
+        // block (docs/benchmarks.md, "Half a block first").
         let missing = |r: std::ops::Range<usize>| {
             let words = block[r.clone()].iter().zip(&masks[r]);
             words.fold(0u64, |acc, (w, &m)| acc | (m & !w.load(Ordering::Relaxed)))
