@@ -439,7 +439,7 @@ pub(crate) struct Lookup<'a> {
 /// Its groups are pipelined (the next group's loads go out before the
 /// current group is tested), so one group's worth is in flight while the
 /// tests run. Over many windows a group is then a single key: on a Zen 1
-/// guest, 12 monthly windows of 3 MiB read 1.12-1.21x faster than with
+/// guest, 12 monthly windows of 3 MiB read 1.12-1.22x faster than with
 /// groups of 64 loads (5 keys), which queue more prefetches than the
 /// memory system serves and stall the tests behind them
 /// (docs/benchmarks.md, "Batch groups sized to what the memory serves");
