@@ -297,8 +297,9 @@ pub(crate) fn contains_key(kind: Kind, block: &Block, lo: u64, k: u32) -> bool {
     }
 }
 
-/// [`contains_key`] with the key's masks computed already: four words at a
-/// time without a branch, one branch between the halves. Where many blocks
+/// [`contains_key`] with the key's masks computed already: a Bloom block
+/// four words at a time without a branch, one branch between the halves; a
+/// counting block all eight words without a branch. Where many blocks
 /// are read anyway (a lookup over several segments) this beats the early
 /// exit of `contains_key`, whose branch a foreign key takes unpredictably in
 /// every block.
@@ -307,6 +308,18 @@ pub(crate) fn contains_masks(kind: Kind, block: &Block, masks: &[u64; BLOCK_WORD
     if kind == Kind::Fingerprint {
         return false; // as `contains_key`
     }
+    // The cells of `masks` empty in the words `r`.
+    let missing = |r: std::ops::Range<usize>| {
+        let words = block[r.clone()].iter().zip(&masks[r]);
+        words.fold(0u64, |acc, (w, &m)| {
+            let v = w.load(Ordering::Relaxed);
+            let occupied = match kind {
+                Kind::Bloom => v,
+                Kind::Counting | Kind::Fingerprint => nibbles_nonzero(v),
+            };
+            acc | (m & !occupied)
+        })
+    };
     if kind == Kind::Bloom {
         // Half a block at a time: a foreign key almost always misses a
         // cell among the first four words (they hold about half its
@@ -314,21 +327,9 @@ pub(crate) fn contains_masks(kind: Kind, block: &Block, masks: &[u64; BLOCK_WORD
         // so the one branch goes the same way nearly every time, and a
         // negative lookup over many windows reads four words of each
         // block (docs/benchmarks.md, "Half a block first").
-        let missing = |r: std::ops::Range<usize>| {
-            let words = block[r.clone()].iter().zip(&masks[r]);
-            words.fold(0u64, |acc, (w, &m)| acc | (m & !w.load(Ordering::Relaxed)))
-        };
         return missing(0..BLOCK_WORDS / 2) == 0 && missing(BLOCK_WORDS / 2..BLOCK_WORDS) == 0;
     }
-    let missing = block.iter().zip(masks).fold(0u64, |acc, (w, &m)| {
-        let v = w.load(Ordering::Relaxed);
-        let occupied = match kind {
-            Kind::Bloom => v,
-            Kind::Counting | Kind::Fingerprint => nibbles_nonzero(v),
-        };
-        acc | (m & !occupied)
-    });
-    missing == 0
+    missing(0..BLOCK_WORDS) == 0
 }
 
 /// Sets a key's cells (Bloom kind). Returns how many cells went from empty
