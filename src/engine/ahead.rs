@@ -215,7 +215,7 @@ pub(super) fn spawn_background<T: Send + 'static>(
 /// cores it would otherwise preempt for milliseconds. It still runs (a
 /// nice-10 thread gets about a tenth of a busy core). Linux sets the
 /// nice value per thread; a failure leaves the priority as it was.
-pub(super) fn background() {
+fn background() {
     #[cfg(target_os = "linux")]
     let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 10);
 }
