@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use crate::filter::{self, Exclusive, Kind};
-use crate::fingerprint::Insert;
+use crate::fingerprint::{Insert, Located, Table};
 use crate::hash::KeyHash;
 use crate::segment::{State, SubFilter};
 
@@ -218,6 +218,42 @@ enum Blocks<'a, 'r> {
     Many(&'r [Option<&'a filter::Block>]),
     /// More sub-filters than there is room for: tested one by one.
     Overflow,
+}
+
+/// A key's buckets in a fingerprint chain, found and their loads issued
+/// before a single lookup reads the clock (as [`Probes`] for windows);
+/// [`TableProbe::contains`] tests them once the day is known.
+pub(crate) enum TableProbe<'a> {
+    /// The chain's only table, the key located in it: the usual case,
+    /// tested without locating the key again.
+    One(Table<'a>, Located),
+    /// A grown chain: every table's buckets loaded, each located again
+    /// when tested.
+    Chain(&'a Segment, KeyHash),
+}
+
+impl<'a> TableProbe<'a> {
+    /// Locates the key in the chain's tables and issues their loads.
+    #[inline]
+    pub(crate) fn start(seg: &'a Segment, h: KeyHash) -> Self {
+        if let [sub] = &seg.subs[..] {
+            if let Some(table) = sub.table() {
+                let at = table.locate_ahead(h);
+                return TableProbe::One(table, at);
+            }
+        }
+        seg.prefetch_tables(h);
+        TableProbe::Chain(seg, h)
+    }
+
+    /// Whether a table saw the key on a day in `[first_day, today]`.
+    #[inline]
+    pub(crate) fn contains(&self, first_day: u32, today: u32) -> bool {
+        match self {
+            TableProbe::One(table, at) => table.contains_at(*at, first_day, today),
+            TableProbe::Chain(seg, h) => seg.table_contains(*h, first_day, today),
+        }
+    }
 }
 
 /// Whether a run of sub-filters shares one kind and probe count (then one

@@ -348,13 +348,15 @@ macro_rules! with_shape {
                 }
             }};
         }
-        match of.per_word() {
-            2 => shaped!(2),
-            3 => shaped!(3),
-            4 => shaped!(4),
-            5 => shaped!(5),
-            6 => shaped!(6),
-            7 => shaped!(7),
+        // Matched on the fingerprint's width, not on `per_word` (a
+        // division on every call); `shaped!` checks the whole shape anyway.
+        match of.fp_bits {
+            32 => shaped!(2),
+            21 => shaped!(3),
+            16 => shaped!(4),
+            12 => shaped!(5),
+            10 => shaped!(6),
+            9 => shaped!(7),
             8 => shaped!(8),
             _ => {
                 let $geo = of;
@@ -370,7 +372,7 @@ const GROUP: usize = 16;
 
 /// A key's place in one table: its fingerprint and its two buckets.
 #[derive(Clone, Copy, Debug)]
-struct Located {
+pub(crate) struct Located {
     fp: u64,
     b1: u64,
     b2: u64,
@@ -470,7 +472,7 @@ impl<'a> Table<'a> {
     /// locates the next group of keys while it tests the current one
     /// ([`Table::contains_many`]).
     #[inline]
-    fn locate_ahead(&self, h: KeyHash) -> Located {
+    pub(crate) fn locate_ahead(&self, h: KeyHash) -> Located {
         let (fp, b1, b2) = self.locate(h);
         crate::filter::prefetch(&self.body[b1 as usize]);
         crate::filter::prefetch(&self.body[b2 as usize]);
@@ -489,7 +491,7 @@ impl<'a> Table<'a> {
 
     /// [`Table::contains_since`] for a key located by
     /// [`Table::locate_ahead`] on this table.
-    fn contains_at(&self, at: Located, first_day: u32, today: u32) -> bool {
+    pub(crate) fn contains_at(&self, at: Located, first_day: u32, today: u32) -> bool {
         with_shape!(self.geo, geo => self.contains_in(geo, at, first_day, today))
     }
 

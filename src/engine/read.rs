@@ -16,7 +16,7 @@ use crate::stats::{SegmentStats, Stats, TierStats};
 use crate::wal;
 use crate::window;
 
-use super::snapshot::{Snapshot, TierState};
+use super::snapshot::{Full, Snapshot, TierState};
 use super::{Engine, WAL_DIR};
 
 impl Engine {
@@ -39,11 +39,20 @@ impl Engine {
         let probes = snap.prefetch_full(&mut room, h);
         let now = self.now()?;
         self.check_open(snap)?;
-        match probes {
-            // Before the boundary the live set is the probes' windows.
-            Some(p) if now < snap.next_boundary => Ok(p.any()),
-            _ => Ok(self.live_full(snap, now)?.contains(h)),
+        if now < snap.next_boundary {
+            match probes {
+                // Before the boundary the live set is the probes' windows.
+                Some(Full::Windows(p)) => return Ok(p.any()),
+                // And the table's day is the snapshot's (`table_today_in`).
+                Some(Full::Table(p, days, Some(day))) => {
+                    if let Ok(today) = u32::try_from(day) {
+                        return Ok(p.contains(today.saturating_sub(days), today));
+                    }
+                }
+                _ => {}
+            }
         }
+        Ok(self.live_full(snap, now)?.contains(h))
     }
 
     /// The live segments of the tier whose windows reach furthest back:

@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::chain::{Probes, Room, Segment};
+use crate::chain::{Probes, Room, Segment, TableProbe};
 use crate::config::Tier;
 use crate::error::Result;
 use crate::segment::SubFilter;
@@ -71,15 +71,13 @@ impl Snapshot {
         &'s self,
         room: &'r mut Room<'s>,
         h: crate::hash::KeyHash,
-    ) -> Option<Probes<'s, 'r>> {
+    ) -> Option<Full<'s, 'r>> {
         let t = self.tiers.get(self.full_tier)?;
         if t.tier.is_table() {
-            if let Some(s) = t.segments.last() {
-                s.prefetch_tables(h);
-            }
-            return None;
+            let probe = TableProbe::start(t.segments.last()?, h);
+            return Some(Full::Table(probe, t.tier.table_days(), t.day));
         }
-        Some(Probes::start(room, &t.segments, h))
+        Some(Full::Windows(Probes::start(room, &t.segments, h)))
     }
 
     /// The fingerprint tables' day ([`Engine::table_today`]) as the
@@ -109,6 +107,16 @@ impl Snapshot {
             closed: false,
         }
     }
+}
+
+/// A key's loads over the full tier, issued by [`Snapshot::prefetch_full`].
+pub(super) enum Full<'s, 'r> {
+    /// Every live window's block.
+    Windows(Probes<'s, 'r>),
+    /// The table's buckets, with the days the tier keeps before today and
+    /// the day of the rotation that published the snapshot (see
+    /// [`Snapshot::table_today`]).
+    Table(TableProbe<'s>, u32, Option<i64>),
 }
 
 /// Where a call finds the live set: a [`Handle`]'s own snapshot, or the
