@@ -471,15 +471,16 @@ pub(crate) struct Lookup<'a> {
     shared: Option<(Kind, u32)>,
 }
 
-/// Block loads a group of `contains_batch` issues before its first test.
-/// Its groups are pipelined (the next group's loads go out before the
-/// current group is tested), so one group's worth is in flight while the
-/// tests run. Over many windows a group is then a single key: on a Zen 1
-/// guest, 12 monthly windows of 3 MiB read 1.12-1.22x faster than with
-/// groups of 64 loads (5 keys), which queue more prefetches than the
-/// memory system serves and stall the tests behind them
-/// (docs/benchmarks.md, "Batch groups sized to what the memory serves");
-/// one window keeps groups of 16 keys.
+/// Block loads `contains_batch` keeps ahead of its tests. Over one window
+/// (or windows of mixed kinds) it goes by groups of this many keys'
+/// loads, pipelined: the next group's loads go out before the current
+/// group is tested. Over several windows of one kind it goes key by key
+/// ([`Lookup::contains_interleaved`]): while a key's block in one window
+/// is tested, the block in the same window of the key this many loads
+/// ahead is prefetched. Issued in bursts (a group of one key over 12
+/// windows), the loads stalled the tests behind them on a Zen 1 guest;
+/// interleaved one per test they did not (docs/benchmarks.md, "Batch
+/// groups sized to what the memory serves" and "One load per test").
 pub(crate) const READ_LOADS: usize = 16;
 /// Block loads a group of `insert_batch` issues before its first test (not
 /// pipelined: each group's keys are written before the next is hashed).
@@ -545,6 +546,49 @@ impl<'a> Lookup<'a> {
         &self.hashes
     }
 
+    /// Whether [`Lookup::contains_interleaved`] serves this lookup: several
+    /// sub-filters, all of one kind and probe count.
+    pub(crate) fn interleaves(&self) -> bool {
+        self.views.len() > 1 && self.shared.is_some()
+    }
+
+    /// Whether each key of `hashes` is in any segment, appended to `out`;
+    /// only where [`Lookup::interleaves`] (else every answer is `false`).
+    /// Keys are taken one at a time, newest window first; while a key's
+    /// block in a window is tested, the same window's block of the key
+    /// [`READ_LOADS`] loads ahead is prefetched. The loads then go out one
+    /// per test instead of in bursts, and the memory serves them while the
+    /// tests run. A key found in a window skips its tests in the older
+    /// ones, not their loads for the key ahead.
+    pub(crate) fn contains_interleaved(&self, hashes: &[KeyHash], out: &mut Vec<bool>) {
+        let Some((kind, k)) = self.shared.filter(|_| self.interleaves()) else {
+            out.extend(hashes.iter().map(|_| false));
+            return;
+        };
+        let ahead = (READ_LOADS / self.views.len()).max(1);
+        for h in hashes.iter().take(ahead) {
+            for b in self.views.iter().filter_map(|v| v.block(*h)) {
+                filter::prefetch(b);
+            }
+        }
+        for (i, h) in hashes.iter().enumerate() {
+            let m = filter::masks(kind, h.lo, k);
+            let next = hashes.get(i + ahead);
+            let mut found = false;
+            for v in self.views.iter().rev() {
+                if let Some(b) = next.and_then(|a| v.block(*a)) {
+                    filter::prefetch(b);
+                }
+                if !found {
+                    found = v
+                        .block(*h)
+                        .is_some_and(|b| filter::contains_masks(kind, b, &m));
+                }
+            }
+            out.push(found);
+        }
+    }
+
     /// Whether the `i`-th key of the group is in any segment (newest first).
     #[inline]
     pub(crate) fn contains(&self, i: usize) -> bool {
@@ -594,6 +638,58 @@ mod tests {
         (0..500)
             .map(|i| hash_key(7, format!("https://example.com/w{w}/page/{i}").as_bytes()))
             .collect()
+    }
+
+    /// The interleaved batch lookup answers as single lookups do, key by
+    /// key, for runs of windows of one kind whose count puts the key it
+    /// prefetches for at different distances (16 / 2 = 8 keys ahead down to
+    /// one key ahead for more than 16 windows), for batches shorter than
+    /// that distance, and for an empty one; it declines runs it does not
+    /// serve (one window, or windows of mixed kinds).
+    #[test]
+    fn the_interleaved_batch_lookup_answers_as_single_lookups() {
+        let dir = tempfile::tempdir().unwrap();
+        let stripes = Stripes::default();
+        for (n, kind) in [
+            (2, Kind::Bloom),
+            (5, Kind::Bloom),
+            (12, Kind::Bloom),
+            (20, Kind::Bloom),
+            (3, Kind::Counting),
+        ] {
+            let sub = dir.path().join(format!("{n}-{kind:?}"));
+            std::fs::create_dir(&sub).unwrap();
+            let segs: Vec<Segment> = (0..n).map(|w| window(&sub, w, kind, 0.01)).collect();
+            let x = stripes.lock_all();
+            for (w, s) in segs.iter().enumerate() {
+                for h in keys(w as i64).iter().step_by(2) {
+                    assert!(s.insert(&x, *h));
+                }
+            }
+            drop(x);
+            // Every window's keys, half of them inserted, and keys of no window.
+            let probe: Vec<KeyHash> = (0..=n).flat_map(keys).collect();
+            let look = Lookup::new(&segs, READ_LOADS);
+            assert!(look.interleaves());
+            for len in [0, 1, 3, probe.len()] {
+                let mut out = Vec::new();
+                look.contains_interleaved(&probe[..len], &mut out);
+                let single: Vec<bool> = probe[..len]
+                    .iter()
+                    .map(|h| any_contains(&segs, *h))
+                    .collect();
+                assert_eq!(out, single, "{n} {kind:?} windows, {len} keys");
+            }
+            let found = probe.iter().filter(|h| any_contains(&segs, **h)).count();
+            assert!(found >= n as usize * 250, "{n} windows: {found} found");
+        }
+        let one = [window(dir.path(), 99, Kind::Bloom, 0.01)];
+        assert!(!Lookup::new(&one, READ_LOADS).interleaves());
+        let mixed = [
+            window(dir.path(), 100, Kind::Bloom, 0.01),
+            window(dir.path(), 101, Kind::Bloom, 1e-6),
+        ];
+        assert!(!Lookup::new(&mixed, READ_LOADS).interleaves());
     }
 
     /// Single and batch lookups over windows whose probe counts differ (or

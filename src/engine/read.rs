@@ -122,6 +122,11 @@ impl Engine {
         };
         let mut look = Lookup::new(segments, READ_LOADS);
         let mut out = Vec::with_capacity(keys.len());
+        if look.interleaves() {
+            let hashes: Vec<KeyHash> = keys.iter().map(|k| self.hash(k.as_ref())).collect();
+            look.contains_interleaved(&hashes, &mut out);
+            return Ok(out);
+        }
         // Pipelined: the next group's loads are issued before the current
         // group is tested, so memory stays busy while the tests run.
         for group in keys.chunks(look.group()) {
