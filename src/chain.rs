@@ -556,10 +556,11 @@ impl<'a> Lookup<'a> {
     /// Made for where [`Lookup::interleaves`]; elsewhere it answers key by
     /// key without loads ahead. Keys are taken one at a time, newest
     /// window first; while a key's block in a window is tested, the same
-    /// window's block of the key [`READ_LOADS`] loads ahead is prefetched. The loads then go out one
-    /// per test instead of in bursts, and the memory serves them while the
-    /// tests run. A key found in a window skips its tests in the older
-    /// ones, not their loads for the key ahead.
+    /// window's block of the key [`READ_LOADS`] loads ahead is prefetched.
+    /// The loads then go out one per test instead of in bursts, and the
+    /// memory serves them while the tests run. A key found in a window
+    /// skips its tests in the older ones, not their loads for the key
+    /// ahead.
     pub(crate) fn contains_interleaved(&self, hashes: &[KeyHash], out: &mut Vec<bool>) {
         let Some((kind, k)) = self.shared.filter(|_| self.interleaves()) else {
             out.extend(hashes.iter().map(|h| {

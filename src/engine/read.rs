@@ -39,18 +39,16 @@ impl Engine {
         let probes = snap.prefetch_full(&mut room, h);
         let now = self.now()?;
         self.check_open(snap)?;
-        if now < snap.next_boundary {
-            match probes {
-                // Before the boundary the live set is the probes' windows.
-                Some(Full::Windows(p)) => return Ok(p.any()),
-                // And the table's day is the snapshot's (`table_today_in`).
-                Some(Full::Table(p, days, Some(day))) => {
-                    if let Ok(today) = u32::try_from(day) {
-                        return Ok(p.contains(today.saturating_sub(days), today));
-                    }
+        match probes {
+            // Before the boundary the live set is the probes' windows,
+            Some(Full::Windows(p)) if now < snap.next_boundary => return Ok(p.any()),
+            // and the tables' day the snapshot's (as `table_today_in`).
+            Some(Full::Table(p, days)) => {
+                if let Some(today) = snap.table_today(now) {
+                    return Ok(p.contains(today.saturating_sub(days), today));
                 }
-                _ => {}
             }
+            _ => {}
         }
         Ok(self.live_full(snap, now)?.contains(h))
     }

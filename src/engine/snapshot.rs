@@ -75,7 +75,7 @@ impl Snapshot {
         let t = self.tiers.get(self.full_tier)?;
         if t.tier.is_table() {
             let probe = TableProbe::start(t.segments.last()?, h);
-            return Some(Full::Table(probe, t.tier.table_days(), t.day));
+            return Some(Full::Table(probe, t.tier.table_days()));
         }
         Some(Full::Windows(Probes::start(room, &t.segments, h)))
     }
@@ -113,10 +113,8 @@ impl Snapshot {
 pub(super) enum Full<'s, 'r> {
     /// Every live window's block.
     Windows(Probes<'s, 'r>),
-    /// The table's buckets, with the days the tier keeps before today and
-    /// the day of the rotation that published the snapshot (see
-    /// [`Snapshot::table_today`]).
-    Table(TableProbe<'s>, u32, Option<i64>),
+    /// The table's buckets, with the days the tier keeps before today.
+    Table(TableProbe<'s>, u32),
 }
 
 /// Where a call finds the live set: a [`Handle`]'s own snapshot, or the
