@@ -478,12 +478,14 @@ impl Wal {
     }
 
     /// Whether a sync failed (the log refuses to sync again).
+    #[inline]
     pub(crate) fn failed(&self) -> bool {
         self.failed.load(Ordering::Relaxed)
     }
 
     /// Returns once everything appended so far is durable; two loads when
     /// it already is.
+    #[inline]
     pub(crate) fn sync_appended(&self) -> Result<()> {
         let upto = self.appended.load(Ordering::Acquire);
         if self.durable.load(Ordering::Acquire) >= upto {
@@ -593,6 +595,7 @@ impl Wal {
     }
 
     /// Whether the current file has grown past `bytes` (two loads).
+    #[inline]
     pub(crate) fn checkpoint_due(&self, bytes: u64) -> bool {
         let records = self
             .appended

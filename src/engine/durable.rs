@@ -378,6 +378,7 @@ impl Engine {
     /// Under `always`, returns once every logged write is durable (group
     /// commit: two loads when it already is); then checkpoints if the log
     /// has grown past its limit (see `upkeep`).
+    #[inline]
     pub(super) fn sync_writes(&self) -> Result<()> {
         let Some(log) = &self.wal else {
             return Ok(());
@@ -399,7 +400,16 @@ impl Engine {
     /// asked again, the engine would answer "seen" and the page would never
     /// be fetched. The failure latches the engine: the next write reports
     /// `PreviousIo` and `close` reports the cause.
+    #[inline]
     fn upkeep(&self, log: &Arc<Wal>) {
+        if self.flushed.load(Ordering::Relaxed) || log.checkpoint_due(self.checkpoint_at) {
+            self.upkeep_now(log);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn upkeep_now(&self, log: &Arc<Wal>) {
         if self.flushed.load(Ordering::Relaxed) {
             // A background checkpoint flushed its segments: commit it, unless
             // maintenance is busy (a later write will).

@@ -711,16 +711,23 @@ impl Engine {
         hash_key(self.seed, key)
     }
 
+    #[inline]
     fn writable(&self) -> Result<()> {
         if self.read_only {
-            return Err(Error::ReadOnly {
-                path: self.dir.clone(),
-            });
+            return Err(self.read_only_error());
         }
         Ok(())
     }
 
+    #[cold]
+    fn read_only_error(&self) -> Error {
+        Error::ReadOnly {
+            path: self.dir.clone(),
+        }
+    }
+
     /// Writes and maintenance need an open engine whose writes never failed.
+    #[inline]
     fn check_usable(&self, snap: &Snapshot) -> Result<()> {
         let log_failed = self.wal.as_ref().is_some_and(|w| w.failed());
         if self.failed.load(Ordering::Relaxed) || log_failed || snap.closed {

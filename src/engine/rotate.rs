@@ -627,10 +627,16 @@ impl Engine {
     /// busy (a later write, or the next rotation, does it then). A failure
     /// to open a copy latches the engine like a failed write: the window's
     /// old sub-filter can no longer take writes.
+    #[inline]
     pub(super) fn swap_soon(&self) {
-        if !self.rewritten.load(Ordering::Acquire) {
-            return;
+        if self.rewritten.load(Ordering::Acquire) {
+            self.swap_now();
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn swap_now(&self) {
         if let Some(mut m) = self.maint.try_lock() {
             let r = self.swap_rewritten(&mut m);
             let _ = self.latch(r);

@@ -829,20 +829,19 @@ impl Engine {
 /// holds it dated today.
 #[inline]
 fn settled(snap: &Snapshot, h: KeyHash, today: u32) -> bool {
-    settled_but(snap, h, today, None)
+    settled_except(snap, h, today, usize::MAX)
 }
 
-/// [`settled`], where the open window of tier `held` (a Bloom tier) is
-/// known to hold the key already: it is only asked whether it takes
-/// writes, not tested again.
+/// [`settled`] for every tier but `skip` (an index; `usize::MAX` skips
+/// none).
 #[inline]
-fn settled_but(snap: &Snapshot, h: KeyHash, today: u32, held: Option<usize>) -> bool {
+fn settled_except(snap: &Snapshot, h: KeyHash, today: u32, skip: usize) -> bool {
     snap.tiers.iter().enumerate().all(|(i, t)| {
-        t.segments.last().is_none_or(|s| match t.tier.is_table() {
-            true => s.table_contains(h, today, today),
-            false if held == Some(i) => s.takes_bloom_writes(),
-            false => s.settled(h),
-        })
+        i == skip
+            || t.segments.last().is_none_or(|s| match t.tier.is_table() {
+                true => s.table_contains(h, today, today),
+                false => s.settled(h),
+            })
     })
 }
 
@@ -899,10 +898,14 @@ fn open_first<'s>(snap: &'s Snapshot, h: KeyHash, today: u32) -> Quick<'s> {
     if t.tier.is_table() {
         return Quick::Unknown;
     }
+    // Asked before the test of the open window waits for its line, so
+    // that little is left to run after the wait: a single call then ends
+    // soon enough for the next call's loads to go out during it.
+    let takes = open.takes_bloom_writes();
     if !open.contains(h) {
         return Quick::Older { open, older };
     }
-    if settled_but(snap, h, today, Some(snap.full_tier)) {
+    if takes && settled_except(snap, h, today, snap.full_tier) {
         Quick::Settled
     } else {
         Quick::Present
