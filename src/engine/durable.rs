@@ -407,6 +407,8 @@ impl Engine {
         }
     }
 
+    /// [`Engine::upkeep`]'s work, when there is some: out of line, so that
+    /// a write that finds none runs two loads.
     #[cold]
     #[inline(never)]
     fn upkeep_now(&self, log: &Arc<Wal>) {

@@ -711,6 +711,7 @@ impl Engine {
         hash_key(self.seed, key)
     }
 
+    /// Writes need an engine opened for writing.
     #[inline]
     fn writable(&self) -> Result<()> {
         if self.read_only {
@@ -719,6 +720,7 @@ impl Engine {
         Ok(())
     }
 
+    /// The error of a write to an engine opened read-only.
     #[cold]
     fn read_only_error(&self) -> Error {
         Error::ReadOnly {

@@ -634,6 +634,7 @@ impl Engine {
         }
     }
 
+    /// [`Engine::swap_soon`]'s work, out of line (rarely needed).
     #[cold]
     #[inline(never)]
     fn swap_now(&self) {
