@@ -829,15 +829,14 @@ impl Engine {
 /// holds it dated today.
 #[inline]
 fn settled(snap: &Snapshot, h: KeyHash, today: u32) -> bool {
-    settled_except(snap, h, today, usize::MAX)
+    settled_except(snap, h, today, None)
 }
 
-/// [`settled`] for every tier but `skip` (an index; `usize::MAX` skips
-/// none).
+/// [`settled`] for every tier but the one of index `skip`.
 #[inline]
-fn settled_except(snap: &Snapshot, h: KeyHash, today: u32, skip: usize) -> bool {
+fn settled_except(snap: &Snapshot, h: KeyHash, today: u32, skip: Option<usize>) -> bool {
     snap.tiers.iter().enumerate().all(|(i, t)| {
-        i == skip
+        skip == Some(i)
             || t.segments.last().is_none_or(|s| match t.tier.is_table() {
                 true => s.table_contains(h, today, today),
                 false => s.settled(h),
@@ -905,7 +904,7 @@ fn open_first<'s>(snap: &'s Snapshot, h: KeyHash, today: u32) -> Quick<'s> {
     if !open.contains(h) {
         return Quick::Older { open, older };
     }
-    if takes && settled_except(snap, h, today, snap.full_tier) {
+    if takes && settled_except(snap, h, today, Some(snap.full_tier)) {
         Quick::Settled
     } else {
         Quick::Present
