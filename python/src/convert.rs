@@ -45,7 +45,7 @@ pub(crate) fn tiers_text(config: &timebloom::Config) -> String {
 /// UTF-8 of a `str` encoded into a new `bytes` object. CPython 3.9's stable
 /// interface has no way to lend a `str`'s UTF-8, so the wheel (abi3,
 /// CPython >= 3.9) encodes it; an abi3-py310 build would borrow it
-/// (measured in docs/python.md). Batches join their ASCII keys instead
+/// (measured in docs/python.md). Batches join their `str` keys instead
 /// ([`BatchKeys`]).
 pub(crate) fn key_bytes<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     if let Ok(b) = obj.cast::<PyBytes>() {
@@ -71,23 +71,45 @@ pub(crate) struct BatchKeys<'py>(Vec<Piece<'py>>);
 /// 10,000 keys took 10 ns a key against 35-50 for key by key.
 const PIECE: usize = 1024;
 
+/// What separates the keys of a joined piece.
+const SEP: u8 = b'\n';
+
 /// Up to [`PIECE`] keys of a batch.
 enum Piece<'py> {
-    /// Every key an ASCII `str` (most URLs): their concatenation, encoded
-    /// once, and where each key ends in it.
+    /// Every key a `str` (most URLs): their UTF-8, joined by [`SEP`] and
+    /// encoded once, and where each key ends in it (the last at the end).
     Joined(Bound<'py, PyBytes>, Vec<usize>),
     /// One `bytes` object per key (see [`key_bytes`]).
     Each(Vec<Bound<'py, PyBytes>>),
 }
 
 impl<'py> BatchKeys<'py> {
-    /// The bytes of `keys` (str or bytes each).
-    pub(crate) fn of(py: Python<'py>, keys: &[Bound<'py, PyAny>]) -> PyResult<Self> {
-        let mut pieces = Vec::with_capacity(keys.len().div_ceil(PIECE));
-        for piece in keys.chunks(PIECE) {
-            pieces.push(match joined_ascii(py, piece) {
+    /// The bytes of the keys of an iterable (str or bytes each).
+    pub(crate) fn of(py: Python<'py>, keys: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if keys.is_instance_of::<PyString>() || keys.is_instance_of::<PyBytes>() {
+            return Err(PyTypeError::new_err(
+                "keys is an iterable of keys, not one str or bytes key",
+            ));
+        }
+        let list = match keys.cast_exact::<PyList>() {
+            Ok(list) => list.clone(),
+            Err(_) => py
+                .get_type::<PyList>()
+                .call1((keys,))?
+                .cast_into::<PyList>()?,
+        };
+        let n = list.len();
+        let mut pieces = Vec::with_capacity(n.div_ceil(PIECE));
+        for start in (0..n).step_by(PIECE) {
+            let piece = list.get_slice(start, (start + PIECE).min(n));
+            pieces.push(match joined(py, &piece) {
                 Some(joined) => joined,
-                None => Piece::Each(piece.iter().map(key_bytes).collect::<PyResult<_>>()?),
+                None => Piece::Each(
+                    piece
+                        .iter()
+                        .map(|k| key_bytes(&k))
+                        .collect::<PyResult<_>>()?,
+                ),
             });
         }
         Ok(BatchKeys(pieces))
@@ -103,7 +125,7 @@ impl<'py> BatchKeys<'py> {
                     let mut start = 0;
                     for &end in ends {
                         out.push(&all[start..end]);
-                        start = end;
+                        start = end + 1; // past the separator
                     }
                 }
                 Piece::Each(each) => out.extend(each.iter().map(|k| k.as_bytes())),
@@ -113,44 +135,26 @@ impl<'py> BatchKeys<'py> {
     }
 }
 
-/// [`Piece::Joined`] when every key is exactly a `str` (a subclass may
-/// answer `len` its own way) and all of them are ASCII: then the UTF-8 of
-/// their concatenation has one byte per character, and each key's length in
-/// characters is its length in bytes. `None` (encode key by key) otherwise,
-/// and on any error, which the key-by-key path then reports for its key.
-fn joined_ascii<'py>(py: Python<'py>, keys: &[Bound<'py, PyAny>]) -> Option<Piece<'py>> {
-    if !keys.iter().all(|k| k.is_exact_instance_of::<PyString>()) {
-        return None;
-    }
-    let list = PyList::new(py, keys).ok()?;
-    let joined = PyString::new(py, "").call_method1("join", (list,)).ok()?;
-    let chars = joined.len().ok()?;
+/// [`Piece::Joined`] for a piece whose keys are all `str` (subclasses
+/// included: `join` and `encode` both read the characters themselves) and
+/// none holds [`SEP`]: CPython joins and encodes the piece in two calls,
+/// and the keys are found again at the separators, whose count tells
+/// whether some key held one (UTF-8 never has the byte inside another
+/// character). No call into Python per key. `None` (encode key by key)
+/// otherwise, and on any error (a `bytes` key, a lone surrogate), which
+/// the key-by-key path then reports for its key.
+fn joined<'py>(py: Python<'py>, piece: &Bound<'py, PyList>) -> Option<Piece<'py>> {
+    let sep = PyString::new(py, "\n");
+    let joined = sep.call_method1("join", (piece,)).ok()?;
     let bytes = joined.cast_into::<PyString>().ok()?.encode_utf8().ok()?;
-    if bytes.as_bytes().len() != chars {
-        return None; // some key is not ASCII
+    let all = bytes.as_bytes();
+    let mut ends = Vec::with_capacity(piece.len());
+    ends.extend(memchr::memchr_iter(SEP, all));
+    if ends.len() + 1 != piece.len() {
+        return None; // some key holds the separator
     }
-    let mut ends = Vec::with_capacity(keys.len());
-    let mut at = 0;
-    for k in keys {
-        at += k.len().ok()?;
-        ends.push(at);
-    }
-    (at == chars).then_some(Piece::Joined(bytes, ends))
-}
-
-/// Every key of an iterable (the objects, which own the bytes the engine
-/// reads: see [`key_bytes`]).
-pub(crate) fn keys_of<'py>(keys: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
-    if keys.is_instance_of::<PyString>() || keys.is_instance_of::<PyBytes>() {
-        return Err(PyTypeError::new_err(
-            "keys is an iterable of keys, not one str or bytes key",
-        ));
-    }
-    let mut out = Vec::with_capacity(keys.len().unwrap_or(0));
-    for k in keys.try_iter()? {
-        out.push(k?);
-    }
-    Ok(out)
+    ends.push(all.len());
+    Some(Piece::Joined(bytes, ends))
 }
 
 /// Seconds from a `timedelta` or a number, as a `Duration`.

@@ -22,7 +22,7 @@ use std::sync::{RwLock, RwLockReadGuard};
 
 use pyo3::prelude::*;
 
-use crate::convert::{keys_of, BatchKeys};
+use crate::convert::BatchKeys;
 use crate::errors::{with_path, ClosedError, ForkedError};
 
 /// Forks this process has been through (`os.register_at_fork` calls
@@ -154,8 +154,7 @@ impl<E: Send + Sync + Leave> Slot<E> {
         keys: &Bound<'_, PyAny>,
         f: impl FnOnce(&E, &[&[u8]]) -> Result<Vec<bool>, X> + Send,
     ) -> PyResult<Vec<bool>> {
-        let keys = keys_of(keys)?;
-        let owned = BatchKeys::of(py, &keys)?;
+        let owned = BatchKeys::of(py, keys)?;
         let slices = owned.slices();
         self.detached(py, |e| f(e, &slices))
     }

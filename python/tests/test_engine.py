@@ -55,10 +55,11 @@ def test_batches_match_single_calls(tb_dir):
         assert e.contains_many(x for x in ()) == []
 
 
-def test_an_all_ascii_batch_reads_each_key_as_its_own_bytes(tb_dir):
-    """A batch of ASCII str keys is encoded once for all (joined); the keys
-    must still be told apart exactly: empty keys, keys that are prefixes or
-    concatenations of others, and str subclasses (encoded one by one)."""
+def test_a_joined_batch_reads_each_key_as_its_own_bytes(tb_dir):
+    """A batch of str keys is joined by newlines and encoded once a piece;
+    the keys must still be told apart exactly: empty keys, keys that are
+    prefixes or concatenations of others, str subclasses, non-ASCII keys,
+    and keys that hold the separator themselves."""
 
     class Url(str):
         def __len__(self):  # a subclass may answer len its own way
@@ -89,6 +90,21 @@ def test_an_all_ascii_batch_reads_each_key_as_its_own_bytes(tb_dir):
         assert e.insert_many(many) == want
         assert all(e.contains(k if isinstance(k, bytes) else k.encode()) for k in many)
         assert e.contains_many(f"https://example.com/{i}" for i in range(2500, 3500)) == [False] * 1000
+        # Keys holding the separator: split at it, they would read as more
+        # keys than the piece has (or as other keys); the piece is then
+        # encoded key by key.
+        nl = ["p\nq", "p", "q", "\n", "", "\n\n", "p\n", "\nq"]
+        assert e.insert_many(nl) == [True, True, True, True, False, True, True, True]
+        assert e.contains_many([b"p\nq", b"p", b"q", b"\n", b"\n\n", b"pq", b"p\n\nq"]) == [
+            True, True, True, True, True, False, False,
+        ]
+        # Split at every newline, "x\n", "", "y" would read as "x", "", "",
+        # "y": one key more than given, which is how the piece is caught.
+        assert e.insert_many(["x\n", "", "y"]) == [True, False, True]
+        assert not e.contains(b"x") and e.contains(b"x\n")
+        # Non-ASCII keys are joined too: their UTF-8 never holds the byte.
+        assert e.insert_many(["ü/1", "ü/2", "ü/1", "日本/1"]) == [True, True, False, True]
+        assert e.contains_many([b"\xc3\xbc/1", "日本/1".encode(), "ü".encode()]) == [True, True, False]
 
 
 def test_bad_keys_raise_type_errors_not_crashes(tb_dir):
