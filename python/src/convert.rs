@@ -60,13 +60,10 @@ pub(crate) fn key_bytes<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyB
     }
 }
 
-/// The bytes of a batch's keys, owned by Python objects for as long as the
-/// engine reads them: pieces of up to [`PIECE`] keys each.
-pub(crate) struct BatchKeys<'py>(Vec<Piece<'py>>);
-
-/// Keys per piece of a batch: a joined piece of URLs (about 70 KiB) stays
-/// in the processor's cache between its encoding and the engine's reads.
-/// Joining a whole batch of a million keys at once was measured slower than
+/// Keys per piece of a batch: a joined piece of URLs (about 70 KiB) is
+/// copied out of Python while it is still in the processor's cache, and
+/// Python's allocator reuses the same memory for the next piece. Joining a
+/// whole batch of a million keys at once was measured slower than
 /// encoding key by key (two cold 70 MB buffers, 80 ns a key); pieces of
 /// 10,000 keys took 10 ns a key against 35-50 for key by key.
 const PIECE: usize = 1024;
@@ -74,87 +71,191 @@ const PIECE: usize = 1024;
 /// What separates the keys of a joined piece.
 const SEP: u8 = b'\n';
 
-/// Up to [`PIECE`] keys of a batch.
-enum Piece<'py> {
-    /// Every key a `str` (most URLs): their UTF-8, joined by [`SEP`] and
-    /// encoded once, and where each key ends in it (the last at the end).
-    Joined(Bound<'py, PyBytes>, Vec<usize>),
-    /// One `bytes` object per key (see [`key_bytes`]).
-    Each(Vec<Bound<'py, PyBytes>>),
+/// Keys per engine call of a long batch (see [`for_chunks`]): about 1 MiB
+/// of URLs, which stays in the caches between its copy and the engine's
+/// reads.
+pub(crate) const CHUNK: usize = 16_384;
+
+/// The largest scratch a thread keeps between calls; a batch of longer
+/// keys gets a buffer of its own size and gives it back.
+const KEEP: usize = 8 << 20;
+
+/// The UTF-8 of a chunk of keys, copied out of Python: each key followed
+/// by [`SEP`], `ends[i]` the offset just past key `i`.
+#[derive(Default)]
+struct Scratch {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
 }
 
-impl<'py> BatchKeys<'py> {
-    /// The bytes of the keys of an iterable (str or bytes each).
-    pub(crate) fn of(py: Python<'py>, keys: &Bound<'py, PyAny>) -> PyResult<Self> {
-        if keys.is_instance_of::<PyString>() || keys.is_instance_of::<PyBytes>() {
-            return Err(PyTypeError::new_err(
-                "keys is an iterable of keys, not one str or bytes key",
-            ));
+thread_local! {
+    /// One scratch per thread, kept between calls: a buffer allocated
+    /// anew for every call was measured to take a page fault for every
+    /// 4 KiB of keys (glibc hands freed large blocks back to the kernel),
+    /// 30-50 ns a key.
+    static SCRATCH: std::cell::RefCell<Scratch> = Default::default();
+}
+
+impl Scratch {
+    /// Appends the keys of `list[start..end]`, a piece at a time: every
+    /// Python object made for a piece is dropped before the next.
+    fn push(
+        &mut self,
+        py: Python<'_>,
+        list: &Bound<'_, PyList>,
+        start: usize,
+        end: usize,
+    ) -> PyResult<()> {
+        for from in (start..end).step_by(PIECE) {
+            let piece = list.get_slice(from, (from + PIECE).min(end));
+            if !self.push_joined(py, &piece) {
+                for k in piece.iter() {
+                    self.bytes.extend_from_slice(key_bytes(&k)?.as_bytes());
+                    self.ends.push(self.bytes.len());
+                    self.bytes.push(SEP);
+                }
+            }
         }
-        let list = match keys.cast_exact::<PyList>() {
-            Ok(list) => list.clone(),
-            Err(_) => py
-                .get_type::<PyList>()
-                .call1((keys,))?
-                .cast_into::<PyList>()?,
+        Ok(())
+    }
+
+    /// A piece whose keys are all `str` (subclasses included: `join` and
+    /// `encode` both read the characters themselves) and none holds
+    /// [`SEP`]: CPython joins and encodes it in two calls, and the keys are
+    /// found again at the separators, whose count tells whether some key
+    /// held one (UTF-8 never has the byte inside another character). No
+    /// call into Python per key. False (nothing appended: encode key by
+    /// key) otherwise, and on any error (a `bytes` key, a lone surrogate),
+    /// which the key-by-key path then reports for its key.
+    fn push_joined(&mut self, py: Python<'_>, piece: &Bound<'_, PyList>) -> bool {
+        let sep = PyString::new(py, "\n");
+        let Some(bytes) = sep
+            .call_method1("join", (piece,))
+            .ok()
+            .and_then(|j| j.cast_into::<PyString>().ok())
+            .and_then(|j| j.encode_utf8().ok())
+        else {
+            return false;
         };
-        let n = list.len();
-        let mut pieces = Vec::with_capacity(n.div_ceil(PIECE));
-        for start in (0..n).step_by(PIECE) {
-            let piece = list.get_slice(start, (start + PIECE).min(n));
-            pieces.push(match joined(py, &piece) {
-                Some(joined) => joined,
-                None => Piece::Each(
-                    piece
-                        .iter()
-                        .map(|k| key_bytes(&k))
-                        .collect::<PyResult<_>>()?,
-                ),
-            });
+        let (base, keys) = (self.bytes.len(), self.ends.len());
+        self.bytes.extend_from_slice(bytes.as_bytes());
+        self.ends
+            .extend(memchr::memchr_iter(SEP, &self.bytes[base..]).map(|p| base + p));
+        if self.ends.len() - keys + 1 != piece.len() {
+            // Some key holds the separator.
+            self.bytes.truncate(base);
+            self.ends.truncate(keys);
+            return false;
         }
-        Ok(BatchKeys(pieces))
+        self.ends.push(self.bytes.len());
+        self.bytes.push(SEP);
+        true
     }
 
     /// One slice per key, in order.
-    pub(crate) fn slices(&self) -> Vec<&[u8]> {
-        let mut out = Vec::with_capacity(self.0.len() * PIECE);
-        for piece in &self.0 {
-            match piece {
-                Piece::Joined(bytes, ends) => {
-                    let all = bytes.as_bytes();
-                    let mut start = 0;
-                    for &end in ends {
-                        out.push(&all[start..end]);
-                        start = end + 1; // past the separator
-                    }
-                }
-                Piece::Each(each) => out.extend(each.iter().map(|k| k.as_bytes())),
-            }
+    fn slices(&self) -> Vec<&[u8]> {
+        let mut start = 0;
+        self.ends
+            .iter()
+            .map(|&end| {
+                let key = &self.bytes[start..end];
+                start = end + 1; // past the separator
+                key
+            })
+            .collect()
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+        if self.bytes.capacity() > KEEP {
+            *self = Scratch::default();
         }
-        out
     }
 }
 
-/// [`Piece::Joined`] for a piece whose keys are all `str` (subclasses
-/// included: `join` and `encode` both read the characters themselves) and
-/// none holds [`SEP`]: CPython joins and encodes the piece in two calls,
-/// and the keys are found again at the separators, whose count tells
-/// whether some key held one (UTF-8 never has the byte inside another
-/// character). No call into Python per key. `None` (encode key by key)
-/// otherwise, and on any error (a `bytes` key, a lone surrogate), which
-/// the key-by-key path then reports for its key.
-fn joined<'py>(py: Python<'py>, piece: &Bound<'py, PyList>) -> Option<Piece<'py>> {
-    let sep = PyString::new(py, "\n");
-    let joined = sep.call_method1("join", (piece,)).ok()?;
-    let bytes = joined.cast_into::<PyString>().ok()?.encode_utf8().ok()?;
-    let all = bytes.as_bytes();
-    let mut ends = Vec::with_capacity(piece.len());
-    ends.extend(memchr::memchr_iter(SEP, all));
-    if ends.len() + 1 != piece.len() {
-        return None; // some key holds the separator
+/// The keys of an iterable (str or bytes each) as a list: the same list
+/// when it is one, otherwise a new one. One str or bytes is refused (it
+/// would read as a batch of characters).
+fn key_list<'py>(py: Python<'py>, keys: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
+    if keys.is_instance_of::<PyString>() || keys.is_instance_of::<PyBytes>() {
+        return Err(PyTypeError::new_err(
+            "keys is an iterable of keys, not one str or bytes key",
+        ));
     }
-    ends.push(all.len());
-    Some(Piece::Joined(bytes, ends))
+    match keys.cast_exact::<PyList>() {
+        Ok(list) => Ok(list.clone()),
+        Err(_) => Ok(py
+            .get_type::<PyList>()
+            .call1((keys,))?
+            .cast_into::<PyList>()?),
+    }
+}
+
+/// How a chunked batch stopped part way (see [`for_chunks`]).
+pub(crate) enum Stop<X> {
+    /// `f` failed: its error.
+    Call(X),
+    /// A key of a later chunk could not be encoded (a lone surrogate); the
+    /// chunks before it were passed to `f`.
+    Key(PyErr),
+}
+
+/// Runs `f` over the keys of an iterable (str or bytes each), in chunks of
+/// up to `chunk` keys in order, each chunk's keys copied out of Python
+/// first (GIL held), `f` then called with the GIL released. Every key's
+/// type is checked before the first call, so a key that is neither str
+/// nor bytes stops the batch before `f` runs; a key that cannot be encoded
+/// stops it at its chunk ([`Stop::Key`] after the first). The keys are
+/// read from the list chunk by chunk: a list changed by another thread
+/// during the call is read as it is at each chunk.
+pub(crate) fn for_chunks<X: Send>(
+    py: Python<'_>,
+    keys: &Bound<'_, PyAny>,
+    chunk: usize,
+    mut f: impl FnMut(&[&[u8]]) -> Result<(), X> + Send,
+) -> PyResult<Result<(), Stop<X>>> {
+    let list = key_list(py, keys)?;
+    let n = list.len();
+    if n > chunk {
+        for k in list.iter() {
+            if !(k.is_instance_of::<PyString>() || k.is_instance_of::<PyBytes>()) {
+                key_bytes(&k)?; // the error naming the type
+            }
+        }
+    }
+    // The thread's scratch, or one of this call's own when a call of this
+    // thread already holds it (a finalizer run during the copy that makes
+    // another batch call).
+    let mut own = None;
+    SCRATCH.with(|cell| {
+        let mut guard = cell.try_borrow_mut().ok();
+        let scratch: &mut Scratch = match guard.as_deref_mut() {
+            Some(s) => s,
+            None => own.insert(Scratch::default()),
+        };
+        for start in (0..n.max(1)).step_by(chunk) {
+            let end = start.saturating_add(chunk).min(n);
+            scratch.clear();
+            if let Err(e) = scratch.push(py, &list, start, end) {
+                scratch.clear();
+                return if start == 0 {
+                    Err(e)
+                } else {
+                    Ok(Err(Stop::Key(e)))
+                };
+            }
+            let slices = scratch.slices();
+            let r = py.detach(|| f(&slices));
+            drop(slices);
+            if let Err(e) = r {
+                scratch.clear();
+                return Ok(Err(Stop::Call(e)));
+            }
+        }
+        scratch.clear();
+        Ok(Ok(()))
+    })
 }
 
 /// Seconds from a `timedelta` or a number, as a `Duration`.

@@ -14,8 +14,8 @@ use pyo3::types::PyTuple;
 use timebloom::{Config, SyncPolicy};
 
 use crate::clock::PyManualClock;
-use crate::convert::{config_of, duration_of, instant_of, key_bytes, tiers_text, to_dict};
-use crate::errors::to_py;
+use crate::convert::{config_of, duration_of, instant_of, key_bytes, tiers_text, to_dict, CHUNK};
+use crate::errors::{stopped_after, to_py};
 use crate::slot::Slot;
 
 fn options(
@@ -196,7 +196,13 @@ impl PyEngine {
     /// `insert` for every key of an iterable, with the GIL released; one
     /// bool per key, in order.
     fn insert_many(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
-        self.slot.batch(py, keys, |e, k| e.insert_batch(k))
+        self.slot.chunked(
+            py,
+            keys,
+            CHUNK,
+            |e, k| e.insert_batch(k),
+            |a, f| stopped_after(a, f, &self.slot),
+        )
     }
 
     /// Whether `key` is in any live window (at most `fpr` false positives,
@@ -207,7 +213,13 @@ impl PyEngine {
 
     /// `contains` for every key of an iterable, with the GIL released.
     fn contains_many(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
-        self.slot.batch(py, keys, |e, k| e.contains_batch(k))
+        self.slot.chunked(
+            py,
+            keys,
+            CHUNK,
+            |e, k| e.contains_batch(k),
+            |_, f| f.into_py(&self.slot),
+        )
     }
 
     /// Whether `key` was inserted within `horizon` (a timedelta or seconds)
@@ -247,8 +259,13 @@ impl PyEngine {
         horizon: &Bound<'_, PyAny>,
     ) -> PyResult<Vec<bool>> {
         let h = duration_of(horizon)?;
-        self.slot
-            .batch(py, keys, |e, k| e.insert_within_batch(k, h))
+        self.slot.chunked(
+            py,
+            keys,
+            CHUNK,
+            |e, k| e.insert_within_batch(k, h),
+            |a, f| stopped_after(a, f, &self.slot),
+        )
     }
 
     /// Records `key` as seen at `when` (an aware datetime or seconds since

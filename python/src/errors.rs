@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 
 use timebloom::Error;
 
-use crate::slot::Failure;
+use crate::slot::{Fail, Failure, Slot};
 
 create_exception!(
     timebloom,
@@ -98,7 +98,7 @@ create_exception!(
     timebloom,
     IncompleteError,
     TimebloomError,
-    "`insert_many` stopped part way: `answers` holds the answers of the keys recorded before the error (the first `len(answers)` keys); the rest were not recorded. `__cause__` is the error that stopped it."
+    "`insert_many` (or `insert_within_many`) stopped part way: `answers` holds the answers of the keys recorded before the error (the first `len(answers)` keys); the rest were not recorded. `__cause__` is the error that stopped it: the engine's, or, in a batch of more than 16,384 keys (handed to the engine a chunk at a time), a key of a later chunk that could not be encoded."
 );
 create_exception!(
     timebloom,
@@ -178,20 +178,70 @@ pub(crate) fn to_py(err: Error, path: &Path) -> PyErr {
             return e;
         }
         Error::Incomplete { answers, cause } => {
-            let e = with_path(IncompleteError::new_err(msg), path);
-            let cause = to_py(*cause, path);
-            Python::attach(|py| {
-                let v = e.value(py);
-                // As for `path`: setting attributes on a fresh exception
-                // does not fail, and the message says how many were recorded.
-                let _ = v.setattr("answers", answers);
-                v.setattr("__cause__", cause.value(py)).ok();
-            });
-            return e;
+            return incomplete(msg, answers, to_py(*cause, path), path);
         }
         _ => TimebloomError::new_err(msg),
     };
     with_path(e, path)
+}
+
+/// An `IncompleteError` with `msg`, the answers of the recorded keys and
+/// the exception that stopped the batch as its `__cause__`.
+pub(crate) fn incomplete(msg: String, answers: Vec<bool>, cause: PyErr, path: &Path) -> PyErr {
+    let e = with_path(IncompleteError::new_err(msg), path);
+    Python::attach(|py| {
+        let v = e.value(py);
+        // As for `path`: setting attributes on a fresh exception does not
+        // fail, and the message says how many were recorded.
+        let _ = v.setattr("answers", answers);
+        v.setattr("__cause__", cause.value(py)).ok();
+    });
+    e
+}
+
+/// The error of a batch stopped by `fail` after the keys of `answers` were
+/// recorded (in calls before the failed one): an `IncompleteError` whose
+/// answers are those and the failed call's own.
+pub(crate) fn stopped_after(
+    answers: Vec<bool>,
+    fail: Fail<Error>,
+    slot: &Slot<timebloom::Engine>,
+) -> PyErr {
+    match fail {
+        Fail::Call(Error::Incomplete {
+            answers: more,
+            cause,
+        }) => {
+            let mut all = answers;
+            all.extend(more);
+            to_py(
+                Error::Incomplete {
+                    answers: all,
+                    cause,
+                },
+                slot.place(),
+            )
+        }
+        Fail::Call(e) => to_py(
+            Error::Incomplete {
+                answers,
+                cause: Box::new(e),
+            },
+            slot.place(),
+        ),
+        fail => {
+            let cause = fail.into_py(slot);
+            let msg = Python::attach(|py| {
+                format!(
+                    "{}: the batch stopped after {} recorded keys: {}",
+                    slot.place().display(),
+                    answers.len(),
+                    cause.value(py)
+                )
+            });
+            incomplete(msg, answers, cause, slot.place())
+        }
+    }
 }
 
 impl Failure for Error {

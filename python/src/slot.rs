@@ -22,7 +22,7 @@ use std::sync::{RwLock, RwLockReadGuard};
 
 use pyo3::prelude::*;
 
-use crate::convert::BatchKeys;
+use crate::convert::{for_chunks, Stop};
 use crate::errors::{with_path, ClosedError, ForkedError};
 
 /// Forks this process has been through (`os.register_at_fork` calls
@@ -61,6 +61,28 @@ impl Leave for timebloom::redis::RedisEngine {
 pub(crate) trait Failure: Send {
     /// The Python exception.
     fn into_py(self, place: &Path) -> PyErr;
+}
+
+/// Why one call of a batch failed.
+pub(crate) enum Fail<X> {
+    /// The engine was closed meanwhile.
+    Closed,
+    /// The engine's error.
+    Call(X),
+    /// Already a Python exception: a key that cannot be encoded, or the
+    /// engine inherited through `fork`.
+    Key(PyErr),
+}
+
+impl<X: Failure> Fail<X> {
+    /// The Python exception (GIL held: the engine's errors set attributes).
+    pub(crate) fn into_py<E: Send + Sync + Leave>(self, slot: &Slot<E>) -> PyErr {
+        match self {
+            Fail::Closed => slot.closed_error(),
+            Fail::Call(e) => e.into_py(&slot.place),
+            Fail::Key(e) => e,
+        }
+    }
 }
 
 /// An open engine, or `None` once closed.
@@ -147,16 +169,61 @@ impl<E: Send + Sync + Leave> Slot<E> {
         }
     }
 
-    /// Runs a batch call `f` over the keys of an iterable, GIL released.
+    /// Runs a batch call `f` over the keys of an iterable, GIL released:
+    /// all of them in one call (a Redis batch resumes as one call).
     pub(crate) fn batch<X: Failure>(
         &self,
         py: Python<'_>,
         keys: &Bound<'_, PyAny>,
-        f: impl FnOnce(&E, &[&[u8]]) -> Result<Vec<bool>, X> + Send,
+        f: impl Fn(&E, &[&[u8]]) -> Result<Vec<bool>, X> + Sync,
     ) -> PyResult<Vec<bool>> {
-        let owned = BatchKeys::of(py, keys)?;
-        let slices = owned.slices();
-        self.detached(py, |e| f(e, &slices))
+        self.chunked(py, keys, usize::MAX, f, |_, e| e.into_py(self))
+    }
+
+    /// [`Slot::batch`] in calls of up to `chunk` keys. When a call after
+    /// the first fails, or a key of a later chunk cannot be encoded,
+    /// `stopped` makes the error from the answers so far and the failure
+    /// (the answers of the failed call, if any, are in its error).
+    pub(crate) fn chunked<X: Failure>(
+        &self,
+        py: Python<'_>,
+        keys: &Bound<'_, PyAny>,
+        chunk: usize,
+        f: impl Fn(&E, &[&[u8]]) -> Result<Vec<bool>, X> + Sync,
+        stopped: impl FnOnce(Vec<bool>, Fail<X>) -> PyErr,
+    ) -> PyResult<Vec<bool>> {
+        let mut out = Vec::new();
+        let r = for_chunks(py, keys, chunk, |k| self.answers(&f, k, &mut out))?;
+        let fail = match r {
+            Ok(()) => return Ok(out),
+            Err(Stop::Call(fail)) => fail,
+            Err(Stop::Key(e)) => Fail::Key(e),
+        };
+        if out.is_empty() {
+            Err(fail.into_py(self))
+        } else {
+            Err(stopped(out, fail))
+        }
+    }
+
+    /// `f` on the open engine for one chunk of keys, its answers appended
+    /// to `out`. Run with the GIL released: errors become Python
+    /// exceptions only after it is taken again (see [`Fail::into_py`]).
+    fn answers<X: Failure>(
+        &self,
+        f: impl Fn(&E, &[&[u8]]) -> Result<Vec<bool>, X>,
+        keys: &[&[u8]],
+        out: &mut Vec<bool>,
+    ) -> Result<(), Fail<X>> {
+        let guard = self.read().map_err(Fail::Key)?;
+        let engine = guard.as_ref().ok_or(Fail::Closed)?;
+        let answers = f(engine, keys).map_err(Fail::Call)?;
+        if out.is_empty() {
+            *out = answers;
+        } else {
+            out.extend(answers);
+        }
+        Ok(())
     }
 
     /// Takes the engine out, once every call in flight has returned, and

@@ -126,6 +126,49 @@ def test_bad_keys_raise_type_errors_not_crashes(tb_dir):
         assert not e.contains("a")
 
 
+def test_long_batches_go_in_chunks_with_the_same_answers(tb_dir):
+    """A batch of more than 16,384 keys is copied out of Python and handed
+    to the engine a chunk at a time: the answers are those of one call per
+    key, repeats across chunks included, and the errors say how far it got."""
+    n = 40_000
+    keys = [f"https://example.com/{i % 30_000}" for i in range(n)]  # repeats after 30,000
+    keys[17_000] = b"https://example.com/17000"  # bytes in the second chunk
+    keys[20_000] = "https://example.com/ü\nx"  # a separator in the second chunk
+    with Engine.create(tb_dir, items_per_day=100_000, fpr=1e-6) as e:
+        seen, want = set(), []
+        for k in keys:
+            b = k if isinstance(k, bytes) else k.encode()
+            want.append(b not in seen)
+            seen.add(b)
+        assert e.insert_many(iter(keys)) == want  # any iterable
+        assert e.contains_many(keys) == [True] * n
+        assert e.insert_within_many(keys, 3600) == [False] * n
+
+        # A key of the wrong type anywhere: a TypeError before any key is
+        # recorded, as for a short batch.
+        fresh = [f"https://fresh.example/{i}" for i in range(n)]
+        with pytest.raises(TypeError):
+            e.insert_many(fresh[:35_000] + [35] + fresh[35_001:])
+        assert sum(e.contains_many(fresh)) == 0
+
+        # A key that cannot be encoded (a lone surrogate) in the third
+        # chunk: the chunks before it are recorded and answered.
+        bad = list(fresh)
+        bad[35_000] = "https://fresh.example/\ud800"
+        with pytest.raises(timebloom.IncompleteError) as info:
+            e.insert_many(bad)
+        done = len(info.value.answers)
+        assert 0 < done <= 35_000 and done % 16_384 == 0
+        assert info.value.answers == [True] * done
+        assert isinstance(info.value.__cause__, UnicodeEncodeError)
+        assert f"after {done} recorded keys" in str(info.value)
+        assert e.contains_many(fresh[:done]) == [True] * done
+        assert sum(e.contains_many(fresh[done:])) == 0
+        # A lookup stops with the encoding error itself.
+        with pytest.raises(UnicodeEncodeError):
+            e.contains_many(bad)
+
+
 def test_reopen_finds_keys_and_config(tb_dir):
     with Engine.create(tb_dir, tiers="3d,2w", items_per_day=500, fpr=0.01) as e:
         e.insert_many([f"k{i}" for i in range(100)])

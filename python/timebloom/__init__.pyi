@@ -63,7 +63,8 @@ class ClockJumpError(TimebloomError):
     """The clock jumped past every window holding keys; nothing changed (see ``Engine.maintain``)."""
 
 class IncompleteError(TimebloomError):
-    """``insert_many`` stopped part way; ``__cause__`` is the error that stopped it."""
+    """``insert_many`` or ``insert_within_many`` stopped part way; ``__cause__`` is the error that stopped it
+    (the engine's, or in a batch of more than 16,384 keys a key of a later chunk that could not be encoded)."""
 
     answers: list[bool]
     """Answers of the first ``len(answers)`` keys, which were recorded; the rest were not."""
