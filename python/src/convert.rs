@@ -89,10 +89,11 @@ struct Scratch {
 }
 
 thread_local! {
-    /// One scratch per thread, kept between calls: a buffer allocated
-    /// anew for every call was measured to take a page fault for every
-    /// 4 KiB of keys (glibc hands freed large blocks back to the kernel),
-    /// 30-50 ns a key.
+    /// One scratch per thread, kept between calls. Keys' bytes allocated
+    /// anew for every call (Python objects held until the engine had
+    /// answered, before) took a page fault for every 4 KiB of them in
+    /// calls of a million keys: glibc hands freed large blocks back to
+    /// the kernel (28-52 ns a key of kernel time, docs/python.md).
     static SCRATCH: std::cell::RefCell<Scratch> = Default::default();
 }
 

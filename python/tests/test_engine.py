@@ -579,6 +579,59 @@ def test_close_while_other_threads_insert(tb_dir):
         again.verify()
 
 
+def test_long_batches_from_threads_and_a_close_between_their_chunks(tb_dir):
+    """Batches of several chunks each (more than 16,384 keys) from two
+    threads meeting in the middle of the same keys: each key is new exactly
+    once. A close while such batches run stops each one between two chunks
+    at the latest: what an IncompleteError's answers say was recorded is
+    there after a reopen, and the keys after them are not."""
+    n = 40_000
+    keys = [f"https://long.example/{i}" for i in range(n)]
+    with Engine.create(tb_dir, items_per_day=200_000, fpr=1e-6) as e:
+        results = [{}, {}]
+
+        def meet(t):
+            ks = keys if t == 0 else keys[::-1]
+            results[t] = dict(zip(ks, e.insert_many(ks)))
+
+        threads = [threading.Thread(target=meet, args=(t,)) for t in range(2)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert all(results[0][k] + results[1][k] == 1 for k in keys), "every key new exactly once"
+
+    e = Engine.open(tb_dir)
+    outcomes = []
+    started = threading.Barrier(3)
+
+    def late(t):
+        fresh = [f"https://late.example/{t}/{i}" for i in range(3 * 16_384)]
+        started.wait()
+        try:
+            outcomes.append((fresh, e.insert_many(fresh)))
+        except timebloom.IncompleteError as x:
+            assert isinstance(x.__cause__, timebloom.ClosedError), x
+            outcomes.append((fresh, x.answers))
+        except timebloom.ClosedError:
+            outcomes.append((fresh, []))
+
+    threads = [threading.Thread(target=late, args=(t,)) for t in range(2)]
+    for th in threads:
+        th.start()
+    started.wait()
+    e.close()
+    for th in threads:
+        th.join()
+    assert len(outcomes) == 2
+    with Engine.open(tb_dir) as again:
+        for fresh, answers in outcomes:
+            done = len(answers)
+            assert answers == [True] * done
+            assert again.contains_many(fresh[:done]) == [True] * done
+            assert sum(again.contains_many(fresh[done:])) == 0
+
+
 SCRIPT = """
 import os, sys, timebloom
 e = timebloom.Engine.{how}
