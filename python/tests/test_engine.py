@@ -93,6 +93,19 @@ def test_a_joined_batch_reads_each_key_as_its_own_bytes(tb_dir):
         # Keys holding the separator: split at it, they would read as more
         # keys than the piece has (or as other keys); the piece is then
         # encoded key by key.
+        # Separators at every place in an 8-byte word of the joined piece,
+        # beside bytes one bit away from the newline (UTF-8 0x8a in "Ê" and
+        # "Ċ", "\x0b", "J"): each key still its own.
+        odd = ["o" + "".join("aÊĊ\x0bJ"[(i * 7 + j) % 5] for j in range(i % 23)) for i in range(300)]
+        seen, want = set(), []
+        for k in odd:
+            want.append(k not in seen)
+            seen.add(k)
+        assert e.insert_many(odd) == want
+        assert all(e.contains(k.encode()) for k in odd)
+        assert e.contains_many([k + "a" for k in odd if k + "a" not in seen]) == [
+            False
+        ] * len([k for k in odd if k + "a" not in seen])
         nl = ["p\nq", "p", "q", "\n", "", "\n\n", "p\n", "\nq"]
         assert e.insert_many(nl) == [True, True, True, True, False, True, True, True]
         assert e.contains_many([b"p\nq", b"p", b"q", b"\n", b"\n\n", b"pq", b"p\n\nq"]) == [
