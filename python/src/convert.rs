@@ -93,7 +93,7 @@ thread_local! {
     /// anew for every call (Python objects held until the engine had
     /// answered, before) took a page fault for every 4 KiB of them in
     /// calls of a million keys: glibc hands freed large blocks back to
-    /// the kernel (28-52 ns a key of kernel time, docs/python.md).
+    /// the kernel (24-52 ns a key of kernel time, docs/python.md).
     static SCRATCH: std::cell::RefCell<Scratch> = Default::default();
 }
 

@@ -71,7 +71,7 @@ pub(crate) enum Fail<X> {
     Call(X),
     /// Already a Python exception: a key that cannot be encoded, or the
     /// engine inherited through `fork`.
-    Key(PyErr),
+    Raised(PyErr),
 }
 
 impl<X: Failure> Fail<X> {
@@ -80,7 +80,7 @@ impl<X: Failure> Fail<X> {
         match self {
             Fail::Closed => slot.closed_error(),
             Fail::Call(e) => e.into_py(&slot.place),
-            Fail::Key(e) => e,
+            Fail::Raised(e) => e,
         }
     }
 }
@@ -197,7 +197,7 @@ impl<E: Send + Sync + Leave> Slot<E> {
         let fail = match r {
             Ok(()) => return Ok(out),
             Err(Stop::Call(fail)) => fail,
-            Err(Stop::Key(e)) => Fail::Key(e),
+            Err(Stop::Key(e)) => Fail::Raised(e),
         };
         if out.is_empty() {
             Err(fail.into_py(self))
@@ -215,7 +215,7 @@ impl<E: Send + Sync + Leave> Slot<E> {
         keys: &[&[u8]],
         out: &mut Vec<bool>,
     ) -> Result<(), Fail<X>> {
-        let guard = self.read().map_err(Fail::Key)?;
+        let guard = self.read().map_err(Fail::Raised)?;
         let engine = guard.as_ref().ok_or(Fail::Closed)?;
         let answers = f(engine, keys).map_err(Fail::Call)?;
         if out.is_empty() {
