@@ -235,27 +235,28 @@ pub(crate) fn for_chunks<X: Send>(
             Some(s) => s,
             None => own.insert(Scratch::default()),
         };
-        for start in (0..n.max(1)).step_by(chunk) {
-            let end = start.saturating_add(chunk).min(n);
-            scratch.clear();
-            if let Err(e) = scratch.push(py, &list, start, end) {
+        let mut each = || {
+            for start in (0..n.max(1)).step_by(chunk) {
+                let end = start.saturating_add(chunk).min(n);
                 scratch.clear();
-                return if start == 0 {
-                    Err(e)
-                } else {
-                    Ok(Err(Stop::Key(e)))
-                };
+                if let Err(e) = scratch.push(py, &list, start, end) {
+                    return if start == 0 {
+                        Err(e)
+                    } else {
+                        Ok(Err(Stop::Key(e)))
+                    };
+                }
+                let slices = scratch.slices();
+                if let Err(e) = py.detach(|| f(&slices)) {
+                    return Ok(Err(Stop::Call(e)));
+                }
             }
-            let slices = scratch.slices();
-            let r = py.detach(|| f(&slices));
-            drop(slices);
-            if let Err(e) = r {
-                scratch.clear();
-                return Ok(Err(Stop::Call(e)));
-            }
-        }
+            Ok(Ok(()))
+        };
+        let r = each();
+        // Done with it: a buffer grown past `KEEP` goes back now.
         scratch.clear();
-        Ok(Ok(()))
+        r
     })
 }
 

@@ -145,9 +145,16 @@ impl<E: Send + Sync + Leave> Slot<E> {
 
     /// Runs `f` on the open engine under the shared lock, with the GIL held.
     pub(crate) fn with<T, X: Failure>(&self, f: impl FnOnce(&E) -> Result<T, X>) -> PyResult<T> {
-        let guard = self.read()?;
-        let engine = guard.as_ref().ok_or_else(|| self.closed_error())?;
-        f(engine).map_err(|e| e.into_py(&self.place))
+        self.call(f).map_err(|fail| fail.into_py(self))
+    }
+
+    /// `f` on the open engine under the shared lock, its failure kept as a
+    /// value: a call made with the GIL released turns it into a Python
+    /// exception only once the GIL is taken again ([`Fail::into_py`]).
+    fn call<T, X>(&self, f: impl FnOnce(&E) -> Result<T, X>) -> Result<T, Fail<X>> {
+        let guard = self.read().map_err(Fail::Raised)?;
+        let engine = guard.as_ref().ok_or(Fail::Closed)?;
+        f(engine).map_err(Fail::Call)
     }
 
     /// Reads something off the open engine (GIL held).
@@ -162,11 +169,8 @@ impl<E: Send + Sync + Leave> Slot<E> {
         py: Python<'_>,
         f: impl FnOnce(&E) -> Result<T, X> + Send,
     ) -> PyResult<T> {
-        let r = py.detach(|| self.read().map(|guard| guard.as_ref().map(f)));
-        match r? {
-            None => Err(self.closed_error()),
-            Some(r) => r.map_err(|e| e.into_py(&self.place)),
-        }
+        py.detach(|| self.call(f))
+            .map_err(|fail| fail.into_py(self))
     }
 
     /// Runs a batch call `f` over the keys of an iterable, GIL released:
@@ -207,17 +211,14 @@ impl<E: Send + Sync + Leave> Slot<E> {
     }
 
     /// `f` on the open engine for one chunk of keys, its answers appended
-    /// to `out`. Run with the GIL released: errors become Python
-    /// exceptions only after it is taken again (see [`Fail::into_py`]).
+    /// to `out` (run with the GIL released, see [`Slot::call`]).
     fn answers<X: Failure>(
         &self,
         f: impl Fn(&E, &[&[u8]]) -> Result<Vec<bool>, X>,
         keys: &[&[u8]],
         out: &mut Vec<bool>,
     ) -> Result<(), Fail<X>> {
-        let guard = self.read().map_err(Fail::Raised)?;
-        let engine = guard.as_ref().ok_or(Fail::Closed)?;
-        let answers = f(engine, keys).map_err(Fail::Call)?;
+        let answers = self.call(|e| f(e, keys))?;
         if out.is_empty() {
             *out = answers;
         } else {
