@@ -384,6 +384,10 @@ pub(crate) struct Table<'a> {
     geo: Geometry,
     retention: u32,
     shared: &'a Shared,
+    /// The last day this table's tags can be read against (see
+    /// [`Table::swept_on`]); `u32::MAX` when the caller keeps the sweep
+    /// interval itself.
+    readable_until: u32,
 }
 
 impl<'a> Table<'a> {
@@ -407,7 +411,40 @@ impl<'a> Table<'a> {
             geo,
             retention,
             shared,
+            readable_until: u32::MAX,
         }
+    }
+
+    /// The view of a table last swept on day `swept`: lookups and counts on
+    /// a later day than the sweep interval allows read the tags against
+    /// the last day they still tell apart.
+    ///
+    /// Nothing sweeps a table that takes no writes (an engine opened read
+    /// only, or one that only answers lookups: lookups never rotate), and
+    /// past [`max_sweep_interval`] days a dead tag would read as a live one
+    /// (a key expired for months present again). Every slot still there was
+    /// live at that sweep (its day at least `swept - retention`) or written
+    /// since, on a day before `swept + interval` (a writer on a later day
+    /// waits for a sweep first), so read against a day up to `swept +
+    /// interval` (and not before its own day less one: tomorrow) its age is
+    /// exact. A lookup that loaded `swept` before a catch-up sweep and reads
+    /// a key inserted after it may miss that key: the lookup began before
+    /// the insert did.
+    pub(crate) fn swept_on(self, swept: u32) -> Table<'a> {
+        Table {
+            readable_until: swept.saturating_add(max_sweep_interval(self.retention)),
+            ..self
+        }
+    }
+
+    /// What a lookup or count on `today` reads the tags against: the day
+    /// (`today`, or the last day the tags are readable on, see
+    /// [`Table::swept_on`]), and how many days before it are still live on
+    /// `today` (`None`: none are).
+    #[inline(always)]
+    fn read_on(&self, today: u32) -> (u32, Option<u32>) {
+        let on = today.min(self.readable_until);
+        (on, self.retention.checked_sub(today - on))
     }
 
     fn nbuckets(&self) -> u64 {
@@ -550,10 +587,13 @@ impl<'a> Table<'a> {
     /// constant of its shape, see `with_shape!`, or the table's own).
     #[inline(always)]
     fn contains_in(&self, geo: Geometry, at: Located, first_day: u32, today: u32) -> bool {
+        let (today, Some(keep)) = self.read_on(today) else {
+            return false;
+        };
         if first_day > today {
             return false;
         }
-        let max_age = (today - first_day).min(self.retention);
+        let max_age = (today - first_day).min(keep);
         let Located { fp, b1, b2 } = at;
         let (b1, b2) = (&self.body[b1 as usize], &self.body[b2 as usize]);
         let has = |b| bucket_has(geo, b, fp, today, max_age);
@@ -591,7 +631,14 @@ impl<'a> Table<'a> {
     /// Live slots of one bucket on `today`.
     #[inline]
     fn live_in(&self, block: &Block, today: u32) -> u64 {
-        let (occupied, dead) = self.slot_masks(block, today);
+        let (on, Some(keep)) = self.read_on(today) else {
+            return 0;
+        };
+        let occupied = self.occupied(block);
+        let mut dead = 0;
+        for (first, word) in self.day_words(block) {
+            dead |= gather(dead_tags(word, on, keep), DAYS_PER_WORD) << first;
+        }
         u64::from((occupied & !dead).count_ones())
     }
 

@@ -657,7 +657,8 @@ impl SubFilter {
     #[inline]
     pub(crate) fn table(&self) -> Option<Table<'_>> {
         let t = self.table.as_ref()?;
-        Some(Table::new(self.blocks(), t.geo, t.retention, &t.shared))
+        let swept = t.swept.load(Ordering::Acquire);
+        Some(Table::new(self.blocks(), t.geo, t.retention, &t.shared).swept_on(swept))
     }
 
     /// Fingerprint table: whether the key was seen on a day in

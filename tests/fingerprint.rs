@@ -873,3 +873,69 @@ fn batches_answer_as_single_calls() {
         );
     }
 }
+
+/// Nothing sweeps a table opened read only, and past the sweep interval a
+/// dead day tag reads like a live one (its age wraps around the ring of
+/// 512 days): lookups read the tags against the last day they tell apart.
+/// Keys of day 0 were live at the last sweep (day 300) and are 600 days old
+/// on day 600, their tags 88 days old on the ring; keys of day 300 are
+/// live.
+#[test]
+fn a_read_only_open_long_after_the_last_sweep_reads_no_expired_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, clock) = table_engine(dir.path(), 365, 1_000, 0.001);
+    let old: Vec<Vec<u8>> = (0..1_000).map(|i| key(0, i)).collect();
+    let live: Vec<Vec<u8>> = (0..1_000).map(|i| key(300, i)).collect();
+    e.insert_batch(&old).unwrap();
+    clock.set(day(300));
+    e.insert_batch(&live).unwrap();
+    e.close().unwrap();
+    clock.set(day(600));
+    let r =
+        Engine::open_read_only_with(dir.path(), Options::default().clock(clock.clone())).unwrap();
+    let count = |ks: &[Vec<u8>], f: &dyn Fn(&[u8]) -> bool| ks.iter().filter(|k| f(k)).count();
+    let back = count(&old, &|k| r.contains(k).unwrap());
+    assert!(
+        back <= 3,
+        "{back} of 1,000 keys 600 days old read as present"
+    );
+    assert_eq!(count(&live, &|k| r.contains(k).unwrap()), 1_000);
+    let batch = r.contains_batch(&old).unwrap();
+    assert!(batch.iter().filter(|&&b| b).count() <= 3);
+    assert!(r.contains_batch(&live).unwrap().iter().all(|&b| b));
+    let within = |days: u64, k: &[u8]| r.contains_within(k, Duration::from_secs(days * 86_400));
+    assert_eq!(count(&live, &|k| within(364, k).unwrap()), 1_000);
+    assert!(count(&live, &|k| within(299, k).unwrap()) <= 3);
+    assert!(count(&old, &|k| within(364, k).unwrap()) <= 3);
+    let s = r.stats().unwrap();
+    let live_slots: u64 = s
+        .tiers
+        .iter()
+        .flat_map(|t| &t.segments)
+        .map(|g| g.occupied)
+        .sum();
+    assert!(
+        (990..=1_000).contains(&live_slots),
+        "stats count {live_slots} live slots, 1,000 keys are live"
+    );
+}
+
+/// The same for an engine that takes no writes for longer than the sweep
+/// interval (lookups never rotate, so nothing sweeps): a key that expired
+/// on day 30 never reads as present again, on any later day.
+#[test]
+fn lookups_alone_never_read_an_expired_key_as_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, clock) = table_engine(dir.path(), 30, 100, 0.001);
+    let keys: Vec<Vec<u8>> = (0..1_000).map(|i| key(0, i)).collect();
+    e.insert_batch(&keys).unwrap();
+    let mut wrong = Vec::new();
+    for d in 1..=1_100u64 {
+        clock.set(day(d));
+        let n = keys.iter().filter(|k| e.contains(k).unwrap()).count();
+        if (d < 30 && n != 1_000) || (d >= 30 && n > 3) {
+            wrong.push((d, n));
+        }
+    }
+    assert!(wrong.is_empty(), "(day, keys present): {wrong:?}");
+}

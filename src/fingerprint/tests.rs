@@ -97,12 +97,7 @@ fn alt_is_an_involution_for_any_bucket_count() {
     for n in [1u64, 2, 3, 7, 1000, 5265, (1 << 33) + 5] {
         let b = body(1);
         let shared = Shared::default();
-        let t = Table {
-            body: &b,
-            geo: Geometry::for_fpr(0.001),
-            retention: RETENTION,
-            shared: &shared,
-        };
+        let t = Table::new(&b, Geometry::for_fpr(0.001), RETENTION, &shared);
         // alt depends on nbuckets only through the body length; emulate n.
         let alt = |x: u64, fp: u64| {
             let hf = ((u128::from(fmix64(fp)) * u128::from(n)) >> 64) as u64;
@@ -347,6 +342,20 @@ fn wrap_around_needs_the_sweep() {
     t.insert(h, 1000);
     assert!(!t.contains_since(h, 0, 1000 + RETENTION + 1));
     assert!(t.contains_since(h, 0, 1000 + DAY_RING), "the hazard");
+    // A view that knows the last sweep (day 1000) reads the tags against
+    // the last day they tell apart: no sweep needed to keep it dead.
+    t.insert(url(43), 1001);
+    let seen = Table::new(&b, geo, RETENTION, &shared).swept_on(1000);
+    for today in 1000..4000 {
+        let live = today <= 1000 + RETENTION;
+        assert_eq!(seen.contains_since(h, 0, today), live, "day {today}");
+        let first = today.saturating_sub(30);
+        assert_eq!(seen.contains_since(h, first, today), first <= 1000 && live);
+        assert_eq!(
+            seen.count_live(today),
+            u64::from(live) + u64::from(today <= 1001 + RETENTION)
+        );
+    }
 
     // Sweeping at least every `interval` days keeps it dead.
     let b = body(4);
