@@ -344,6 +344,19 @@ impl Engine {
         if day_moved {
             self.table_day.store(today, Ordering::Relaxed);
         }
+        // The latest start among the windows writes of this snapshot go to
+        // (each tier's newest, and the tables' day): every one of them
+        // holds it, so a write made while the clock is behind it is logged
+        // at it, and replay finds the windows the write went to.
+        next.open_from = next
+            .tiers
+            .iter()
+            .filter_map(|t| match t.tier.is_table() {
+                true => window::start(window::Span::Day, i64::from(today), off),
+                false => window::start(t.tier.span, t.segments.last()?.window, off),
+            })
+            .max()
+            .unwrap_or(i64::MIN);
         if checkpoint {
             // The windows about to be sealed are not sealed on disk yet, so
             // the checkpoint msyncs them and copies their counting bodies

@@ -56,6 +56,10 @@ pub(crate) struct Snapshot {
     /// From this instant on, writers have the windows that open at
     /// `next_boundary` created ahead of it (see `ahead`).
     pub(super) ahead_from: i64,
+    /// An instant inside the newest window of every tier (and the tables'
+    /// day): what the log records for a write while the clock is behind
+    /// the newest windows, which take it (see `Engine::write_locked`).
+    pub(super) open_from: i64,
     /// The engine was closed: every call fails.
     pub(super) closed: bool,
 }
@@ -104,6 +108,7 @@ impl Snapshot {
             // No boundary is known until the first rotation.
             next_boundary: i64::MIN,
             ahead_from: i64::MAX,
+            open_from: i64::MIN,
             closed: false,
         }
     }

@@ -344,7 +344,9 @@ impl Engine {
         if let Some(step) = self.write_tables(snap, x, h, today, today, |_| true)? {
             return Ok(step);
         }
-        let refused = self.logged(x, Op::Insert, now, h, || {
+        // The instant of the windows written: the clock's, unless it is
+        // behind them (replay puts a record in the windows of its instant).
+        let refused = self.logged(x, Op::Insert, now.max(snap.open_from), h, || {
             snap.tiers
                 .iter()
                 .filter(|t| !t.tier.is_table())
