@@ -40,6 +40,9 @@ const MAGIC: [u8; 8] = *b"TBLMWAL\0";
 const VERSION: u32 = 1;
 pub(crate) const FILE_HEADER: usize = 32;
 pub(crate) const RECORD: usize = 40;
+/// The highest position a log may start from: appends count up from it
+/// without a check (see `Engine::start_durability_with`).
+pub(crate) const MAX_LSN: u64 = 1 << 62;
 /// The log is written out (not synced) whenever this much is buffered.
 const WRITE_AT: usize = 1 << 20;
 /// A checkpoint is due once the current log file passes this size (unless

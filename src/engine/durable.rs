@@ -124,15 +124,23 @@ impl Engine {
                 fs::write(&p, id).map_err(|e| Error::io("write", &p, e))?;
             }
         }
+        // A position no log reaches in centuries (2^62 records: 146 years
+        // at 10^9 a second) is damage, refused here: appends count up from
+        // it without a check.
         let next = match records.last() {
-            None => c,
-            Some(r) => r.lsn.checked_add(1).ok_or_else(|| {
-                Error::corrupt(
-                    wal_dir,
-                    "the log reached its last position (LSN 2^64 - 1); the manifest or log is damaged",
-                )
-            })?,
-        };
+            None => Some(c),
+            Some(r) => r.lsn.checked_add(1),
+        }
+        .filter(|&n| n <= wal::MAX_LSN)
+        .ok_or_else(|| {
+            Error::corrupt(
+                wal_dir,
+                format!(
+                    "the log position after the checkpoint or the last record is past 2^62 \
+                     (checkpoint {c}); the manifest or log is damaged"
+                ),
+            )
+        })?;
         let log = Arc::new(Wal::create(wal_dir, next)?);
         self.wal = Some(Arc::clone(&log));
         // Every counting sub-filter not sealed on disk needs a shadow copy
