@@ -8,13 +8,16 @@
 //! may answer differently; the rules that lose information are opt-in
 //! ([`Canonicalizer::strict`], or one by one).
 //!
-//! 1. **Whitespace**: surrounding whitespace is trimmed; tabs, carriage
-//!    returns and newlines inside are dropped.
+//! 1. **Whitespace**: whitespace before the URL is trimmed, and after it
+//!    the C0 controls and spaces the URL standard trims (a trailing
+//!    no-break space is part of the URL: a browser sends it as `%C2%A0`);
+//!    tabs, carriage returns and newlines inside are dropped.
 //! 2. **Parse**: only absolute `http` and `https` URLs with a host are
 //!    accepted; anything else is a [`CanonicalError`].
 //! 3. **Scheme and host**: lowercased; an internationalized host becomes
 //!    punycode (IDNA); IPv4 hosts in any notation become dotted decimal;
-//!    trailing dots of the host are removed.
+//!    trailing dots of the host are removed (unless the name would then
+//!    end in a number, which would make it an IPv4 address).
 //! 4. **Port and userinfo**: the default port (80 for http, 443 for https)
 //!    and any `user:password@` are dropped.
 //! 5. **Path**: empty becomes `/`; `.` and `..` segments (also spelled
@@ -38,7 +41,8 @@
 //!
 //! * **tracking**: removes `utm_*`, `gclid`, `fbclid`, `mc_eid` and the
 //!   other names of [`TRACKING_PARAMS`], plus names you add;
-//! * **www**: drops a leading `www.` of the host (when a dot remains);
+//! * **www**: drops a leading `www.` of the host (when a dot remains;
+//!   again while one leads);
 //! * **trailing slash**: removes the trailing `/`s of a path other than `/`.
 //!
 //! `docs/canonicalization.md` compares these rules with other crawlers'.
@@ -211,6 +215,18 @@ impl Canonicalizer {
         if self.plain(input) {
             return Ok(false);
         }
+        let start = out.len();
+        if !self.one_pass(input, out)? {
+            return Ok(false);
+        }
+        self.settle(out, start)?;
+        Ok(true)
+    }
+
+    /// One pass of the rules over `input`: `Ok(false)` when the fast
+    /// checks find it canonical (nothing appended), otherwise its form
+    /// after one pass appended to `out`.
+    fn one_pass(&self, input: &[u8], out: &mut Vec<u8>) -> Result<bool, CanonicalError> {
         if let Some(simple) = Simple::read(input) {
             if self.is_canonical(&simple) {
                 return Ok(false);
@@ -223,24 +239,61 @@ impl Canonicalizer {
         Ok(true)
     }
 
+    /// Applies the rules again to the form `out[start..]` until it stays
+    /// the same, so that a canonical form is a fixed point: one pass can
+    /// leave work for the next (`;%6Asessionid=` decodes into a session
+    /// parameter, an escaped `sid` value into 32 hex digits; removing
+    /// `;jsessionid=` can uncover a dot segment; a host can start with
+    /// `www.` twice). The fast check recognizes most forms at once. On an
+    /// error nothing stays appended.
+    fn settle(&self, out: &mut Vec<u8>, start: usize) -> Result<(), CanonicalError> {
+        let mut next = Vec::new();
+        // Every pass that changes the form makes it shorter (a decoded
+        // escape, a parameter, a segment or a `www.` less); the bound is
+        // only a guard.
+        for _ in 0..16 {
+            if self.plain(&out[start..]) {
+                return Ok(());
+            }
+            next.clear();
+            match self.one_pass(&out[start..], &mut next) {
+                Ok(true) if next[..] != out[start..] => {
+                    out.truncate(start);
+                    out.extend_from_slice(&next);
+                }
+                Ok(_) => return Ok(()),
+                Err(e) => {
+                    out.truncate(start);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The canonical form of `input`, or why it has none.
     pub fn canonicalize(&self, input: &str) -> Result<String, CanonicalError> {
         self.canonicalize_bytes(input.as_bytes())
     }
 
-    /// Every rule, step by step (no fast check), as a string.
+    /// Every rule, step by step (no fast check in the first pass), as a
+    /// string, settled as [`Self::canonicalize_into_if_changed`] settles.
     #[cfg(test)]
     fn canonicalize_slow(&self, input: &str) -> Result<String, CanonicalError> {
         let mut out = Vec::new();
         self.canonicalize_slow_into(input, &mut out)?;
+        self.settle(&mut out, 0)?;
         String::from_utf8(out).map_err(|_| CanonicalError::NotUtf8)
     }
 
     /// Every rule, step by step (no fast check): appends the canonical form
     /// of `input` to `out`, or appends nothing and says why it has none.
     fn canonicalize_slow_into(&self, input: &str, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
-        // 1. Whitespace.
-        let trimmed = input.trim();
+        // 1. Whitespace: any before the scheme; after the URL, only what
+        //    the URL standard trims (C0 controls and space): a no-break
+        //    space ending a query value is part of it (a browser sends
+        //    `%C2%A0`).
+        let trimmed = input.trim_start().trim_end_matches(|c: char| c <= ' ');
         if trimmed.is_empty() {
             return Err(CanonicalError::Empty);
         }
@@ -281,8 +334,15 @@ impl Canonicalizer {
         out: &mut Vec<u8>,
     ) -> Result<(), CanonicalError> {
         let (mut host, port, path, query) = parts;
-        while let [rest @ .., b'.'] = host {
-            host = rest;
+        let mut bare = host;
+        while let [rest @ .., b'.'] = bare {
+            bare = rest;
+        }
+        // A host whose last label is a number is an IPv4 address to the
+        // parser (which rewrites it, or refuses it): `0x19..` is a name,
+        // `0x19` the address 0.0.0.25. Its dots stay.
+        if !ends_in_number(bare) {
+            host = bare;
         }
         if host.is_empty() {
             return Err(CanonicalError::NoHost);
@@ -334,11 +394,12 @@ impl Canonicalizer {
         self.emit(scheme, (u.host, u.port, u.path, u.query), out)
     }
 
-    /// [`Self::rewrite`] as a string.
+    /// [`Self::rewrite`] as a string, settled.
     #[cfg(test)]
     fn rewrite_string(&self, u: &Simple<'_>) -> Result<String, CanonicalError> {
         let mut out = Vec::new();
         self.rewrite(u, &mut out)?;
+        self.settle(&mut out, 0)?;
         String::from_utf8(out).map_err(|_| CanonicalError::NotUtf8)
     }
 
@@ -488,6 +549,20 @@ impl Canonicalizer {
     #[cfg(test)]
     fn already_canonical(&self, s: &str) -> bool {
         Simple::read(s.as_bytes()).is_some_and(|u| self.is_canonical(&u))
+    }
+}
+
+/// Whether the last label of `host` is a number as the URL standard's
+/// IPv4 parser reads one (decimal digits, or `0x` and hex digits), which
+/// makes the parser treat the whole host as an IPv4 address.
+fn ends_in_number(host: &[u8]) -> bool {
+    let last = host.rsplit(|&c| c == b'.').next().unwrap_or_default();
+    if last.is_empty() {
+        return false;
+    }
+    match last {
+        [b'0', b'x' | b'X', hex @ ..] => hex.iter().all(u8::is_ascii_hexdigit),
+        digits => digits.iter().all(u8::is_ascii_digit),
     }
 }
 
