@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
+use rustix::event::{PollFd, PollFlags};
 use timebloom::canonical::Canonicalizer;
 use timebloom::plan::Plan;
 use timebloom::{Config, Engine, Error, Kind, ManualClock, Options, SyncPolicy, Tier};
@@ -128,7 +129,9 @@ enum Command {
     /// there is none. Lines are
     /// recorded a batch at a time before they are printed: if the reader of
     /// stdout goes away, the keys of the batch being printed stay recorded.
-    /// The line is printed as it was read, whatever key was made of it.
+    /// A full stdout pipe is waited on, also one another process made
+    /// non-blocking. The line is printed as it was read, whatever key was
+    /// made of it.
     #[command(
         override_usage = "timebloom filter-new [OPTIONS] <DIR> [FILES]...\n       timebloom filter-new [OPTIONS] --redis <URL> [--prefix <P>] [FILES]...",
         after_help = "Examples:\n  crawl | timebloom filter-new crawl.tb --canonical > new-urls.txt\n  timebloom filter-new crawl.tb --dry-run --stats today.txt.gz | wc -l\n  crawl | timebloom filter-new crawl.tb --within 7d > due-for-recrawl.txt\n  crawl | timebloom filter-new --redis redis://10.0.0.5:6379 --prefix crawl --canonical"
@@ -1048,14 +1051,14 @@ fn summary(engine: &Engine) -> CliResult<String> {
 /// Buffered stdout. A closed pipe (EPIPE: `| head`) is not an error: output
 /// stops, `closed` is set, and the command finishes quietly.
 struct Out {
-    w: BufWriter<StdoutLock<'static>>,
+    w: BufWriter<Waiting>,
     closed: bool,
 }
 
 impl Out {
     fn new() -> Out {
         Out {
-            w: BufWriter::with_capacity(1 << 16, io::stdout().lock()),
+            w: BufWriter::with_capacity(1 << 16, Waiting(io::stdout().lock())),
             closed: false,
         }
     }
@@ -1082,5 +1085,41 @@ impl Out {
             Err(e) if !self.closed => Err(CliError::io(&"stdout", "write", e)),
             _ => Ok(()),
         }
+    }
+}
+
+/// Standard output that waits when a write would block. A pipe that
+/// another process sharing it set non-blocking (the flag belongs to the open
+/// pipe, not to this process) answers "try again" when full; treated as a
+/// failure, it ended `filter-new` with keys recorded whose lines were
+/// never printed. A `write` that fails accepts nothing, so it is tried
+/// again once the pipe takes data.
+struct Waiting(StdoutLock<'static>);
+
+impl Waiting {
+    fn retry<T>(
+        &mut self,
+        mut op: impl FnMut(&mut StdoutLock<'static>) -> io::Result<T>,
+    ) -> io::Result<T> {
+        loop {
+            match op(&mut self.0) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let mut fds = [PollFd::new(&self.0, PollFlags::OUT)];
+                    // Interrupted, or any other answer: the write tells.
+                    let _ = rustix::event::poll(&mut fds, None);
+                }
+                r => return r,
+            }
+        }
+    }
+}
+
+impl Write for Waiting {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.retry(|w| w.write(buf))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.retry(|w| w.flush())
     }
 }
