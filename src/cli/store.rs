@@ -121,20 +121,30 @@ pub fn no_redis(url: &str) -> CliError {
     ))
 }
 
-/// `url` with every password replaced by `***`.
+/// `url` with every password replaced by `***`. The user information of
+/// each `scheme://` ends at the last `@` before the next scheme, so a
+/// password holding a `,` (which separates the nodes of a list) or an `@`
+/// is masked whole.
 pub fn shown(url: &str) -> String {
     let mut out = String::with_capacity(url.len());
-    for (i, part) in url.split(',').enumerate() {
-        if i > 0 {
-            out.push(',');
+    let mut rest = url;
+    while let Some(at) = rest.find("://") {
+        let (head, tail) = rest.split_at(at + 3);
+        out.push_str(head);
+        let end = tail.find("://").unwrap_or(tail.len());
+        match tail[..end].rfind('@') {
+            Some(a) => {
+                let user = tail[..a].split_once(':').map(|(user, _)| user);
+                match user {
+                    Some(user) => out.push_str(&format!("{user}:***")),
+                    None => out.push_str(&tail[..a]),
+                }
+                rest = &tail[a..];
+            }
+            None => rest = tail,
         }
-        let masked = part.split_once("://").and_then(|(scheme, rest)| {
-            let (userinfo, host) = rest.rsplit_once('@')?;
-            let (user, _password) = userinfo.split_once(':')?;
-            Some(format!("{scheme}://{user}:***@{host}"))
-        });
-        out.push_str(masked.as_deref().unwrap_or(part));
     }
+    out.push_str(rest);
     out
 }
 
@@ -238,6 +248,34 @@ impl Store {
             Store::Dir(e) => Ok(e.close()?),
             #[cfg(feature = "redis")]
             Store::Redis(_) => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown;
+
+    #[test]
+    fn passwords_are_masked_whole() {
+        for (url, want) in [
+            ("redis://h:6379", "redis://h:6379"),
+            ("redis://u:p@h:6379", "redis://u:***@h:6379"),
+            ("redis://:p@h", "redis://:***@h"),
+            ("redis://u@h", "redis://u@h"),
+            // A `,` or an `@` in the password (found in review: the part
+            // after the comma was shown).
+            ("redis://u:pa,ss@h:6379", "redis://u:***@h:6379"),
+            ("redis://u:p@ss@h", "redis://u:***@h"),
+            (
+                "redis://u:p1@h1:1,redis://v:p,2@h2:2",
+                "redis://u:***@h1:1,redis://v:***@h2:2",
+            ),
+            ("redis://u:p@h1:1,h2:2,h3:3", "redis://u:***@h1:1,h2:2,h3:3"),
+            ("rediss://u:p@h/0", "rediss://u:***@h/0"),
+            ("not a url", "not a url"),
+        ] {
+            assert_eq!(shown(url), want, "{url}");
         }
     }
 }
