@@ -752,15 +752,34 @@ fn write_out(w: &mut Writer) -> Result<()> {
     let Writer {
         file, path, buf, ..
     } = w;
-    if let Some((n, e)) = crate::file::check_write("write log", path, buf.len())? {
-        let _ = file.write_all(&buf[..n]);
-        return Err(e);
+    // What reached the file leaves the buffer even when the write fails
+    // part way, so that a later write goes on after it: writing it again
+    // would put a run of repeated positions in the log, where replay stops.
+    let (written, r) = match crate::file::check_write("write log", path, buf.len())? {
+        Some((n, e)) => (write_some(file, &buf[..n]).0, Err(e)),
+        None => {
+            let (n, r) = write_some(file, buf);
+            (n, r.map_err(|e| Error::io("write log", &*path, e)))
+        }
+    };
+    w.len += written as u64;
+    w.buf.drain(..written);
+    r
+}
+
+/// Writes `bytes` to `file` until all are written or a write fails;
+/// returns how many were written, and the failure.
+fn write_some(file: &mut File, bytes: &[u8]) -> (usize, std::io::Result<()>) {
+    let mut done = 0;
+    while done < bytes.len() {
+        match file.write(&bytes[done..]) {
+            Ok(0) => return (done, Err(std::io::ErrorKind::WriteZero.into())),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return (done, Err(e)),
+        }
     }
-    file.write_all(buf)
-        .map_err(|e| Error::io("write log", &*path, e))?;
-    w.len += w.buf.len() as u64;
-    w.buf.clear();
-    Ok(())
+    (done, Ok(()))
 }
 
 /// `wal/<lsn>.log` opened for appending, if it is exactly a valid header
@@ -958,6 +977,37 @@ mod tests {
         fs::write(&path, &b).unwrap();
         assert_eq!(replay_records(dir.path(), 10).unwrap().len(), 3);
         assert!(scan(&b, &path).unwrap().damaged_middle);
+    }
+
+    /// A write of the log that fails part way (a short write) leaves what
+    /// it wrote out of the buffer: the next write goes on after it. Written
+    /// again, those records would repeat their positions in the file, and
+    /// replay stops at the repeat (found in review).
+    #[test]
+    fn a_write_that_fails_part_way_is_not_written_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = Wal::create(dir.path(), 0).unwrap();
+        for i in 0..100 {
+            let r = rec(i);
+            wal.append(r.op, r.t, r.h).unwrap();
+        }
+        let root = dir.path().to_path_buf();
+        let fired = std::sync::Arc::new(AtomicBool::new(false));
+        let once = std::sync::Arc::clone(&fired);
+        crate::testing::set_fault_hook(Some(Box::new(move |op, path: &Path| {
+            let hit =
+                op == "write log" && path.starts_with(&root) && !once.swap(true, Ordering::SeqCst);
+            hit.then(|| {
+                std::io::Error::new(std::io::ErrorKind::WriteZero, "short write (injected)")
+            })
+        })));
+        let failed = write_out(&mut lock(&wal.writer));
+        crate::testing::set_fault_hook(None);
+        assert!(failed.is_err() && fired.load(Ordering::SeqCst));
+        write_out(&mut lock(&wal.writer)).unwrap();
+        let got = replay_records(dir.path(), 0).unwrap();
+        assert_eq!(got.len(), 100, "records replayed");
+        assert_eq!(got, (0..100).map(rec).collect::<Vec<_>>());
     }
 
     #[test]
