@@ -149,7 +149,8 @@ enum Command {
         #[arg(short, long, conflicts_with = "dry_run")]
         quiet: bool,
         /// Print what would be new but record nothing (lines repeated within
-        /// the input are printed once).
+        /// the input are printed once); the engine is opened read-only, so
+        /// a dry run works beside a running writer.
         #[arg(long)]
         dry_run: bool,
         /// Print the repeated lines instead of the new ones.
@@ -593,8 +594,9 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let opts = sizing.session(write.apply(opts));
             let inputs = open_inputs(files)?;
             let reader = KeyReader::new(inputs, keys.rules(&lines), "filter-new");
+            // A dry run records nothing: it reads beside a running writer.
             let engine = if dry_run {
-                open(&target, Access::Write, opts, now)?
+                open_read_only(&target, opts, now)?
             } else {
                 open_or_create(&target, &sizing, opts, now)?
             };
@@ -622,7 +624,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let target = Target::with_rest(dir, redis, &mut keys)?;
             refuse_for_redis(&target, degraded, None, None)?;
             let mut reader = KeyReader::args_or_stdin(keys, key_flags.rules(&lines), "check")?;
-            let engine = open(&target, Access::ReadOnly, opts, now)?;
+            let engine = open_read_only(&target, opts, now)?;
             let mut chunk = Chunk::default();
             let mut any_new = false;
             let result = (|| -> CliResult<()> {
@@ -693,7 +695,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
         Command::Stats { dir, redis, json } => {
             let target = Target::of(dir, redis)?;
             refuse_for_redis(&target, degraded, None, None)?;
-            let engine = open(&target, Access::ReadOnly, opts, now)?;
+            let engine = open_read_only(&target, opts, now)?;
             let stats = engine.stats()?;
             let (name, place) = engine.name();
             engine.close()?;
@@ -865,26 +867,12 @@ fn rate(n: u64, d: Duration) -> u64 {
     }
 }
 
-/// How a command uses the engine.
-#[derive(Clone, Copy, PartialEq)]
-enum Access {
-    ReadOnly,
-    Write,
-}
-
-/// Opens the engine of `target` (an embedded engine read-only or not; an
-/// engine in Redis on a clock standing at `now` when given).
-fn open(
-    target: &Target,
-    access: Access,
-    opts: Options,
-    now: Option<SystemTime>,
-) -> CliResult<Store> {
+/// Opens the engine of `target` for reading (an embedded engine read-only,
+/// beside any writer; an engine in Redis on a clock standing at `now` when
+/// given).
+fn open_read_only(target: &Target, opts: Options, now: Option<SystemTime>) -> CliResult<Store> {
     match target {
-        Target::Dir(dir) if access == Access::ReadOnly => {
-            Ok(Store::Dir(Engine::open_read_only_with(dir, opts)?))
-        }
-        Target::Dir(dir) => Ok(Store::Dir(Engine::open_with(dir, opts)?)),
+        Target::Dir(dir) => Ok(Store::Dir(Engine::open_read_only_with(dir, opts)?)),
         Target::Redis { url, prefix } => redis_store(url, prefix, now, None),
     }
 }

@@ -348,6 +348,12 @@ fn a_locked_directory_is_exit_2_naming_the_lock() {
         let out = cmd(command, &db, &[], b"a\n");
         assert!(code(&out) <= 1, "{command}: {}", stderr(&out));
     }
+    // Nor is a dry run of filter-new, which records nothing (found in
+    // review: it took the writer's lock).
+    assert!(held.insert(b"seen").unwrap());
+    let out = cmd("filter-new", &db, &["--dry-run"], b"seen\nnew\nnew\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout(&out), "new\n");
     for command in ["add", "filter-new", "maintain"] {
         let out = cmd(command, &db, &[], b"a\n");
         assert_eq!(code(&out), 2, "{command}");
