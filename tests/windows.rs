@@ -211,6 +211,67 @@ fn stats_report_a_clock_behind_the_newest_window() {
     assert_eq!(e.stats().unwrap().clock_behind_secs, 0);
 }
 
+/// While the clock is behind the newest windows, a remove of a counting
+/// tier takes back the insert made just before it: that insert went to the
+/// newest windows, and the remove looked in the window of the clock's
+/// instant, answered `false` and left the key (found in review).
+#[test]
+fn a_remove_behind_the_clock_takes_back_the_insert_made_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let e = create(
+        dir.path(),
+        config(&[Tier::daily(7).counting()], 1_000, 0.01),
+        &clock,
+    );
+    e.insert(b"day 0").unwrap();
+    clock.set(day(3));
+    e.insert(b"day 3").unwrap();
+    clock.set(day(1)); // the window of day 1 was never opened
+    assert!(e.insert(b"k").unwrap());
+    assert!(
+        e.remove(b"k").unwrap(),
+        "the insert made now was not taken back"
+    );
+    assert!(!e.contains(b"k").unwrap());
+    assert!(e.contains(b"day 3").unwrap() && e.contains(b"day 0").unwrap());
+    // The same with the clock's window open (day 0's, sealed).
+    clock.set(day(0) + Duration::from_secs(3600));
+    assert!(e.insert(b"k2").unwrap());
+    assert!(e.remove(b"k2").unwrap());
+    assert!(!e.contains(b"k2").unwrap());
+    assert!(
+        e.contains(b"day 0").unwrap(),
+        "the remove took from another key's window"
+    );
+}
+
+/// A clock set back after lookups walked it past a window boundary is not
+/// a jump: with `max_clock_jump` set, the next insert measured the step
+/// back as one and was refused until the clock caught up (found in review).
+#[test]
+fn a_step_back_is_not_a_clock_jump() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let opts = timebloom::Options::default()
+        .clock(clock.clone())
+        .max_clock_jump(Some(Duration::from_secs(3600)));
+    let e =
+        timebloom::Engine::create_with(dir.path(), config(&[Tier::daily(7)], 1_000, 0.01), opts)
+            .unwrap();
+    e.insert(b"a").unwrap();
+    let boundary = T0 + 86_400;
+    for i in 0..=12u64 {
+        clock.set(at(boundary + i * 1800));
+        e.contains(b"a").unwrap();
+    }
+    clock.set(at(boundary + 3600)); // five hours back, past the boundary
+    assert!(e.insert(b"b").unwrap());
+    // A forward jump past the limit is still refused.
+    clock.set(at(boundary + 10 * 86_400));
+    assert!(matches!(e.insert(b"c"), Err(Error::ClockJump { .. })));
+}
+
 /// Inserts read the open windows before the older ones
 /// (`engine::write::open_first`). Each way that check can go must give the
 /// answer of a full lookup, and a key found only in an older window must be

@@ -112,8 +112,11 @@ impl Engine {
         // not jump.
         let from = boundary.max(self.seen.load(Ordering::Relaxed));
         let refuse = || Error::ClockJump { from, to: now };
+        // Only a step forward is a jump: a clock set back (behind what
+        // lookups saw) expires nothing, and inserts go on in the newest
+        // windows until it catches up (docs/design.md, "Time").
         if let Some(limit) = self.max_clock_jump {
-            if (now - from).unsigned_abs() > limit.as_secs() {
+            if now > from && (now - from).unsigned_abs() > limit.as_secs() {
                 return Err(refuse());
             }
         }

@@ -775,9 +775,16 @@ impl Engine {
     fn remove_inner(&self, h: KeyHash, at: Option<i64>) -> Result<bool> {
         let mut src = self.current();
         loop {
-            let now = self.ready(&mut src)?;
-            let t = at.unwrap_or(now);
+            let clock = self.ready(&mut src)?;
             let snap = src.snap();
+            // A plain remove takes back an insert made now, which went to
+            // the newest windows even while the clock is behind them (see
+            // `write_locked`): their instant, not the clock's.
+            let now = match at {
+                Some(_) => clock,
+                None => clock.max(snap.open_from),
+            };
+            let t = at.unwrap_or(now);
             let targets = self.backfill_targets(snap, now, t)?;
             let mut segs = Vec::with_capacity(targets.len());
             for &(ti, w) in &targets {
