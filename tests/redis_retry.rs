@@ -256,6 +256,70 @@ fn a_batch_sent_again_after_the_retries_ran_out_reports_each_key_new_once() {
     assert!(!answers.iter().all(|&n| n), "resumed across another write");
 }
 
+/// A resend that fails too, at a window boundary (in the chains' refresh,
+/// before its own write was counted), and then succeeds: the call resumes
+/// and reports each key new once. It started over, so the keys Redis took
+/// before the first failure were never reported new (found in review).
+/// And a batch of no keys between a failure and its resend writes nothing
+/// and leaves the failed call resumable (it used to forget it).
+#[test]
+fn a_resend_that_fails_at_a_boundary_or_waits_behind_an_empty_batch_still_resumes() {
+    let Some((_server, proxy, clock, e)) = setup("resume-boundary") else {
+        return;
+    };
+    let count = |v: Vec<bool>| v.iter().filter(|&&p| p).count();
+    let keys: Vec<Vec<u8>> = (0..3000).map(|i| url(86, i)).collect();
+    proxy.down.store(true, Ordering::SeqCst);
+    e.insert_batch(&keys).expect_err("every reply lost");
+    clock.advance(Duration::from_secs(86_400));
+    e.insert_batch(&keys)
+        .expect_err("still down, at a window boundary");
+    proxy.down.store(false, Ordering::SeqCst);
+    check_resumed("boundary", &e, &keys, || e.insert_batch(&keys));
+
+    let keys: Vec<Vec<u8>> = (0..3000).map(|i| url(87, i)).collect();
+    proxy.down.store(true, Ordering::SeqCst);
+    e.insert_batch(&keys).expect_err("every reply lost");
+    proxy.down.store(false, Ordering::SeqCst);
+    let none: Vec<Vec<u8>> = Vec::new();
+    assert!(e.insert_batch(&none).expect("an empty batch").is_empty());
+    assert_eq!(count(e.insert_batch(&keys).expect("resend")), keys.len());
+}
+
+/// A config hash whose shard count is out of range (0, or more than a
+/// Cluster has slots: a hand edit, a damaged restore) is refused at open.
+/// With 0 the first insert divided by zero (found in review).
+#[test]
+fn a_stored_shard_count_out_of_range_is_refused() {
+    if !require("bad-shards") {
+        return;
+    }
+    let server = Server::start();
+    let clock = ManualClock::new(day(0));
+    let pre = prefix("bad-shards");
+    drop(engine(
+        server.port,
+        &pre,
+        &clock,
+        vec![Tier::daily(7)],
+        1_000,
+    ));
+    let key = format!("{pre}:config");
+    let json = server.cli(&["HGET", &key, "engine"]);
+    for bad in ["0", "16385", "4294967295"] {
+        let edited = json
+            .trim()
+            .replace("\"shards\":16", &format!("\"shards\":{bad}"));
+        assert_ne!(edited, json.trim());
+        server.cli(&["HSET", &key, "engine", &edited]);
+        let opts = RedisOptions::default().clock(clock.clone());
+        match RedisEngine::open_with(&server.url(), &pre, opts) {
+            Err(err) => assert!(err.to_string().contains("shards"), "{bad}: {err}"),
+            Ok(_) => panic!("{bad} shards opened"),
+        }
+    }
+}
+
 #[test]
 fn errors_name_the_command_and_the_key() {
     if !require("errors_name_the_command_and_the_key") {

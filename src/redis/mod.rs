@@ -64,6 +64,8 @@ const GROW_SCRIPT: &str = "local cur = tonumber(redis.call('HGET', KEYS[1], ARGV
     local n = tonumber(ARGV[2]) \
     if n > cur then redis.call('HSET', KEYS[1], ARGV[1], n) return n end \
     return cur";
+/// The most shards an engine has: one Redis Cluster slot each at most.
+const MAX_SHARDS: u32 = 16_384;
 /// The version of the key layout and the config hash.
 const FORMAT: u32 = 1;
 /// The config hash field holding the configuration.
@@ -372,8 +374,11 @@ impl RedisEngine {
         if let Some(config) = config {
             config.validate()?;
             layout::check_kinds(&config).map_err(|reason| RedisError::Unsupported { reason })?;
-            if !(1..=16_384).contains(&options.shards) {
-                return Err(crate::Error::config("shards must be between 1 and 16384").into());
+            if !(1..=MAX_SHARDS).contains(&options.shards) {
+                return Err(crate::Error::config(format!(
+                    "shards must be between 1 and {MAX_SHARDS}"
+                ))
+                .into());
             }
             for t in &config.tiers {
                 let g = Geom::of(&config, t, 0, options.shards);
@@ -416,6 +421,16 @@ impl RedisEngine {
             });
         }
         stored.config.validate()?;
+        if !(1..=MAX_SHARDS).contains(&stored.shards) {
+            return Err(RedisError::bad_reply(
+                "HGETALL",
+                &key,
+                format!(
+                    "the engine field: {} shards (1 to {MAX_SHARDS})",
+                    stored.shards
+                ),
+            ));
+        }
         let codes = stored.config.tiers.iter().map(|t| t.code()).collect();
         let geoms = stored.config.tiers.iter().map(|_| Vec::new()).collect();
         let engine = RedisEngine {
@@ -699,6 +714,11 @@ impl RedisEngine {
         now: i64,
         call: Method,
     ) -> Result<Vec<bool>> {
+        if keys.is_empty() {
+            // Writes nothing: a failed call waiting to be sent again stays
+            // resumable.
+            return Ok(Vec::new());
+        }
         let hashes = self.hashes(keys);
         let digest = digest(call, &hashes);
         let (mut out, mut failed) = {
@@ -714,7 +734,10 @@ impl RedisEngine {
                 Some((req, n)) => (req, n.min(rest.len())),
                 None => (self.next_request(), self.round_size(plans).min(rest.len())),
             };
-            let mut writes = 0;
+            // The count of writes so far: a round that fails before its
+            // own write is counted (refreshing the chains at a window
+            // boundary) leaves the call resumable from it.
+            let mut writes = self.state.lock().writes;
             match self.run_batch(&rest[..n], plans, mode, now, req, &mut writes) {
                 Ok(a) => out.extend(a),
                 Err(RedisError::NotReplicated {
