@@ -58,10 +58,16 @@ impl ManualClock {
         self.0.store(to_secs(t).unwrap_or(0), Ordering::SeqCst);
     }
 
-    /// Moves the clock forward by `d`.
+    /// Moves the clock forward by `d` (stopping at the last second an
+    /// `i64` counts; the engine refuses instants past 9999 anyway).
     pub fn advance(&self, d: Duration) {
         let secs = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
-        self.0.fetch_add(secs, Ordering::SeqCst);
+        // Never fails: the closure always returns a value.
+        let _ = self
+            .0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| {
+                Some(t.saturating_add(secs))
+            });
     }
 }
 

@@ -32,7 +32,8 @@ impl PyManualClock {
         Ok(())
     }
 
-    /// Moves the clock forward by `by` (a timedelta or seconds).
+    /// Moves the clock forward by `by` (a timedelta or seconds), stopping at
+    /// the last second a signed 64-bit count holds.
     fn advance(&self, by: &Bound<'_, PyAny>) -> PyResult<()> {
         self.inner.advance(duration_of(by)?);
         Ok(())

@@ -1,5 +1,6 @@
 //! Python values to what the engine takes, and reports back to Python.
 
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -260,12 +261,35 @@ pub(crate) fn for_chunks<X: Send>(
     })
 }
 
+/// A path argument (`str`, `bytes` or `os.PathLike`), as `os.fsencode`
+/// gives it: a name the file system's encoding cannot hold (a lone
+/// surrogate) raises its `UnicodeEncodeError`, where pyo3's own conversion
+/// panicked.
+pub(crate) fn path_of(obj: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
+    let encoded = obj.py().import("os")?.call_method1("fsencode", (obj,))?;
+    let bytes = encoded.cast::<PyBytes>()?.as_bytes().to_vec();
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStringExt;
+        Ok(PathBuf::from(std::ffi::OsString::from_vec(bytes)))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = bytes;
+        obj.extract()
+    }
+}
+
 /// Seconds from a `timedelta` or a number, as a `Duration`.
 pub(crate) fn duration_of(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
     let secs: f64 = if obj.hasattr("total_seconds")? {
         obj.call_method0("total_seconds")?.extract()?
     } else if obj.is_instance_of::<pyo3::types::PyBool>() {
         return Err(PyTypeError::new_err("a duration is a timedelta or seconds"));
+    } else if obj.is_instance_of::<pyo3::types::PyInt>() {
+        // An int too large for a float is a number, not a wrong type.
+        obj.extract()
+            .map_err(|_| PyValueError::new_err(format!("not a valid duration: {obj} seconds")))?
     } else {
         obj.extract()
             .map_err(|_| PyTypeError::new_err("a duration is a timedelta or seconds"))?

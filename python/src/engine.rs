@@ -4,7 +4,7 @@
 //! except writes under the `always` sync policy, which wait for an fsync;
 //! batch calls, `verify`, `flush`, `close`, `open` and `create` release it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::SystemTime;
 
 use pyo3::exceptions::PyValueError;
@@ -14,7 +14,9 @@ use pyo3::types::PyTuple;
 use timebloom::{Config, SyncPolicy};
 
 use crate::clock::PyManualClock;
-use crate::convert::{config_of, duration_of, instant_of, key_bytes, tiers_text, to_dict, CHUNK};
+use crate::convert::{
+    config_of, duration_of, instant_of, key_bytes, path_of, tiers_text, to_dict, CHUNK,
+};
 use crate::errors::{stopped_after, to_py};
 use crate::slot::Slot;
 
@@ -121,7 +123,7 @@ impl PyEngine {
     #[allow(clippy::too_many_arguments)]
     fn create(
         py: Python<'_>,
-        path: PathBuf,
+        path: &Bound<'_, PyAny>,
         tiers: &str,
         items_per_day: u64,
         fpr: f64,
@@ -129,6 +131,7 @@ impl PyEngine {
         clock: Option<&Bound<'_, PyManualClock>>,
         sync: &str,
     ) -> PyResult<PyEngine> {
+        let path = path_of(path)?;
         let config = Config {
             sync: sync_policy(sync, &path)?,
             ..config_of(tiers, items_per_day, fpr, utc_offset_secs).map_err(|e| to_py(e, &path))?
@@ -158,7 +161,7 @@ impl PyEngine {
     #[allow(clippy::too_many_arguments)]
     fn open(
         py: Python<'_>,
-        path: PathBuf,
+        path: &Bound<'_, PyAny>,
         verify: bool,
         read_only: bool,
         clock: Option<&Bound<'_, PyManualClock>>,
@@ -166,6 +169,7 @@ impl PyEngine {
         sync: Option<&str>,
         degraded: bool,
     ) -> PyResult<PyEngine> {
+        let path = path_of(path)?;
         let sync = sync.map(|s| sync_policy(s, &path)).transpose()?;
         if read_only && sync.is_some() {
             return Err(PyValueError::new_err(

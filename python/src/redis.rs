@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -59,6 +60,14 @@ fn redis_options(
     o.shards = shards.unwrap_or(o.shards);
     o.connect_timeout = secs(connect_timeout, o.connect_timeout)?;
     o.io_timeout = secs(io_timeout, o.io_timeout)?;
+    for (name, d) in [
+        ("connect_timeout", o.connect_timeout),
+        ("io_timeout", o.io_timeout),
+    ] {
+        if d.is_zero() {
+            return Err(PyValueError::new_err(format!("{name} must be positive")));
+        }
+    }
     o.retries = retries.unwrap_or(o.retries);
     o.cluster = cluster;
     o.wait_replicas = wait_replicas;

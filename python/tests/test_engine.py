@@ -817,6 +817,31 @@ def test_manual_clock_rejects_bad_instants():
     assert c.timestamp() == int(T0.timestamp())
 
 
+def test_arguments_out_of_range_are_value_errors_not_panics(tmp_path):
+    # Found in review: a path the file system encoding cannot hold made
+    # pyo3's path conversion panic (a PanicException, which `except
+    # Exception` does not catch); an int horizon too large for a float was
+    # a TypeError; a clock advanced past 2**63 seconds wrapped to 1970; a
+    # zero Redis timeout failed only at connect, as a RedisError.
+    bad = str(tmp_path / "x\ud800")
+    for call in (lambda: Engine.create(bad), lambda: Engine.open(bad)):
+        with pytest.raises(UnicodeEncodeError):
+            call()
+    e = Engine.create(tmp_path / "e", clock=ManualClock(T0))
+    try:
+        for horizon in (2**64, 10**400):
+            with pytest.raises(ValueError, match="not a valid duration"):
+                e.contains_within("k", horizon)
+    finally:
+        e.close()
+    c = ManualClock(1_700_000_000)
+    c.advance(2**63)
+    assert c.timestamp() == 2**63 - 1
+    for option in ("connect_timeout", "io_timeout"):
+        with pytest.raises(ValueError, match=option):
+            timebloom.RedisEngine.create("redis://127.0.0.1:1", "p", **{option: 0})
+
+
 def test_every_public_item_has_a_docstring():
     for name in timebloom.__all__:
         obj = getattr(timebloom, name)

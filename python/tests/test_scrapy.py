@@ -170,6 +170,14 @@ def test_timebloom_sync_is_stored_in_a_new_engine_and_replaced_for_one_crawl(tmp
     assert not (tmp_path / "new").exists()
 
 
+def test_a_recrawl_horizon_of_zero_is_refused_as_a_string_or_a_number(tmp_path):
+    # Found in review: the number 0 was taken for "unset" and turned
+    # recrawling off, where "0" was refused.
+    for zero in (0, "0", 0.0):
+        with pytest.raises(ValueError, match="positive"):
+            make_filter({"TIMEBLOOM_DIR": str(tmp_path / "tb"), "TIMEBLOOM_RECRAWL_AFTER": zero})
+
+
 def test_a_horizon_longer_than_the_tiers_fails_at_start(tmp_path):
     with pytest.raises(timebloom.HorizonTooLongError):
         make_filter({"TIMEBLOOM_DIR": str(tmp_path / "tb"), "TIMEBLOOM_TIERS": "7d", "TIMEBLOOM_RECRAWL_AFTER": "30d"})

@@ -118,7 +118,8 @@ class ManualClock:
     def set(self, now: _Instant) -> None:
         """Shows ``now`` from now on."""
     def advance(self, by: _Seconds) -> None:
-        """Moves the clock forward by ``by``."""
+        """Moves the clock forward by ``by`` (stopping at the last second a
+        signed 64-bit count holds)."""
     def timestamp(self) -> int:
         """The time shown, in whole seconds since the Unix epoch."""
 

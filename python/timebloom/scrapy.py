@@ -112,6 +112,12 @@ def parse_duration(value: Union[str, int, float, timedelta]) -> float:
     return secs
 
 
+def _setting(value: object) -> object:
+    """A setting's value, or ``None`` when it is unset or empty (a 0 is a
+    value: the filter refuses it as a horizon)."""
+    return None if value is None or value == "" else value
+
+
 def _instant(value: Union[str, int, float, datetime]) -> Union[datetime, float]:
     """``TIMEBLOOM_NOW`` as something ``ManualClock`` takes."""
     if isinstance(value, str):
@@ -234,7 +240,8 @@ class TimebloomDupeFilter(BaseDupeFilter):
         spider = getattr(crawler, "spider", None) or crawler.spidercls
         return cls(
             path or None,
-            recrawl_after=s.get("TIMEBLOOM_RECRAWL_AFTER") or None,
+            # 0 is a value (refused as a horizon, as "0" is), not unset.
+            recrawl_after=_setting(s.get("TIMEBLOOM_RECRAWL_AFTER")),
             items_per_day=s.getint("TIMEBLOOM_ITEMS_PER_DAY", 100_000),
             fpr=s.getfloat("TIMEBLOOM_FPR", 0.001),
             tiers=s.get("TIMEBLOOM_TIERS", "7d,4w,12m"),
