@@ -1252,7 +1252,51 @@ impl SubFilter {
 
     /// Checks both header copies, a sealed body against its checksum and
     /// the occupied count against the body.
+    ///
+    /// The header is the file's, read before and after the body's check:
+    /// a read-only engine's copy from its open goes stale when the writer
+    /// reopens and reseals the window (a backfill, a remove), and a window
+    /// reopened while its body is read (in this process or another) is not
+    /// the body its old header describes. A header rewritten meanwhile (its
+    /// sequence number moved) makes the check run again; a window rewritten
+    /// under every try is being written, and not checked.
     pub(crate) fn verify(&self) -> Result<()> {
+        for _ in 0..4 {
+            let before = self.header_on_disk()?;
+            if before.state != State::Sealed {
+                return Ok(());
+            }
+            let crc = crc32fast::hash(&self.map.bytes()[BODY_OFFSET as usize..]);
+            let n = self.count_body();
+            if self.header_on_disk()?.seq != before.seq {
+                continue;
+            }
+            if crc != before.body_crc {
+                return Err(Error::corrupt(
+                    &self.path,
+                    format!(
+                        "body checksum mismatch: expected {:#010x}, got {crc:#010x}",
+                        before.body_crc
+                    ),
+                ));
+            }
+            if n != before.occupied {
+                return Err(Error::corrupt(
+                    &self.path,
+                    format!(
+                        "occupied cells: header says {}, body has {n}",
+                        before.occupied
+                    ),
+                ));
+            }
+            return Ok(());
+        }
+        Ok(())
+    }
+
+    /// Both header copies as the file holds them now, each checked; the
+    /// one in use (the higher sequence number).
+    fn header_on_disk(&self) -> Result<Header> {
         let mut page = [0u8; HEADER_COPY as usize + HEADER_LEN];
         self.file
             .read_exact_at(&mut page, 0)
@@ -1267,30 +1311,7 @@ impl SubFilter {
                 ));
             }
         }
-        let disk = *self.disk.lock();
-        if disk.state == State::Sealed {
-            let crc = crc32fast::hash(&self.map.bytes()[BODY_OFFSET as usize..]);
-            if crc != disk.body_crc {
-                return Err(Error::corrupt(
-                    &self.path,
-                    format!(
-                        "body checksum mismatch: expected {:#010x}, got {crc:#010x}",
-                        disk.body_crc
-                    ),
-                ));
-            }
-            let n = self.count_body();
-            if n != disk.occupied {
-                return Err(Error::corrupt(
-                    &self.path,
-                    format!(
-                        "occupied cells: header says {}, body has {n}",
-                        disk.occupied
-                    ),
-                ));
-            }
-        }
-        Ok(())
+        Header::decode_page(&page, &self.path)
     }
 }
 
