@@ -76,7 +76,7 @@ import shutil
 import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union
 
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.request import referer_str
@@ -112,7 +112,10 @@ def parse_duration(value: Union[str, int, float, timedelta]) -> float:
     return secs
 
 
-def _setting(value: object) -> object:
+_T = TypeVar("_T")
+
+
+def _setting(value: Optional[_T]) -> Optional[_T]:
     """A setting's value, or ``None`` when it is unset or empty (a 0 is a
     value: the filter refuses it as a horizon)."""
     return None if value is None or value == "" else value
