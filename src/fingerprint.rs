@@ -634,11 +634,7 @@ impl<'a> Table<'a> {
         let (on, Some(keep)) = self.read_on(today) else {
             return 0;
         };
-        let occupied = self.occupied(block);
-        let mut dead = 0;
-        for (first, word) in self.day_words(block) {
-            dead |= gather(dead_tags(word, on, keep), DAYS_PER_WORD) << first;
-        }
+        let (occupied, dead) = self.slot_masks_kept(block, on, keep);
         u64::from((occupied & !dead).count_ones())
     }
 
@@ -849,10 +845,18 @@ impl<'a> Table<'a> {
     /// word at a time (`match_lanes`, `dead_tags`, `gather`).
     #[inline]
     fn slot_masks(&self, block: &Block, today: u32) -> (u64, u64) {
+        self.slot_masks_kept(block, today, self.retention)
+    }
+
+    /// [`Table::slot_masks`] with slots older than `keep` days before
+    /// `today` dead (a lookup past the sweep interval: see
+    /// [`Table::read_on`]).
+    #[inline]
+    fn slot_masks_kept(&self, block: &Block, today: u32, keep: u32) -> (u64, u64) {
         let occupied = self.occupied(block);
         let mut dead = 0;
         for (first, word) in self.day_words(block) {
-            dead |= gather(dead_tags(word, today, self.retention), DAYS_PER_WORD) << first;
+            dead |= gather(dead_tags(word, today, keep), DAYS_PER_WORD) << first;
         }
         (occupied, occupied & dead)
     }
