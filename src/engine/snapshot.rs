@@ -57,8 +57,7 @@ pub(crate) struct Snapshot {
     /// `next_boundary` created ahead of it (see `ahead`).
     pub(super) ahead_from: i64,
     /// An instant inside the newest window of every tier (and the tables'
-    /// day): what the log records for a write while the clock is behind
-    /// the newest windows, which take it (see `Engine::write_locked`).
+    /// day): see [`Snapshot::write_instant`].
     pub(super) open_from: i64,
     /// The engine was closed: every call fails.
     pub(super) closed: bool,
@@ -98,6 +97,16 @@ impl Snapshot {
         }
         let day = self.tiers.iter().find(|t| t.tier.is_table())?.day?;
         u32::try_from(day).ok()
+    }
+
+    /// The instant a write made at clock reading `now` is made at: `now`,
+    /// or, while the clock is behind the newest windows (which take the
+    /// write), the latest start among them. The log records it, so that
+    /// replay, which puts a record in the windows holding its instant,
+    /// finds the windows written; a plain `remove` takes back from them.
+    #[inline]
+    pub(super) fn write_instant(&self, now: i64) -> i64 {
+        now.max(self.open_from)
     }
 
     pub(super) fn empty(tiers: Vec<TierState>) -> Snapshot {

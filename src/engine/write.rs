@@ -344,9 +344,7 @@ impl Engine {
         if let Some(step) = self.write_tables(snap, x, h, today, today, |_| true)? {
             return Ok(step);
         }
-        // The instant of the windows written: the clock's, unless it is
-        // behind them (replay puts a record in the windows of its instant).
-        let refused = self.logged(x, Op::Insert, now.max(snap.open_from), h, || {
+        let refused = self.logged(x, Op::Insert, snap.write_instant(now), h, || {
             snap.tiers
                 .iter()
                 .filter(|t| !t.tier.is_table())
@@ -778,11 +776,10 @@ impl Engine {
             let clock = self.ready(&mut src)?;
             let snap = src.snap();
             // A plain remove takes back an insert made now, which went to
-            // the newest windows even while the clock is behind them (see
-            // `write_locked`): their instant, not the clock's.
+            // the newest windows even while the clock is behind them.
             let now = match at {
                 Some(_) => clock,
-                None => clock.max(snap.open_from),
+                None => snap.write_instant(clock),
             };
             let t = at.unwrap_or(now);
             let targets = self.backfill_targets(snap, now, t)?;
