@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use crate::filter::{self, Exclusive, Kind};
+use crate::filter::{self, Exclusive, KeyMasks, Kind};
 use crate::fingerprint::{Insert, Located, Table};
 use crate::hash::KeyHash;
 use crate::segment::{State, SubFilter};
@@ -83,8 +83,11 @@ impl Segment {
     /// only reach zero, never leave it). Taking from "the newest holder"
     /// instead would let a false positive in a newer sub-filter take other
     /// keys' counts.
+    ///
+    /// `m` holds the key's masks, shared by the windows one write sets
+    /// (`KeyMasks::new(h.lo)` for a window alone).
     #[inline]
-    pub(crate) fn insert(&self, x: &Exclusive, h: KeyHash) -> bool {
+    pub(crate) fn insert(&self, x: &Exclusive, h: KeyHash, m: &mut KeyMasks) -> bool {
         let Some((tail, older)) = self.subs.split_last() else {
             return false;
         };
@@ -93,8 +96,8 @@ impl Segment {
             // Tables are written through `table_insert` (with a day).
             (Kind::Fingerprint, _) => false,
             (Kind::Bloom, Some(_)) => true,
-            (Kind::Counting, Some(s)) => s.insert(x, h),
-            (_, None) => tail.insert(x, h),
+            (Kind::Counting, Some(s)) => s.insert(x, h, m),
+            (_, None) => tail.insert(x, h, m),
         }
     }
 
@@ -668,7 +671,7 @@ mod tests {
             let x = stripes.lock_all();
             for (w, s) in segs.iter().enumerate() {
                 for h in keys(w as i64).iter().step_by(2) {
-                    assert!(s.insert(&x, *h));
+                    assert!(s.insert(&x, *h, &mut KeyMasks::new(h.lo)));
                 }
             }
             drop(x);
@@ -698,7 +701,7 @@ mod tests {
             let x = stripes.lock_all();
             for s in &segs {
                 for h in keys(s.window).iter().step_by(2) {
-                    assert!(s.insert(&x, *h));
+                    assert!(s.insert(&x, *h, &mut KeyMasks::new(h.lo)));
                 }
             }
             drop(x);
@@ -744,7 +747,7 @@ mod tests {
                 let x = stripes.lock_all();
                 for (s, ks) in segs.iter().zip(&ks) {
                     for h in ks {
-                        assert!(s.insert(&x, *h));
+                        assert!(s.insert(&x, *h, &mut KeyMasks::new(h.lo)));
                     }
                 }
             }

@@ -255,6 +255,45 @@ pub(crate) fn masks(kind: Kind, lo: u64, k: u32) -> [u64; BLOCK_WORDS] {
     m
 }
 
+/// A key's Bloom cell masks, shared by every window one write sets.
+///
+/// The masks for `k` probes are those for `k - 1` with one more cell, so a
+/// write that sets windows of 12 and then 13 probes computes 13 cells, not
+/// 25; windows of fewer probes than the last one asked start over.
+pub(crate) struct KeyMasks {
+    lo: u64,
+    k: usize,
+    m: [u64; BLOCK_WORDS],
+}
+
+impl KeyMasks {
+    /// No cell computed yet for the key whose hash has low half `lo`.
+    #[inline]
+    pub(crate) fn new(lo: u64) -> KeyMasks {
+        KeyMasks {
+            lo,
+            k: 0,
+            m: [0; BLOCK_WORDS],
+        }
+    }
+
+    /// The masks of `k` probes: `masks(Kind::Bloom, lo, k)`.
+    #[inline]
+    pub(crate) fn get(&mut self, k: u32) -> &[u64; BLOCK_WORDS] {
+        let k = (k as usize).min(PROBE_MUL.len());
+        if k < self.k {
+            self.k = 0;
+            self.m = [0; BLOCK_WORDS];
+        }
+        for mul in &PROBE_MUL[self.k..k] {
+            let cell = self.lo.wrapping_mul(*mul) >> 55; // 0..512, as `masks`
+            self.m[(cell >> 6) as usize] |= 1u64 << (cell & 63);
+        }
+        self.k = k;
+        &self.m
+    }
+}
+
 /// Low bit of every nibble.
 const NIBBLE_LOW: u64 = 0x1111_1111_1111_1111;
 
@@ -345,23 +384,18 @@ pub(crate) fn contains_masks(kind: Kind, block: &Block, masks: &[u64; BLOCK_WORD
 /// already is not written (its page stays clean); the sole writer of a
 /// block that lacks one stores all eight words (see [`set_sole`]).
 #[inline]
-pub(crate) fn set_key(_: &Exclusive, sole: bool, block: &Block, lo: u64, k: u32) -> u64 {
-    let m = masks(Kind::Bloom, lo, k);
+pub(crate) fn set_key(_: &Exclusive, sole: bool, block: &Block, m: &[u64; BLOCK_WORDS]) -> u64 {
     if sole {
-        return set_sole(block, &m);
+        return set_sole(block, m);
     }
     let mut newly = 0u64;
-    for (w, &m) in block.iter().zip(&m) {
+    for (w, &m) in block.iter().zip(m) {
         if m == 0 {
             continue;
         }
         let mut old = w.load(Ordering::Relaxed);
         if old & m != m {
-            if sole {
-                w.store(old | m, Ordering::Relaxed);
-            } else {
-                old = w.fetch_or(m, Ordering::Relaxed);
-            }
+            old = w.fetch_or(m, Ordering::Relaxed);
         }
         newly += u64::from((m & !old).count_ones());
     }
@@ -522,7 +556,7 @@ mod tests {
 
     fn insert(x: &Exclusive, kind: Kind, b: &Block, lo: u64, k: u32) -> u64 {
         match kind {
-            Kind::Bloom => set_key(x, false, b, lo, k),
+            Kind::Bloom => set_key(x, false, b, &masks(kind, lo, k)),
             Kind::Counting => increment(x, b, &masks(kind, lo, k)),
             Kind::Fingerprint => panic!("tables are tested in crate::fingerprint"),
         }
@@ -574,10 +608,36 @@ mod tests {
             let (a, b) = (block(), block());
             for i in 0..2_000u64 {
                 let lo = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5555;
-                assert_eq!(set_key(&x, true, &a, lo, k), set_key(&x, false, &b, lo, k));
+                let m = masks(Kind::Bloom, lo, k);
+                assert_eq!(set_key(&x, true, &a, &m), set_key(&x, false, &b, &m));
                 assert_eq!(words(&a), words(&b), "k = {k}, key {i}");
                 // Set already: nothing new, either way.
-                assert_eq!(set_key(&x, true, &a, lo, k), 0);
+                assert_eq!(set_key(&x, true, &a, &m), 0);
+            }
+        }
+    }
+
+    /// Masks shared across windows are those of each window's own probe
+    /// count, in whatever order the counts are asked (more, fewer, the
+    /// same, past the probe table's end).
+    #[test]
+    fn shared_masks_are_each_counts_masks() {
+        let ks = [12, 12, 13, 1, 7, 7, 24, 40, 3, 0, 13];
+        for i in 0..500u64 {
+            let lo = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xa5a5;
+            let mut shared = KeyMasks::new(lo);
+            for (j, &k) in ks
+                .iter()
+                .cycle()
+                .skip(i as usize % ks.len())
+                .take(20)
+                .enumerate()
+            {
+                assert_eq!(
+                    *shared.get(k),
+                    masks(Kind::Bloom, lo, k),
+                    "key {i}, ask {j}: k = {k}"
+                );
             }
         }
     }

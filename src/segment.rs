@@ -60,7 +60,7 @@ use memmap2::{Mmap, MmapMut, MmapOptions};
 
 use crate::error::{Error, Result};
 use crate::fill::Fill;
-use crate::filter::{self, sizing, Block, Exclusive, Kind, BLOCK_BYTES, MAX_K};
+use crate::filter::{self, sizing, Block, Exclusive, KeyMasks, Kind, BLOCK_BYTES, MAX_K};
 use crate::fingerprint::{self, Geometry, Insert, Table};
 use crate::hash::KeyHash;
 use crate::window::Span;
@@ -865,13 +865,14 @@ impl SubFilter {
     }
 
     /// Records a key. Returns false (and writes nothing) on a read-only
-    /// mapping, which the engine never asks for.
-    #[inline]
+    /// mapping, which the engine never asks for. `m` holds the key's masks
+    /// for the windows it sets (a Bloom body takes them from it).
     ///
     /// The caller checked under its stripe that the file takes writes
     /// (`takes_writes`): a seal that begins meanwhile waits for the stripe
     /// before it reads the body, so this write is in it.
-    pub(crate) fn insert(&self, x: &Exclusive, h: KeyHash) -> bool {
+    #[inline]
+    pub(crate) fn insert(&self, x: &Exclusive, h: KeyHash, m: &mut KeyMasks) -> bool {
         if !matches!(self.map, Map::Writable(_)) {
             return false;
         }
@@ -880,7 +881,7 @@ impl SubFilter {
                 Kind::Bloom => {
                     // The only writer of the block (`filter::stripe_of`).
                     let sole = filter::stripe_aligned(self.header.nblocks) && x.holds(h);
-                    filter::set_key(x, sole, b, h.lo, self.header.k)
+                    filter::set_key(x, sole, b, m.get(self.header.k))
                 }
                 Kind::Counting => {
                     filter::increment(x, b, &filter::masks(Kind::Counting, h.lo, self.header.k))
@@ -1441,7 +1442,7 @@ mod tests {
                         for i in 0..8_000u64 {
                             let h = key(t / 2, i);
                             let x = stripes.lock(h);
-                            assert!(sub.insert(&x, h));
+                            assert!(sub.insert(&x, h, &mut KeyMasks::new(h.lo)));
                             if kind == Kind::Counting && i % 5 == 0 {
                                 assert!(sub.remove(&x, h));
                             }
@@ -1498,7 +1499,7 @@ mod tests {
                     s.spawn(move || {
                         for i in 0..KEYS {
                             let h = key(t, i);
-                            sub.insert(&stripes.lock(h), h);
+                            sub.insert(&stripes.lock(h), h, &mut KeyMasks::new(h.lo));
                         }
                     })
                 })
@@ -1550,7 +1551,7 @@ mod tests {
         assert!(sub.len_bytes() >= REWRITE_FROM);
         let key = |i: u64| hash_key(7, format!("https://example.com/{i}").as_bytes());
         for i in 0..50_000 {
-            sub.insert(&stripes.lock(key(i)), key(i));
+            sub.insert(&stripes.lock(key(i)), key(i), &mut KeyMasks::new(key(i).lo));
         }
         assert!(!sub.rewrite_sealed().unwrap(), "an open body stays");
         sub.seal().unwrap();

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::chain::Segment;
 use crate::config::SyncPolicy;
 use crate::error::{Error, Result};
-use crate::filter::Exclusive;
+use crate::filter::{Exclusive, KeyMasks};
 use crate::fingerprint::Insert;
 use crate::manifest::{Manifest, SegmentEntry};
 use crate::wal::{self, Op, Wal};
@@ -282,8 +282,9 @@ impl Engine {
             let segs = &mut ring[i % AHEAD];
             match r.op {
                 Op::Insert => {
+                    let mut m = KeyMasks::new(r.h.lo);
                     for seg in segs.iter() {
-                        seg.insert(x, r.h);
+                        seg.insert(x, r.h, &mut m);
                     }
                 }
                 Op::Remove => {

@@ -17,7 +17,7 @@ use crate::chain::{Lookup, Probes, Segment, MAX_GROUP, WRITE_LOADS};
 use crate::clock::instant;
 use crate::config::SyncPolicy;
 use crate::error::{Error, Result};
-use crate::filter::{Exclusive, Kind};
+use crate::filter::{Exclusive, KeyMasks, Kind};
 use crate::fingerprint::Insert;
 use crate::hash::KeyHash;
 use crate::wal::Op;
@@ -345,11 +345,12 @@ impl Engine {
             return Ok(step);
         }
         let refused = self.logged(x, Op::Insert, snap.write_instant(now), h, || {
+            let mut m = KeyMasks::new(h.lo);
             snap.tiers
                 .iter()
                 .filter(|t| !t.tier.is_table())
                 .filter_map(|t| t.segments.last())
-                .find(|seg| !seg.insert(x, h))
+                .find(|seg| !seg.insert(x, h, &mut m))
         })?;
         if let Some(seg) = refused {
             return Err(read_only(seg));
@@ -677,9 +678,10 @@ impl Engine {
                         .map(|&(ti, _)| snap.tiers[ti].tier.is_table())
                         .collect();
                     self.logged(&x, Op::Insert, t, h, || {
+                        let mut m = KeyMasks::new(h.lo);
                         for (seg, table) in segs.into_iter().zip(tables) {
                             if let (Some(seg), false) = (seg, table) {
-                                seg.insert(&x, h);
+                                seg.insert(&x, h, &mut m);
                             }
                         }
                     })?;
