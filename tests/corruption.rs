@@ -446,3 +446,56 @@ fn a_damaged_sealed_segment_is_quarantined_and_a_degraded_open_goes_on() {
     let e = open_result(dir.path(), &clock, true).expect("the manifest no longer names it");
     assert!(e.stats().unwrap().lost_windows.is_empty());
 }
+
+/// A degraded open that leaves out today's window because its second
+/// sub-filter is damaged: the first one, which is not, must not stop the
+/// open from making today's window anew (its name is taken otherwise).
+#[test]
+fn a_degraded_open_that_loses_a_grown_open_window_makes_it_anew() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let e = create(dir.path(), config(&[Tier::daily(3)], 50, 0.01), &clock);
+    for i in 0..50 {
+        e.insert(&url(1, i)).unwrap();
+    }
+    clock.set(day(1));
+    for i in 0..400 {
+        e.insert(&url(2, i)).unwrap();
+    }
+    e.close().unwrap();
+    let files = seg_files(dir.path());
+    assert!(
+        files.iter().any(|f| f.ends_with("-1.seg")),
+        "today's chain grew: {files:?}"
+    );
+    let tail = files
+        .iter()
+        .find(|f| f.ends_with("20260106-1.seg"))
+        .unwrap();
+    let path = dir.path().join("seg").join(tail);
+    let mut b = fs::read(&path).unwrap();
+    b[0] ^= 0xff;
+    b[2048] ^= 0xff;
+    fs::write(&path, &b).unwrap();
+    assert!(matches!(
+        open_result(dir.path(), &clock, false),
+        Err(Error::Quarantined { .. })
+    ));
+    let e = Engine::open_with(
+        dir.path(),
+        Options::default().clock(clock.clone()).degraded(true),
+    )
+    .unwrap_or_else(|err| panic!("degraded open: {err}"));
+    assert_eq!(
+        e.stats().unwrap().lost_windows,
+        vec!["3d 20260106".to_string()]
+    );
+    assert!(
+        e.contains(&url(1, 0)).unwrap(),
+        "yesterday's window is kept"
+    );
+    assert!(e.insert(b"after").unwrap());
+    drop(e);
+    let e = open_result(dir.path(), &clock, true).expect("reopens");
+    assert!(e.contains(b"after").unwrap());
+}
