@@ -497,6 +497,12 @@ impl Engine {
         let mut tiers: Vec<Vec<Segment>> =
             manifest.config.tiers.iter().map(|_| Vec::new()).collect();
         let mut lost = Vec::new();
+        // The entries of the windows left out: the manifest stops naming
+        // their files, so the files of such a window that opened (or were
+        // not tried) are leftovers too, deleted below. Kept, the first file
+        // of a lost open window would take the name of the one the open
+        // then makes for it.
+        let mut left_out = Vec::new();
         'segments: for e in &manifest.segments {
             let tier = manifest.config.tiers[e.tier];
             let mut subs = Vec::with_capacity(e.files.len());
@@ -529,6 +535,7 @@ impl Engine {
                             // A read-only open moves nothing; it only leaves
                             // the window out.
                             lost.push(window);
+                            left_out.push((e.tier, e.window));
                             continue 'segments;
                         }
                         let Some(moved) = quarantine(dir, f, &err, read_only)? else {
@@ -543,6 +550,7 @@ impl Engine {
                         }
                         // Degraded: go on without the whole window.
                         lost.push(window);
+                        left_out.push((e.tier, e.window));
                         continue 'segments;
                     }
                 }
@@ -558,6 +566,7 @@ impl Engine {
         let named: Vec<&str> = manifest
             .segments
             .iter()
+            .filter(|e| !left_out.contains(&(e.tier, e.window)))
             .flat_map(|e| e.files.iter().map(String::as_str))
             .collect();
         let now = options.clock.now_secs()?;
