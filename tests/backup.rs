@@ -85,3 +85,56 @@ fn a_live_copy_opens_with_every_write_acknowledged_before_it() {
     writer.join().unwrap();
     assert!(copies >= 3, "only {copies} usable copies");
 }
+
+/// The copy's `MANIFEST` is taken first; a rotation that expires a window
+/// before `seg/` is copied deletes a file that manifest still names. The
+/// window is expired for the copy too (it opens at the same instant or
+/// later), so the copy opens without it, and keeps every other key.
+#[test]
+fn a_copy_whose_manifest_names_a_window_expired_meanwhile_opens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("live.tb");
+    let clock = ManualClock::new(day(0));
+    let mut cfg = config(&[Tier::daily(2)], 1_000, 0.01);
+    cfg.sync = SyncPolicy::Always;
+    let e = Engine::create_with(&dir, cfg, Options::default().clock(clock.clone())).unwrap();
+    e.insert(&url(1, 0)).unwrap();
+    clock.set(day(1));
+    e.insert(&url(1, 1)).unwrap();
+    let copy = tmp.path().join("copy.tb");
+    fs::create_dir_all(&copy).unwrap();
+    // 1. MANIFEST (names the windows of days 0 and 1).
+    fs::copy(dir.join("MANIFEST"), copy.join("MANIFEST")).unwrap();
+    // The writer crosses into day 2: day 0 expires, its file is deleted.
+    clock.set(day(2));
+    e.insert(&url(1, 2)).unwrap();
+    // 2. seg/, 3. wal/, 4. no BOOT.
+    copy_dir(&dir.join("seg"), &copy.join("seg"));
+    copy_dir(&dir.join("wal"), &copy.join("wal"));
+    let _ = fs::remove_file(copy.join("wal/BOOT"));
+    let manifest = fs::read(copy.join("MANIFEST")).unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&manifest[20..]).unwrap();
+    let c = body["checkpoint_lsn"].as_u64().unwrap_or(0);
+    assert!(
+        copy.join(format!("wal/{c:016x}.log")).exists(),
+        "step 5: no checkpoint ran during the copy"
+    );
+    let ro = Engine::open_read_only_with(&copy, Options::default().clock(clock.clone()))
+        .unwrap_or_else(|err| panic!("the copy does not open read-only: {err}"));
+    assert!(ro.contains(&url(1, 1)).unwrap());
+    drop(ro);
+    let w = Engine::open_with(&copy, Options::default().clock(clock.clone()))
+        .unwrap_or_else(|err| panic!("the copy does not open: {err}"));
+    assert!(w.contains(&url(1, 1)).unwrap(), "a key of day 1 is lost");
+    w.verify().unwrap();
+    drop(w);
+    let manifest = fs::read(copy.join("MANIFEST")).unwrap();
+    assert!(
+        !String::from_utf8_lossy(&manifest).contains("d-20260105-0.seg"),
+        "the copy's manifest still names the expired window"
+    );
+    let w = Engine::open_with(&copy, Options::default().clock(clock.clone())).unwrap();
+    assert!(w.contains(&url(1, 1)).unwrap());
+    drop(w);
+    drop(e);
+}
