@@ -494,6 +494,19 @@ impl Engine {
             path: dir.to_path_buf(),
         })?;
         let seed_fp = seed_fingerprint(manifest.seed);
+        let now = options.clock.now_secs()?;
+        // Windows the clock says have expired (the rotation below drops
+        // them): a file of one that is missing was deleted by the expiry
+        // of a writer whose manifest this is not the latest of (a copy that
+        // took MANIFEST before seg/, docs/operations.md, "Backup"). Nothing
+        // reads such a window, so it is left out rather than refusing the
+        // directory.
+        let offset = manifest.config.utc_offset_secs;
+        let expired = |tier: &Tier, w: i64| {
+            !tier.is_table()
+                && window::index(tier.span, now, offset).is_some_and(|c| w < tier.oldest_live(c))
+        };
+        let mut gone = false;
         let mut tiers: Vec<Vec<Segment>> =
             manifest.config.tiers.iter().map(|_| Vec::new()).collect();
         let mut lost = Vec::new();
@@ -529,6 +542,14 @@ impl Engine {
                 });
                 match opened {
                     Ok(sub) => subs.push(Arc::new(sub)),
+                    Err(Error::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotFound
+                            && expired(&tier, e.window) =>
+                    {
+                        left_out.push((e.tier, e.window));
+                        gone = true;
+                        continue 'segments;
+                    }
                     Err(err) => {
                         let window = window_name(&tier, e.window);
                         if read_only && err.is_damage() && options.degraded {
@@ -569,7 +590,6 @@ impl Engine {
             .filter(|e| !left_out.contains(&(e.tier, e.window)))
             .flat_map(|e| e.files.iter().map(String::as_str))
             .collect();
-        let now = options.clock.now_secs()?;
         let assume_power_loss = options.assume_power_loss;
         let degraded = options.degraded;
         let mut engine = Engine::assemble(
@@ -598,8 +618,9 @@ impl Engine {
             .unwrap_or(0);
         *engine.table_day.get_mut() = manifest.table_day.max(swept);
         if !read_only {
-            if !engine.lost.is_empty() {
-                // The manifest stops naming the lost windows' files.
+            if !engine.lost.is_empty() || gone {
+                // The manifest stops naming the lost (or expired and
+                // missing) windows' files.
                 let m = engine.maint.lock();
                 engine.store_manifest(&m, &engine.current.load())?;
             }
