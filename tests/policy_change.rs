@@ -1,0 +1,126 @@
+//! Reopening under another sync policy than the last writer's.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+
+use common::*;
+use timebloom::{Engine, ManualClock, Options, SyncPolicy, Tier};
+
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let p = e.path();
+        if p.is_dir() {
+            copy_tree(&p, &to.join(e.file_name()));
+        } else if e.file_name() != "LOCK" {
+            fs::copy(&p, to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn shadows(dir: &Path) -> Vec<(std::ffi::OsString, Vec<u8>)> {
+    fs::read_dir(dir.join("wal"))
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".shadow"))
+        .map(|e| (e.file_name(), fs::read(e.path()).unwrap()))
+        .collect()
+}
+
+/// A writer under `always` leaves a log and counting shadows; an open
+/// under `none` makes the bodies durable and deletes the log, then the
+/// shadows: a crash between the two deletions leaves the shadows of the
+/// old checkpoint with no log. Writes made under `none` after that (closed
+/// cleanly) and the first writer's writes after its checkpoint are in the
+/// bodies, not in those shadows. A later open under `always` must not
+/// start its log from them: a power loss then set the counting windows
+/// back to the stale shadows, and every write in between was lost.
+#[test]
+fn stale_shadows_without_a_log_are_not_a_checkpoint() {
+    stale_shadows(true);
+}
+
+/// The same without the second open under `none`: the open under
+/// `always` comes straight after the interrupted one.
+#[test]
+fn stale_shadows_left_by_an_interrupted_open_are_not_a_checkpoint() {
+    stale_shadows(false);
+}
+
+fn stale_shadows(none_again: bool) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("a.tb");
+    let clock = ManualClock::new(day(0));
+    let mut cfg = config(&[Tier::daily(2).counting()], 1_000, 0.01);
+    cfg.sync = SyncPolicy::Always;
+    let a = Engine::create_with(&dir, cfg, Options::default().clock(clock.clone())).unwrap();
+    for i in 0..10 {
+        a.insert(&url(1, i)).unwrap();
+    }
+    a.flush().unwrap(); // a checkpoint: shadows with keys 0..10
+    for i in 10..20 {
+        a.insert(&url(1, i)).unwrap(); // logged after it
+    }
+    // The directory as a kill -9 leaves it (the page cache holds it all).
+    let img = tmp.path().join("img.tb");
+    copy_tree(&dir, &img);
+    drop(a);
+    let stale = shadows(&img);
+    assert!(!stale.is_empty());
+    // Under `none`: the bodies are flushed, the log deleted; the crash
+    // before the shadows' deletion is modelled by putting them back.
+    let b = Engine::open_with(
+        &img,
+        Options::default()
+            .clock(clock.clone())
+            .sync(SyncPolicy::None),
+    )
+    .unwrap();
+    b.close().unwrap();
+    for (name, bytes) in &stale {
+        fs::write(img.join("wal").join(name), bytes).unwrap();
+    }
+    // Reopened under `none` again (no log), more writes, a clean close:
+    // durable.
+    let last = if none_again {
+        let b = Engine::open_with(
+            &img,
+            Options::default()
+                .clock(clock.clone())
+                .sync(SyncPolicy::None),
+        )
+        .unwrap();
+        for i in 20..30 {
+            b.insert(&url(1, i)).unwrap();
+        }
+        b.close().unwrap();
+        30
+    } else {
+        20
+    };
+    // Under the stored `always`: one more write, then a power loss (the
+    // files as they are, replayed as after a restart).
+    let c = Engine::open_with(&img, Options::default().clock(clock.clone())).unwrap();
+    c.insert(&url(1, 100)).unwrap();
+    let lost = tmp.path().join("lost.tb");
+    copy_tree(&img, &lost);
+    drop(c);
+    let d = Engine::open_with(
+        &lost,
+        Options::default()
+            .clock(clock.clone())
+            .assume_power_loss(true),
+    )
+    .unwrap();
+    let missing: Vec<u64> = (0..last)
+        .chain([100])
+        .filter(|&i| !d.contains(&url(1, i)).unwrap())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "keys lost after the power loss: {missing:?}"
+    );
+}
