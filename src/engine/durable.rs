@@ -113,8 +113,10 @@ impl Engine {
                 // drop the log and the shadow copies.
                 flush_bodies(snap)?;
                 wal::remove_older(wal_dir, u64::MAX)?;
-                wal::remove_shadows_except(wal_dir, u64::MAX)?;
             }
+            // Also the shadows a crash between the two deletions left
+            // behind a deleted log.
+            wal::remove_shadows_except(wal_dir, u64::MAX)?;
             return Ok(());
         }
         fs::create_dir_all(wal_dir).map_err(|e| Error::io("create directory", wal_dir, e))?;
@@ -144,11 +146,16 @@ impl Engine {
         let log = Arc::new(Wal::create(wal_dir, next)?);
         self.wal = Some(Arc::clone(&log));
         // Every counting sub-filter not sealed on disk needs a shadow copy
-        // at the checkpoint the log starts from.
+        // at the checkpoint the log starts from. Without a log, shadows are
+        // not one: an open under `none` deletes the log, then the shadows,
+        // and writes under `none` after a crash between the two are in the
+        // bodies but not in those shadows, which a power loss would then
+        // restore.
         need_checkpoint |= snap.tiers.iter().any(|t| {
             t.tier.kind.needs_shadow()
                 && t.segments.iter().flat_map(|s| &s.subs).any(|s| {
-                    !s.sealed_on_disk() && !wal::shadow_path(wal_dir, &s.file_name(), c).exists()
+                    !s.sealed_on_disk()
+                        && (!had_log || !wal::shadow_path(wal_dir, &s.file_name(), c).exists())
                 })
         });
         if need_checkpoint || next != c {
