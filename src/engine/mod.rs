@@ -397,6 +397,11 @@ impl Engine {
                 if made_seg {
                     let _ = fs::remove_dir(dir.join(SEG_DIR));
                 }
+                // `check_empty` saw no `wal/`: the log and boot files this
+                // call made under a logged policy. Left behind, the
+                // directory was refused by the next create (not empty) and
+                // by open (no manifest).
+                let _ = fs::remove_dir_all(dir.join(WAL_DIR));
             }
         }
         drop(guard);
