@@ -26,6 +26,8 @@ mod progress;
 #[cfg(feature = "redis")]
 #[path = "cli/redis.rs"]
 mod redis_cli;
+#[path = "cli/signals.rs"]
+mod signals;
 #[path = "cli/store.rs"]
 mod store;
 #[path = "cli/text.rs"]
@@ -129,6 +131,8 @@ enum Command {
     /// there is none. Lines are
     /// recorded a batch at a time before they are printed: if the reader of
     /// stdout goes away, the keys of the batch being printed stay recorded.
+    /// SIGINT, SIGTERM or SIGHUP waits until the batch in progress is
+    /// printed, then ends the command (a second signal ends it at once).
     /// A full stdout pipe is waited on, also one another process made
     /// non-blocking. The line is printed as it was read, whatever key was
     /// made of it.
@@ -475,13 +479,17 @@ fn note(msg: std::fmt::Arguments) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
+    let code = match run(cli) {
         Ok(code) => code,
         Err(CliError(msg)) => {
             note(format_args!("{msg}"));
             ExitCode::from(2)
         }
-    }
+    };
+    // A signal held while `filter-new` printed a batch ends the process
+    // now that the engine is closed.
+    signals::reraise_caught();
+    code
 }
 
 /// What `filter-new` prints and records.
@@ -594,6 +602,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let opts = sizing.session(write.apply(opts));
             let inputs = open_inputs(files)?;
             let reader = KeyReader::new(inputs, keys.rules(&lines), "filter-new");
+            signals::install();
             // A dry run records nothing: it reads beside a running writer.
             let engine = if dry_run {
                 open_read_only(&target, opts, now)?
@@ -810,7 +819,10 @@ fn filter_new(
     let mut chunk = Chunk::default();
     let (mut new, mut total) = (0u64, 0u64);
     let result = (|| -> CliResult<()> {
-        while !out.closed && reader.fill(&mut chunk)? {
+        while !out.closed && !signals::caught() && reader.fill(&mut chunk)? {
+            // A batch is recorded before it is printed: a signal waits
+            // until every line of it is out (see `signals`).
+            let _hold = (!mode.dry_run).then(signals::hold);
             let (fresh, stopped): (Vec<bool>, _) = if mode.dry_run {
                 let keys = chunk.keys();
                 let seen = match mode.within {
