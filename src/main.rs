@@ -579,9 +579,11 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             progress.finish();
             reader.report_skips();
             let closed = engine.close();
+            // The keys recorded before an error are reported too.
+            out.write(&[format!("added {new} new of {total} keys\n").as_bytes()])?;
+            out.flush()?;
             result?;
             closed?;
-            out.write(&[format!("added {new} new of {total} keys\n").as_bytes()])?;
         }
         Command::FilterNew {
             dir,
@@ -697,9 +699,11 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             })();
             reader.report_skips();
             let closed = engine.close();
+            // The keys removed before an error are reported too.
+            out.write(&[format!("removed {removed} of {total} keys\n").as_bytes()])?;
+            out.flush()?;
             result?;
             closed?;
-            out.write(&[format!("removed {removed} of {total} keys\n").as_bytes()])?;
         }
         Command::Stats { dir, redis, json } => {
             let target = Target::of(dir, redis)?;

@@ -1,0 +1,58 @@
+//! The command line at its edges: what is reported when a run stops part
+//! way, and messages that must name the flag, the path and the problem.
+
+mod cli_support;
+
+use cli_support::*;
+
+/// `add` that stops part way (a line over the limit, an input that fails
+/// to read) still reports the keys it recorded before the error, as the
+/// exit status table promises, so that a loader knows what went in.
+#[test]
+fn add_reports_what_it_recorded_before_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let long = "x".repeat(100);
+    let input = format!("a\nb\na\n{long}\nc\n");
+    let out = cmd("add", &db, &["--max-line-bytes", "50"], input.as_bytes());
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("stdin:4: a line of 100 bytes"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(stdout(&out), "added 2 new of 3 keys\n");
+    // A second input that fails to read: the first one's keys are counted.
+    let keys = tmp.path().join("keys.txt");
+    std::fs::write(&keys, "a\nd\n").unwrap();
+    let bad = tmp.path().join("bad.gz");
+    let mut data = gzip(b"e\nf\n");
+    data.truncate(data.len() - 6);
+    std::fs::write(&bad, data).unwrap();
+    let args = [keys.to_str().unwrap(), bad.to_str().unwrap()];
+    let out = cmd("add", &db, &args, b"");
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("bad.gz: read failed"),
+        "{}",
+        stderr(&out)
+    );
+    let report = stdout(&out);
+    assert!(
+        report.starts_with("added ") && report.ends_with(" keys\n"),
+        "{report}"
+    );
+    // `remove` the same way.
+    let counting = tmp.path().join("counting");
+    let out = cmd("add", &counting, &["--counting"], b"a\nb\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let input = format!("a\nz\n{long}\nb\n");
+    let out = cmd(
+        "remove",
+        &counting,
+        &["--max-line-bytes", "50"],
+        input.as_bytes(),
+    );
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_eq!(stdout(&out), "removed 1 of 2 keys\n");
+}
