@@ -1005,8 +1005,10 @@ fn open_or_create_dir(dir: &std::path::Path, sizing: &Sizing, opts: Options) -> 
         r => r?,
     };
     let have = engine.config();
-    let wanted = sizing.apply(have.clone());
+    let mut wanted = sizing.apply(have.clone());
     wanted.validate()?;
+    // --sync applies to this command on an existing engine (`session`).
+    wanted.sync = have.sync;
     if wanted != *have {
         note(format_args!(
             "{}: the engine exists; configuration flags apply only when creating one (it keeps tiers {})",

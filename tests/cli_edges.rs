@@ -56,3 +56,28 @@ fn add_reports_what_it_recorded_before_an_error() {
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert_eq!(stdout(&out), "removed 1 of 2 keys\n");
 }
+
+/// `--sync` on an existing engine applies to that command (the help says
+/// so), so it is not among the configuration flags said to be ignored.
+#[test]
+fn sync_on_an_existing_engine_is_not_called_ignored() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    assert_eq!(code(&cmd("create", &db, &[], b"")), 0);
+    for command in ["add", "filter-new"] {
+        let out = cmd(command, &db, &["--sync", "none"], b"a\n");
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert!(
+            !stderr(&out).contains("apply only when creating"),
+            "{command}: {}",
+            stderr(&out)
+        );
+    }
+    // A flag that does not apply is still noted.
+    let out = cmd("add", &db, &["--sync", "none", "--fpr", "0.01"], b"a\n");
+    assert!(
+        stderr(&out).contains("apply only when creating"),
+        "{}",
+        stderr(&out)
+    );
+}
