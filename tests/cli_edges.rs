@@ -81,3 +81,18 @@ fn sync_on_an_existing_engine_is_not_called_ignored() {
         stderr(&out)
     );
 }
+
+/// Under `--not-url error` a line that is not a URL stops the command; the
+/// closing note must not say that it was kept as it is.
+#[test]
+fn not_url_error_does_not_say_the_line_was_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let args = ["--canonical", "--not-url", "error"];
+    let out = cmd("filter-new", &db, &args, b"https://a.example/\nnot a url\n");
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_eq!(stdout(&out), "https://a.example/\n");
+    let err = stderr(&out);
+    assert!(err.contains("stdin:2: not a URL"), "{err}");
+    assert!(!err.contains("kept as they are"), "{err}");
+}

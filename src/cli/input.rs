@@ -437,7 +437,9 @@ impl KeyReader {
                 self.command, c.too_long, self.rules.max_line
             ));
         }
-        if c.not_urls > 0 {
+        // Under `--not-url error` the line that was not a URL stopped the
+        // command, and the error names it.
+        if c.not_urls > 0 && self.rules.not_url != NotUrl::Error {
             let what = if c.not_urls_skipped > 0 {
                 "skipped"
             } else {
