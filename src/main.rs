@@ -611,6 +611,10 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             } else {
                 open_or_create(&target, &sizing, opts, now)?
             };
+            if let Some(Err(e)) = within.map(|h| engine.check_horizon(h)) {
+                engine.close()?;
+                return Err(e);
+            }
             let reader = reader.with_batch(engine.batch_lines(sizing.sync));
             let mode = FilterMode {
                 quiet,
@@ -636,6 +640,10 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             refuse_for_redis(&target, degraded, None, None)?;
             let mut reader = KeyReader::args_or_stdin(keys, key_flags.rules(&lines), "check")?;
             let engine = open_read_only(&target, opts, now)?;
+            if let Some(Err(e)) = within.map(|h| engine.check_horizon(h)) {
+                engine.close()?;
+                return Err(e);
+            }
             let mut chunk = Chunk::default();
             let mut any_new = false;
             let result = (|| -> CliResult<()> {

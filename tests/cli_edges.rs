@@ -96,3 +96,35 @@ fn not_url_error_does_not_say_the_line_was_kept() {
     assert!(err.contains("stdin:2: not a URL"), "{err}");
     assert!(!err.contains("kept as they are"), "{err}");
 }
+
+/// A horizon longer than every tier keeps is a bad `--within`: the error
+/// names the flag and the engine, and comes before any input is read (an
+/// empty input was a success).
+#[test]
+fn a_horizon_past_every_tier_names_the_flag_and_the_engine() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let d = db.to_str().unwrap().to_string();
+    assert_eq!(code(&cmd("create", &db, &["--tiers", "7d"], b"")), 0);
+    for (command, input) in [
+        ("filter-new", &b""[..]),
+        ("filter-new", b"a\n"),
+        ("check", b"a\n"),
+    ] {
+        for dry in [&[][..], &["--dry-run"]] {
+            if command == "check" && !dry.is_empty() {
+                continue;
+            }
+            let mut args = vec!["--within", "30d"];
+            args.extend_from_slice(dry);
+            let out = cmd(command, &db, &args, input);
+            assert_eq!(code(&out), 2, "{command} {dry:?}: {}", stderr(&out));
+            let err = stderr(&out);
+            assert!(
+                err.contains(&format!("{d}: --within 30d:")) && err.contains("longer than"),
+                "{command} {dry:?}: {err}"
+            );
+            assert!(out.stdout.is_empty(), "{command} {dry:?}");
+        }
+    }
+}

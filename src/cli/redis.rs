@@ -163,6 +163,22 @@ impl RedisStore {
         per_key(keys.len(), answers)
     }
 
+    /// An error from `too_long` when no tier keeps `horizon` (a batch of
+    /// no keys asks Redis nothing).
+    pub fn check_horizon(
+        &self,
+        horizon: Duration,
+        too_long: impl Fn(&dyn std::fmt::Display, &dyn std::fmt::Display) -> CliError,
+    ) -> CliResult<()> {
+        match self.engine.contains_within_batch::<&[u8]>(&[], horizon) {
+            Err(RedisError::Engine(e @ timebloom::Error::HorizonTooLong { .. })) => {
+                Err(too_long(&self.label, &e))
+            }
+            Err(e) => Err(self.err(e)),
+            Ok(_) => Ok(()),
+        }
+    }
+
     pub fn stats(&self) -> CliResult<Stats> {
         self.engine.stats().map_err(|e| self.err(e))
     }

@@ -210,6 +210,26 @@ impl Store {
         }
     }
 
+    /// An error naming the engine and `--within` when no tier keeps
+    /// `horizon`, found before any input is read (lines past the first
+    /// batch were read, and an empty input passed, before).
+    pub fn check_horizon(&self, horizon: Duration) -> CliResult<()> {
+        let too_long = |name: &dyn std::fmt::Display, e: &dyn std::fmt::Display| {
+            CliError(format!(
+                "{name}: --within {}: {e}",
+                crate::units::fmt_secs(horizon.as_secs()).replace(' ', "")
+            ))
+        };
+        match self {
+            Store::Dir(e) => match e.contains_within(b"", horizon) {
+                Err(err @ Error::HorizonTooLong { .. }) => Err(too_long(&e.path().display(), &err)),
+                _ => Ok(()),
+            },
+            #[cfg(feature = "redis")]
+            Store::Redis(r) => r.check_horizon(horizon, too_long),
+        }
+    }
+
     /// The stats of every tier and window.
     pub fn stats(&self) -> CliResult<Stats> {
         match self {
