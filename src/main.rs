@@ -680,7 +680,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let dir = dir.ok_or_else(no_dir)?;
             let opts = write.apply(opts);
             let mut reader = KeyReader::args_or_stdin(keys, key_flags.rules(&lines), "remove")?;
-            let engine = Engine::open_with(&dir, opts)?;
+            let engine = Engine::open_with(&dir, opts).map_err(|e| named(&dir, e))?;
             if let Some(t) = engine.config().tiers.iter().find(|t| t.kind == Kind::Bloom) {
                 let e = Error::RemoveUnsupported {
                     tier: t.to_string(),
@@ -800,15 +800,28 @@ fn per_key(keys: usize, answers: Vec<bool>) -> CliResult<Vec<bool>> {
 /// part way ([`Error::Incomplete`]), the answers of the keys it recorded and
 /// the error that stopped it, so that every recorded key is reported.
 fn recorded(
+    dir: &std::path::Path,
     keys: usize,
     r: timebloom::Result<Vec<bool>>,
 ) -> CliResult<(Vec<bool>, Option<CliError>)> {
     match r {
         Ok(answers) => Ok((per_key(keys, answers)?, None)),
         Err(Error::Incomplete { answers, cause }) if answers.len() <= keys => {
-            Ok((answers, Some(CliError::from(*cause))))
+            Ok((answers, Some(named(dir, *cause))))
         }
-        Err(e) => Err(e.into()),
+        Err(e) => Err(named(dir, e)),
+    }
+}
+
+/// `e` as a message that names the engine directory: the engine words its
+/// errors about the engine as a whole (a refused clock jump, an earlier I/O
+/// failure) without a path.
+fn named(dir: &std::path::Path, e: Error) -> CliError {
+    let (dir, msg) = (dir.display().to_string(), e.to_string());
+    if msg.starts_with(&dir) {
+        CliError(msg)
+    } else {
+        CliError(format!("{dir}: {msg}"))
     }
 }
 
@@ -1006,11 +1019,13 @@ fn open_or_create_dir(dir: &std::path::Path, sizing: &Sizing, opts: Options) -> 
                     return Ok(engine);
                 }
                 // Another process created it meanwhile.
-                Err(Error::AlreadyExists { .. }) => Engine::open_with(dir, opts)?,
-                Err(e) => return Err(e.into()),
+                Err(Error::AlreadyExists { .. }) => {
+                    Engine::open_with(dir, opts).map_err(|e| named(dir, e))?
+                }
+                Err(e) => return Err(named(dir, e)),
             }
         }
-        r => r?,
+        r => r.map_err(|e| named(dir, e))?,
     };
     let have = engine.config();
     let mut wanted = sizing.apply(have.clone());

@@ -128,3 +128,21 @@ fn a_horizon_past_every_tier_names_the_flag_and_the_engine() {
         }
     }
 }
+
+/// A refused clock jump names the engine directory, as every error does.
+#[test]
+fn a_refused_clock_jump_names_the_engine() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let d = db.to_str().unwrap().to_string();
+    assert_eq!(code(&cmd("add", &db, &[], b"a\n")), 0);
+    for command in ["add", "filter-new"] {
+        let out = run(&[command, &d, "--now", "2027-11-02T12:00:00Z"], b"b\n");
+        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.starts_with(&format!("timebloom: {d}: the clock jumped")),
+            "{command}: {err}"
+        );
+    }
+}

@@ -165,7 +165,7 @@ impl Store {
         keys: &[K],
     ) -> CliResult<(Vec<bool>, Option<CliError>)> {
         match self {
-            Store::Dir(e) => recorded(keys.len(), e.insert_batch(keys)),
+            Store::Dir(e) => recorded(e.path(), keys.len(), e.insert_batch(keys)),
             #[cfg(feature = "redis")]
             Store::Redis(r) => r.insert_batch(keys),
         }
@@ -179,7 +179,7 @@ impl Store {
         horizon: Duration,
     ) -> CliResult<(Vec<bool>, Option<CliError>)> {
         match self {
-            Store::Dir(e) => recorded(keys.len(), e.insert_within_batch(keys, horizon)),
+            Store::Dir(e) => recorded(e.path(), keys.len(), e.insert_within_batch(keys, horizon)),
             #[cfg(feature = "redis")]
             Store::Redis(r) => r.insert_within_batch(keys, horizon),
         }
