@@ -146,3 +146,30 @@ fn a_refused_clock_jump_names_the_engine() {
         );
     }
 }
+
+/// docs/cli.md gives each command's `--help` as its reference text: every
+/// one of them matches the binary's.
+#[test]
+fn docs_cli_md_holds_each_commands_help() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cli.md")).unwrap();
+    let mut found = 0;
+    for part in doc.split("### `timebloom ").skip(1) {
+        let command = &part[..part.find('`').unwrap()];
+        let Some(start) = part.find("```text\n") else {
+            continue;
+        };
+        let body = &part[start + 8..];
+        let body = &body[..body.find("```").unwrap()];
+        let out = run(&[command, "--help"], b"");
+        let tidy = |s: &str| {
+            s.trim()
+                .lines()
+                .map(str::trim_end)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(tidy(body), tidy(&stdout(&out)), "docs/cli.md, {command}");
+        found += 1;
+    }
+    assert!(found >= 10, "{found} commands");
+}
