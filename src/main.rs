@@ -150,7 +150,7 @@ enum Command {
         #[command(flatten)]
         redis: RedisFlags,
         /// Record the new lines but print nothing.
-        #[arg(short, long, conflicts_with = "dry_run")]
+        #[arg(short, long, conflicts_with_all = ["dry_run", "duplicates"])]
         quiet: bool,
         /// Print what would be new but record nothing (lines repeated within
         /// the input are printed once); the engine is opened read-only, so

@@ -173,3 +173,21 @@ fn docs_cli_md_holds_each_commands_help() {
     }
     assert!(found >= 10, "{found} commands");
 }
+
+/// `--quiet` prints nothing, so `--duplicates` (print the repeats instead)
+/// beside it is a contradiction, refused like `--quiet --dry-run`.
+#[test]
+fn quiet_with_duplicates_is_a_usage_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    for flags in [["-q", "--duplicates"], ["--quiet", "--dry-run"]] {
+        let out = cmd("filter-new", &db, &flags, b"a\na\n");
+        assert_eq!(code(&out), 2, "{flags:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("cannot be used with"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(!db.exists(), "{flags:?} created the engine");
+    }
+}
