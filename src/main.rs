@@ -6,6 +6,10 @@
 //! reporting close errors (durability failures) with exit status 2 like any
 //! other error. `docs/cli.md` is the reference.
 
+// Memory mapping and prefetching, the only places `unsafe` is needed, are in
+// the library; the command line has none (signals: see `signals`).
+#![forbid(unsafe_code)]
+
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::io::{self, BufWriter, StdoutLock, Write};
