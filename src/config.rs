@@ -441,6 +441,27 @@ impl Config {
         Ok(())
     }
 
+    /// [`Config::validate`], and what only a new engine is refused for: a
+    /// rate its fingerprint tier cannot meet. The widest fingerprints (32
+    /// bits, 12 slots a bucket) give `2 x 12 / (2^32 - 1)`, 5.6e-9, with
+    /// every slot live; a table asked for less would run at that rate
+    /// whatever its plan said. An engine created before this check opens
+    /// as it was (its stored configuration is read with `validate`).
+    pub(crate) fn validate_new(&self) -> Result<()> {
+        self.validate()?;
+        if self.tiers.iter().any(Tier::is_table) {
+            let best = crate::fingerprint::Geometry::for_fpr_at_any_load(0.0).fpr_bound(1.0);
+            if self.fpr < best {
+                return Err(Error::config(format!(
+                    "fpr {}: a fingerprint tier meets rates down to {best:.2e} \
+                     (32-bit fingerprints with every slot live); raise fpr or use Bloom tiers",
+                    self.fpr
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// The rate one segment of `tier` may contribute: a query reads at most
     /// the tier's `retention` segments, so each gets an equal share. A
     /// fingerprint tier is one segment: all of it.

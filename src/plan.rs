@@ -79,7 +79,7 @@ pub struct Plan {
 impl Plan {
     /// The plan of `config`, or the reason the configuration is invalid.
     pub fn new(config: &Config) -> Result<Plan> {
-        config.validate()?;
+        config.validate_new()?;
         let mut tiers = Vec::with_capacity(config.tiers.len());
         for t in &config.tiers {
             let (capacity, rate) = config.subfilter_plan(t, 0);

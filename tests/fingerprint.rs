@@ -939,3 +939,45 @@ fn lookups_alone_never_read_an_expired_key_as_live() {
     }
     assert!(wrong.is_empty(), "(day, keys present): {wrong:?}");
 }
+
+/// A fingerprint table cannot meet a rate below what its widest
+/// fingerprints give with every slot live (32 bits, 12 slots a bucket:
+/// 2 x 12 / (2^32 - 1) = 5.6e-9). Such a rate is refused when an engine
+/// is created or planned. It was taken, and the table then ran at its
+/// 32-bit rate: 100,000 keys in a table planned for them gave a `stats`
+/// estimate of 5.3e-9 against a configured 1e-9, and `Plan` reported the
+/// table's share as 1e-9. Bloom tiers meet any rate (at a cost in bits).
+#[test]
+fn a_rate_a_table_cannot_meet_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    for p in [1e-9, 5e-9] {
+        let c = config(&[Tier::daily(7), Tier::fingerprint(10)], 10_000, p);
+        assert!(
+            matches!(
+                timebloom::plan::Plan::new(&c),
+                Err(timebloom::Error::InvalidConfig { .. })
+            ),
+            "planned a table at {p}"
+        );
+        let made = Engine::create_with(
+            dir.path().join(format!("{p}")),
+            c,
+            Options::default().clock(clock.clone()),
+        );
+        assert!(
+            matches!(made, Err(timebloom::Error::InvalidConfig { .. })),
+            "created a table at {p}"
+        );
+    }
+    // The lowest rate a table meets, and any rate for Bloom tiers alone.
+    let c = config(&[Tier::fingerprint(10)], 10_000, 6e-9);
+    let plan = timebloom::plan::Plan::new(&c).unwrap();
+    assert!(plan.tiers[0].subfilter_fpr <= 6e-9);
+    create(&dir.path().join("lowest"), c, &clock);
+    create(
+        &dir.path().join("bloom"),
+        config(&[Tier::daily(7)], 10_000, 1e-9),
+        &clock,
+    );
+}

@@ -316,7 +316,7 @@ impl Engine {
     /// it still holds the directory lock.
     pub fn create_with(dir: impl AsRef<Path>, config: Config, options: Options) -> Result<Engine> {
         let dir = dir.as_ref();
-        config.validate()?;
+        config.validate_new()?;
         let now = options.clock.now_secs()?;
         if dir.join(MANIFEST).exists() {
             return Err(Error::AlreadyExists {
