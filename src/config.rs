@@ -504,6 +504,36 @@ impl Config {
         };
         (capacity.max(1), rate)
     }
+
+    /// [`Config::subfilter_plan`] for the files of the embedded engine: the
+    /// rate of sub-filter `index` of a Bloom or counting chain less its part
+    /// of the first sub-filter's excess.
+    ///
+    /// A full sub-filter stopped taking keys at the fill expected a little
+    /// past its capacity (`segment::GROWTH_MARGIN`), where its rate is above
+    /// the plan's: by up to about 4% of it, more for more probes. The first keeps
+    /// its plan (a window that receives what it planned pays nothing for the
+    /// margin); the ones a chain grows are sized for the load they stop at
+    /// (`segment::sized_for`), and together give up the first one's excess.
+    /// Their rates add up to `share x r`, so each gives up `excess x (1 - r)
+    /// / r` of its own. Without this, a chain as long as the growth half of
+    /// the share lets fill up (a window of a thousand times its plan) ran
+    /// 1-3% past the share by the sizing model. (The Redis layout keeps
+    /// `subfilter_plan`: every client computes its geometry from it.)
+    pub(crate) fn file_subfilter_plan(&self, tier: &Tier, index: u32) -> (u64, f64) {
+        let (capacity, rate) = self.subfilter_plan(tier, index);
+        if index == 0 || tier.is_table() {
+            return (capacity, rate);
+        }
+        let (first_capacity, first_rate) = self.subfilter_plan(tier, 0);
+        let first = sizing::file_plan(tier.kind, first_capacity, first_rate);
+        let load = first_capacity as f64 * crate::segment::GROWTH_MARGIN / first.nblocks as f64;
+        let excess = (sizing::fpr(tier.kind, first.k, load) / first_rate - 1.0).max(0.0);
+        // A tightening near 0 leaves the growth half too little to give:
+        // the later sub-filters keep a tenth of their rate at least.
+        let cut = (excess * (1.0 - self.tightening) / self.tightening).min(0.9);
+        (capacity, rate * (1.0 - cut))
+    }
 }
 
 #[cfg(test)]

@@ -82,7 +82,27 @@ pub(crate) const BODY_OFFSET: u64 = 4096;
 
 /// A chain grows at the fill expected after this many times its tail's
 /// planned capacity (see `SubFilter::assemble`).
-const GROWTH_MARGIN: f64 = 1.0 + 1.0 / 256.0;
+pub(crate) const GROWTH_MARGIN: f64 = 1.0 + 1.0 / 256.0;
+
+/// The keys the geometry of sub-filter `index` of a chain is sized for:
+/// its capacity for the first, and for the ones a chain grows the load
+/// they stop taking keys at (`capacity x GROWTH_MARGIN`, see
+/// `SubFilter::assemble`), so that a full one holds its rate. The first
+/// keeps its plan: a window that receives what it planned pays nothing
+/// for the margin, and the first one's excess at the trigger comes out of
+/// the rates of the others (`Config::file_subfilter_plan`). Fingerprint
+/// tables grow when an insert finds no room, not at a fill.
+pub(crate) fn sized_for(kind: Kind, capacity: u64, index: u32) -> u64 {
+    if index == 0 || kind == Kind::Fingerprint {
+        return capacity;
+    }
+    let n = (capacity as f64 * GROWTH_MARGIN).ceil();
+    if n >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        n as u64
+    }
+}
 
 /// Whether a segment still takes inserts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -506,7 +526,7 @@ impl SubFilter {
         write_zeros: bool,
         table: Option<(u32, u32)>,
     ) -> Result<SubFilter> {
-        let plan = sizing::file_plan(kind, capacity, target_fpr);
+        let plan = sizing::file_plan(kind, sized_for(kind, capacity, id.index), target_fpr);
         let (retention, swept) = match (kind, table) {
             (Kind::Fingerprint, Some(t)) => t,
             (Kind::Fingerprint, None) => {

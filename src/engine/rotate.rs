@@ -154,7 +154,7 @@ impl Engine {
         index: u32,
     ) -> Result<NewFile> {
         let name = Engine::file_name(tier, code, window, index)?;
-        let (capacity, rate) = self.config.subfilter_plan(tier, index);
+        let (capacity, rate) = self.config.file_subfilter_plan(tier, index);
         let table = match tier.is_table() {
             true => Some((tier.table_days(), self.table_today(self.now()?)?)),
             false => None,
