@@ -342,3 +342,62 @@ fn insert_of_a_key_from_an_older_window_is_not_new_and_is_written_again() {
 fn insert_batch_of_keys_from_older_windows_is_not_new_and_writes_them_again() {
     older_window_keys_are_not_new_and_are_written_again(true);
 }
+
+/// A clock stepped back behind the newest window brings back no window
+/// that the rotation to it expired. A one-day tier whose clock stepped
+/// back two seconds across midnight took a backfill at the clock's instant
+/// into a new window for the day before: two windows of a one-window tier
+/// live at once, each sized for the whole rate, which `contains` read both
+/// of (at four times their plan, 14,852 false positives in a million
+/// negatives at a configured 1%: 1.49 x). Such a backfill is now refused
+/// as expired, as it is once the clock is right; one into a window the
+/// newest still keeps is taken.
+#[test]
+fn a_clock_behind_brings_back_no_expired_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(10));
+    let p = 0.01;
+    let e = create(dir.path(), config(&[Tier::daily(1)], 20_000, p), &clock);
+    let keys: Vec<Vec<u8>> = (0..80_000).map(|i| url(70, i)).collect();
+    for chunk in keys.chunks(4096) {
+        e.insert_batch(chunk).unwrap();
+    }
+    let behind = at(T0 + 10 * 86_400 - 2);
+    clock.set(behind);
+    let mut refused = 0;
+    for i in 0..80_000 {
+        match e.insert_at(&url(71, i), behind) {
+            Err(Error::WindowUnavailable { .. }) => refused += 1,
+            r => {
+                r.unwrap();
+            }
+        }
+    }
+    let fp = (0..1_000_000u64)
+        .filter(|&i| e.contains(&url(72, i)).unwrap())
+        .count();
+    // One window at four times its plan runs at about 0.75 p; p + 1.1 p is
+    // far beyond the binomial spread of a million probes (100 at 1%).
+    assert!(
+        fp as f64 <= 1.1 * p * 1e6,
+        "{fp} false positives in a million at a configured {p}"
+    );
+    assert_eq!(refused, 80_000, "backfills into an expired window taken");
+    assert_eq!(e.stats().unwrap().tiers[0].segments.len(), 1);
+    assert!(keys.iter().step_by(97).all(|k| e.contains(k).unwrap()));
+
+    // Seven days: the clock two days behind the newest window (day 10),
+    // whose rotation left days 4 to 10 live.
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(10));
+    let e = create(dir.path(), config(&[Tier::daily(7)], 1_000, p), &clock);
+    e.insert(b"day 10").unwrap();
+    clock.set(day(8));
+    assert!(matches!(
+        e.insert_at(b"day 3", day(3)),
+        Err(Error::WindowUnavailable { .. })
+    ));
+    assert!(e.insert_at(b"day 4", day(4)).unwrap());
+    assert!(e.contains(b"day 4").unwrap() && e.contains(b"day 10").unwrap());
+    assert!(e.stats().unwrap().tiers[0].segments.len() <= 7);
+}

@@ -779,7 +779,13 @@ impl Engine {
                     reason: format!("instant {t} lies in a future window of tier {}", ts.tier),
                 });
             }
-            if w >= ts.tier.oldest_live(cur) {
+            // The live windows are those the newest one keeps: a clock
+            // stepped back behind it (see docs/design.md, "Time") brings
+            // back no window its rotation expired, so a tier never holds
+            // more windows than its retention (a lookup reads them all,
+            // each sized for its share of the rate).
+            let newest = ts.segments.last().map_or(cur, |s| s.window.max(cur));
+            if w >= ts.tier.oldest_live(newest) {
                 out.push((ti, w));
             }
         }
