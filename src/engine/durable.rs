@@ -126,15 +126,24 @@ impl Engine {
                 fs::write(&p, id).map_err(|e| Error::io("write", &p, e))?;
             }
         }
+        let mut next = match records.last() {
+            None => Some(c),
+            Some(r) => r.lsn.checked_add(1),
+        };
+        // A log file that begins past the records read holds none that was
+        // acknowledged (a power loss tore the log before a file a switch
+        // had begun, whose entry lasted). Should this session's log end
+        // just before it, a recovery would go on into it: the log starts
+        // past every such file, and the checkpoint below deletes them.
+        if let (Some(n), Some((last, _))) = (next, wal::list(wal_dir)?.last()) {
+            if *last > n {
+                next = last.checked_add(1);
+            }
+        }
         // A position no log reaches in centuries (2^62 records: 146 years
         // at 10^9 a second) is damage, refused here: appends count up from
         // it without a check.
-        let next = match records.last() {
-            None => Some(c),
-            Some(r) => r.lsn.checked_add(1),
-        }
-        .filter(|&n| n <= wal::MAX_LSN)
-        .ok_or_else(|| {
+        let next = next.filter(|&n| n <= wal::MAX_LSN).ok_or_else(|| {
             Error::corrupt(
                 wal_dir,
                 format!(
