@@ -191,3 +191,20 @@ fn quiet_with_duplicates_is_a_usage_error() {
         assert!(!db.exists(), "{flags:?} created the engine");
     }
 }
+
+/// A file where the engine's directory goes (the arguments swapped,
+/// `filter-new urls.txt`) is named as in the way, and left alone.
+#[test]
+fn a_file_given_as_the_engine_is_said_to_be_in_the_way() {
+    let tmp = tempfile::tempdir().unwrap();
+    let urls = tmp.path().join("urls.txt");
+    std::fs::write(&urls, "https://a.example/1\n").unwrap();
+    let out = cmd("filter-new", &urls, &[], b"https://a.example/1\n");
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("urls.txt: create directory failed: a file is in the way"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read(&urls).unwrap(), b"https://a.example/1\n");
+}

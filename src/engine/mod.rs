@@ -256,6 +256,13 @@ fn make_dir(dir: &Path) -> Result<bool> {
     match fs::create_dir(dir) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(false),
+        // A file given where the engine's directory goes (arguments
+        // swapped: `filter-new urls.txt`): said so, not just "File exists".
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let why = "a file is in the way: an engine is a directory";
+            let e = std::io::Error::new(e.kind(), why);
+            Err(Error::io("create directory", dir, e))
+        }
         Err(e) => Err(Error::io("create directory", dir, e)),
     }
 }
