@@ -611,7 +611,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             signals::install();
             // A dry run records nothing: it reads beside a running writer.
             let engine = if dry_run {
-                open_read_only(&target, opts, now)?
+                open_read_only(&target, Some(&sizing), opts, now)?
             } else {
                 open_or_create(&target, &sizing, opts, now)?
             };
@@ -643,7 +643,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let target = Target::with_rest(dir, redis, &mut keys)?;
             refuse_for_redis(&target, degraded, None, None)?;
             let mut reader = KeyReader::args_or_stdin(keys, key_flags.rules(&lines), "check")?;
-            let engine = open_read_only(&target, opts, now)?;
+            let engine = open_read_only(&target, None, opts, now)?;
             if let Some(Err(e)) = within.map(|h| engine.check_horizon(h)) {
                 engine.close()?;
                 return Err(e);
@@ -720,7 +720,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
         Command::Stats { dir, redis, json } => {
             let target = Target::of(dir, redis)?;
             refuse_for_redis(&target, degraded, None, None)?;
-            let engine = open_read_only(&target, opts, now)?;
+            let engine = open_read_only(&target, None, opts, now)?;
             let stats = engine.stats()?;
             let (name, place) = engine.name();
             engine.close()?;
@@ -911,9 +911,20 @@ fn rate(n: u64, d: Duration) -> u64 {
 /// Opens the engine of `target` for reading (an embedded engine read-only,
 /// beside any writer; an engine in Redis on a clock standing at `now` when
 /// given).
-fn open_read_only(target: &Target, opts: Options, now: Option<SystemTime>) -> CliResult<Store> {
+fn open_read_only(
+    target: &Target,
+    sizing: Option<&Sizing>,
+    opts: Options,
+    now: Option<SystemTime>,
+) -> CliResult<Store> {
     match target {
-        Target::Dir(dir) => Ok(Store::Dir(Engine::open_read_only_with(dir, opts)?)),
+        Target::Dir(dir) => {
+            let engine = Engine::open_read_only_with(dir, opts)?;
+            if let Some(sizing) = sizing {
+                note_kept(dir, &engine, sizing)?;
+            }
+            Ok(Store::Dir(engine))
+        }
         Target::Redis { url, prefix } => redis_store(url, prefix, now, None),
     }
 }
@@ -1031,6 +1042,13 @@ fn open_or_create_dir(dir: &std::path::Path, sizing: &Sizing, opts: Options) -> 
         }
         r => r.map_err(|e| named(dir, e))?,
     };
+    note_kept(dir, &engine, sizing)?;
+    Ok(engine)
+}
+
+/// Notes that the configuration flags of `sizing` that differ from the
+/// existing engine's configuration are not applied to it.
+fn note_kept(dir: &std::path::Path, engine: &Engine, sizing: &Sizing) -> CliResult<()> {
     let have = engine.config();
     let mut wanted = sizing.apply(have.clone());
     wanted.validate()?;
@@ -1043,7 +1061,7 @@ fn open_or_create_dir(dir: &std::path::Path, sizing: &Sizing, opts: Options) -> 
             tier_list(&have.tiers)
         ));
     }
-    Ok(engine)
+    Ok(())
 }
 
 fn tier_list(tiers: &[Tier]) -> String {

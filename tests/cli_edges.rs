@@ -208,3 +208,29 @@ fn a_file_given_as_the_engine_is_said_to_be_in_the_way() {
     );
     assert_eq!(std::fs::read(&urls).unwrap(), b"https://a.example/1\n");
 }
+
+/// A dry run on an existing engine notes the configuration flags it does
+/// not apply, as a run that records does, rather than taking them without
+/// a word.
+#[test]
+fn a_dry_run_notes_the_configuration_flags_it_does_not_apply() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    assert_eq!(code(&cmd("create", &db, &[], b"")), 0);
+    let out = cmd(
+        "filter-new",
+        &db,
+        &["--dry-run", "--tiers", "3d", "--fpr", "0.01"],
+        b"https://a.example/1\n",
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout(&out), "https://a.example/1\n");
+    assert!(
+        stderr(&out).contains("apply only when creating"),
+        "{}",
+        stderr(&out)
+    );
+    // Flags the engine has already: nothing to note.
+    let out = cmd("filter-new", &db, &["--dry-run"], b"https://a.example/1\n");
+    assert!(!stderr(&out).contains("apply only"), "{}", stderr(&out));
+}
