@@ -86,3 +86,56 @@ fn a_clock_behind_the_server_does_not_expire_what_it_writes() {
         "Redis dropped the window at once"
     );
 }
+
+/// A client whose clock is days ahead (a wrong clock, or `--now` in the
+/// future) writes: its shards' directories must keep the windows that are
+/// still live for the other clients. It deleted their entries (a window
+/// below its own oldest live one minus one), and the others then skipped
+/// those windows: every key inserted there was reported absent, and new
+/// again.
+#[test]
+fn a_clock_far_ahead_does_not_make_live_windows_vanish_for_the_others() {
+    if !require("a_clock_far_ahead_does_not_make_live_windows_vanish_for_the_others") {
+        return;
+    }
+    let server = Server::start();
+    let config = Config {
+        tiers: vec![Tier::daily(7)],
+        expected_items_per_day: 10_000,
+        ..Config::default()
+    };
+    let pre = prefix("ahead");
+    let clock = ManualClock::new(day(0));
+    let e = RedisEngine::create_with(
+        &server.url(),
+        &pre,
+        config,
+        RedisOptions::default().clock(clock.clone()),
+    )
+    .expect("create");
+    let keys: Vec<Vec<u8>> = (0..2000).map(|i| url(92, i)).collect();
+    assert!(e.insert_batch(&keys).expect("insert").iter().all(|&n| n));
+    // Day 6: the window of day 0 is the oldest live one.
+    clock.set(day(6));
+    assert!(e
+        .contains_batch(&keys)
+        .expect("contains")
+        .iter()
+        .all(|&f| f));
+    let wrong = RedisEngine::open_with(
+        &server.url(),
+        &pre,
+        RedisOptions::default().clock(ManualClock::new(day(400))),
+    )
+    .expect("open");
+    let other: Vec<Vec<u8>> = (0..2000).map(|i| url(93, i)).collect();
+    wrong.insert_batch(&other).expect("insert, far ahead");
+    let found = e.contains_batch(&keys).expect("contains");
+    let missing = found.iter().filter(|&&f| !f).count();
+    assert_eq!(
+        missing, 0,
+        "a client whose clock is ahead made live windows vanish"
+    );
+    let again = e.insert_batch(&keys).expect("insert");
+    assert!(again.iter().all(|&n| !n), "keys reported new twice");
+}

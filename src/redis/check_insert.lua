@@ -23,6 +23,8 @@
 -- ARGV[8]    seconds the result key is kept
 -- ARGV[9]    per geometry: the bits set in one shard at which a tail is full
 -- ARGV[10]   per geometry: the length in bytes of one shard's string
+-- ARGV[11]   the engine's id (its hash seed, hex): a directory written by
+--            another engine under the same prefix is refused
 -- Returns {0, '<dir index> <window> <n>'} when a directory knows more
 -- sub-filters than the plan names (the client learns and retries; nothing
 -- was written), else {1, '<one char per key>|<chain reports>'}: '1' is new
@@ -88,32 +90,85 @@ for rec in string.gmatch(ARGV[3], '[^;]+') do
   end
 end
 
--- Directories: how many sub-filters each window has in this shard, and
--- the bits set in each of them.
+local id = ARGV[11]
+local now = tonumber(redis.call('TIME')[1])
+-- Directories: how many sub-filters each window has in this shard, the
+-- bits set in each of them (fields '<window>' and '<window>:<i>'), when
+-- Redis drops the window's strings ('e<window>') and the engine that
+-- writes them ('id').
 for _, t in ipairs(tiers) do
   local flat = redis.call('HGETALL', KEYS[t.dir])
   local chain = {}
   local fills = {}
-  local old = {}
+  local exps = {}
+  local below = {}
   for i = 1, #flat, 2 do
-    local f = flat[i]
-    local w = string.match(f, '^(-?%d+)')
-    if w and tonumber(w) < t.prune then
-      old[#old + 1] = f
-    elseif f == w then
-      chain[w] = tonumber(flat[i + 1])
+    local f, v = flat[i], flat[i + 1]
+    if f == 'id' then
+      if v ~= id then
+        return redis.error_reply('timebloom: ' .. KEYS[t.dir] .. ' belongs to engine ' .. v ..
+          ', this client opened engine ' .. id .. ': the engine under this prefix was ' ..
+          'created again (its config hash was lost: a server restarted empty, a flush, ' ..
+          'an eviction) while clients of the old one ran; stop every client, then ' ..
+          'delete the prefix\'s keys or use another prefix')
+      end
     else
-      fills[f] = tonumber(flat[i + 1])
+      local e = string.match(f, '^e(-?%d+)$')
+      local w = e or string.match(f, '^(-?%d+)')
+      if w and tonumber(w) < t.prune then below[#below + 1] = {f, w} end
+      if e then
+        exps[e] = tonumber(v)
+      elseif f == w then
+        chain[w] = tonumber(v)
+      else
+        fills[f] = tonumber(v)
+      end
     end
   end
+  -- The fields of a window below the client's oldest live one minus one
+  -- go once Redis has dropped its strings: a client whose clock is ahead
+  -- must not take from the others a window that is live by their clocks.
+  -- (A window written before its expiry was recorded goes by the window
+  -- index alone.)
+  local old = {}
+  for _, x in ipairs(below) do
+    local e = exps[x[2]]
+    if e == nil or e < now then old[#old + 1] = x[1] end
+  end
   t.old = old
+  t.exps = exps
   for _, win in ipairs(t.windows) do
     local have = chain[win.w] or 0
     if have > win.n then
       return {0, t.dir .. ' ' .. win.w .. ' ' .. have}
     end
-    win.have = have
+    -- The strings the call names: one the directory lists must exist
+    -- (Redis evicts under a maxmemory-policy other than noeviction, and
+    -- its keys would then read as absent); one it does not list is read
+    -- too (a directory evicted or deleted while its strings remain).
+    local top = 0
+    for i = win.n - 1, 0, -1 do
+      if redis.call('EXISTS', KEYS[win.key + i]) == 1 then
+        top = i + 1
+        break
+      end
+    end
+    for i = 0, math.max(have, top) - 1 do
+      if i >= top or (i < top - 1 and redis.call('EXISTS', KEYS[win.key + i]) == 0) then
+        return redis.error_reply('timebloom: ' .. KEYS[win.key + i] .. ' is gone though ' ..
+          KEYS[t.dir] .. ' lists it: Redis evicted it (a maxmemory-policy other than ' ..
+          'noeviction) or it was deleted or expired (a client clock more than an hour ' ..
+          'behind the server\'s); the keys inserted into it are lost')
+      end
+    end
     for i = 0, have - 1 do win.fill[i] = fills[win.w .. ':' .. i] or 0 end
+    if writing and win.write then
+      for i = have, top - 1 do
+        win.fill[i] = redis.call('BITCOUNT', KEYS[win.key + i])
+        win.dirty = true
+      end
+    end
+    win.have = math.max(have, top)
   end
 end
 if writing then
@@ -313,7 +368,11 @@ if writing then
     for _, win in ipairs(t.windows) do
       if win.write then
         if win.dirty then
-          local f = {win.w, win.have}
+          local at = tonumber(win.exp)
+          if at < now + 3600 then at = now + 3600 end
+          local e = t.exps[win.w]
+          if e and e > at then at = e end
+          local f = {win.w, win.have, 'e' .. win.w, at, 'id', id}
           for i = 0, win.have - 1 do
             f[#f + 1] = win.w .. ':' .. i
             f[#f + 1] = win.fill[i]
@@ -343,7 +402,7 @@ if writing then
   -- Never earlier than an hour past the server's time: a client whose
   -- clock lags (or a test clock in the past) must not make Redis drop a
   -- window it is still writing.
-  local floor = tonumber(redis.call('TIME')[1]) + 3600
+  local floor = now + 3600
   for ki, exp in pairs(written) do
     local at = tonumber(exp)
     if at < floor then at = floor end

@@ -1180,6 +1180,7 @@ impl RedisEngine {
             RESULT_TTL_SECS.to_string().into_bytes(),
             full.join(" ").into_bytes(),
             lens.join(" ").into_bytes(),
+            format!("{:016x}", self.stored.seed).into_bytes(),
         ];
         Ok(Call {
             keys,

@@ -1,0 +1,65 @@
+//! A server that comes back empty (restarted without persistence, flushed,
+//! a failover to a replica that had nothing) while clients of the engine
+//! keep running: the config hash is gone, so the next process to start
+//! creates the engine again, with a new hash seed. Its keys land on other
+//! cells than the old clients' keys, and the two would each report the
+//! same URL new, forever. Each shard's directory names the engine that
+//! writes it, so a client of the other engine is refused, loudly.
+//!
+//! Run: `cargo test --features redis --release --test redis_reset`.
+#![cfg(feature = "redis")]
+
+mod redis_support;
+
+use redis_support::*;
+use timebloom::redis::{RedisEngine, RedisOptions};
+use timebloom::{Config, ManualClock, Tier};
+
+#[test]
+fn an_engine_created_again_under_running_clients_is_refused_not_split() {
+    if !require("an_engine_created_again_under_running_clients_is_refused_not_split") {
+        return;
+    }
+    let mut server = Server::start();
+    let clock = ManualClock::new(day(0));
+    let config = Config {
+        tiers: vec![Tier::daily(7)],
+        expected_items_per_day: 100_000,
+        ..Config::default()
+    };
+    let pre = prefix("reset");
+    let opts = || RedisOptions::default().clock(clock.clone());
+    let old = RedisEngine::create_or_open_with(&server.url(), &pre, config.clone(), opts())
+        .expect("create");
+    let before: Vec<Vec<u8>> = (0..1000).map(|i| url(150, i)).collect();
+    assert!(old
+        .insert_batch(&before)
+        .expect("insert")
+        .iter()
+        .all(|&n| n));
+
+    // The server comes back with nothing; the old client keeps running.
+    server.restart();
+    let keys: Vec<Vec<u8>> = (0..1000).map(|i| url(151, i)).collect();
+    let a = old.insert_batch(&keys[..500]);
+    let new = RedisEngine::create_or_open_with(&server.url(), &pre, config, opts())
+        .expect("create again");
+    let b = new.insert_batch(&keys);
+    let c = old.insert_batch(&keys);
+    match (a, b, c) {
+        (Ok(_), Ok(b), Ok(c)) => {
+            let twice = b.iter().zip(&c).filter(|(&x, &y)| x && y).count();
+            assert_eq!(
+                twice, 0,
+                "{twice} keys reported new by both the old and the new engine's clients"
+            );
+        }
+        (a, b, c) => {
+            // An error is the expected outcome: it must say what happened.
+            for r in [a.err(), b.err(), c.err()].into_iter().flatten() {
+                let msg = r.to_string();
+                assert!(msg.contains(&pre), "{msg}");
+            }
+        }
+    }
+}
