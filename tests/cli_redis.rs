@@ -525,6 +525,41 @@ fn an_unreachable_url_is_an_error_naming_it_without_its_password() {
     assert!(!err.contains("s3cret"), "the password shows: {err}");
 }
 
+/// `--now` far in the past: the windows written are not dropped at once
+/// (Redis keeps every string written at least an hour past its own time),
+/// so a `check` at the same instant finds the keys, and the strings carry
+/// a TTL of about an hour.
+#[cfg(feature = "redis")]
+#[test]
+fn now_in_the_past_writes_windows_kept_an_hour() {
+    if !require("now_in_the_past_writes_windows_kept_an_hour") {
+        return;
+    }
+    let server = Server::start();
+    let pre = prefix("cli-past");
+    let target = in_redis(&server, &pre);
+    let past = "2020-09-13T12:00:00Z";
+    let mut args: Vec<&str> = vec!["add"];
+    args.extend(target.iter().map(String::as_str));
+    args.extend_from_slice(&["--now", past, "--tiers", "1d", "--items-per-day", "1000"]);
+    let out = run(&args, b"https://example.com/a\nhttps://example.com/b\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let mut args: Vec<&str> = vec!["check"];
+    args.extend(target.iter().map(String::as_str));
+    args.extend_from_slice(&[
+        "--now",
+        past,
+        "https://example.com/a",
+        "https://example.com/b",
+    ]);
+    let out = run(&args, b"");
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    let keys = server.cli(&["KEYS", &format!("{pre}:*:d:*")]);
+    let key = keys.lines().next().expect("a filter string");
+    let ttl: i64 = server.cli(&["TTL", key]).trim().parse().expect("a TTL");
+    assert!((3000..=3600).contains(&ttl), "TTL {ttl}");
+}
+
 #[cfg(not(feature = "redis"))]
 #[test]
 fn without_the_redis_feature_redis_is_refused() {
