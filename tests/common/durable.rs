@@ -10,14 +10,30 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+/// A file for the life of its inode: the inode number and the file's
+/// birth time. The number alone is not enough: a file system hands the
+/// number of a deleted file to the next one created (at once, here), and
+/// a crash image must not take the new file's unsynced pages for those of
+/// the old one that a durable directory entry still names.
+pub type FileId = (u64, u128);
+
+fn file_id(md: &fs::Metadata) -> FileId {
+    let born = md
+        .created()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    (md.ino(), born)
+}
+
 /// What the syncs made durable.
 #[derive(Clone, Default)]
 pub struct Durable {
-    /// Inode -> bytes made durable by its last sync.
-    pub files: HashMap<u64, Vec<u8>>,
-    /// Directory -> its entries (name -> inode, or `None` for a directory)
+    /// File -> bytes made durable by its last sync.
+    pub files: HashMap<FileId, Vec<u8>>,
+    /// Directory -> its entries (name -> file, or `None` for a directory)
     /// at its last fsync.
-    pub dirs: HashMap<PathBuf, Vec<(String, Option<u64>)>>,
+    pub dirs: HashMap<PathBuf, Vec<(String, Option<FileId>)>>,
 }
 
 impl Durable {
@@ -30,7 +46,7 @@ impl Durable {
             }
             Ok(md) => {
                 if let Ok(b) = fs::read(path) {
-                    self.files.insert(md.ino(), b);
+                    self.files.insert(file_id(&md), b);
                 }
             }
             Err(_) => return false,
@@ -39,21 +55,21 @@ impl Durable {
     }
 }
 
-/// A directory's entries: name, and inode (`None` for a directory).
-pub fn entries(dir: &Path) -> Vec<(String, Option<u64>)> {
+/// A directory's entries: name, and file (`None` for a directory).
+pub fn entries(dir: &Path) -> Vec<(String, Option<FileId>)> {
     let mut v = Vec::new();
     if let Ok(rd) = fs::read_dir(dir) {
         for e in rd.flatten() {
             let Ok(md) = e.metadata() else { continue };
             let name = e.file_name().to_string_lossy().into_owned();
-            v.push((name, if md.is_dir() { None } else { Some(md.ino()) }));
+            v.push((name, (!md.is_dir()).then(|| file_id(&md))));
         }
     }
     v
 }
 
-/// Every file under `root` as it is now, by inode.
-pub fn all_files(root: &Path, out: &mut HashMap<u64, Vec<u8>>) {
+/// Every file under `root` as it is now.
+pub fn all_files(root: &Path, out: &mut HashMap<FileId, Vec<u8>>) {
     if let Ok(rd) = fs::read_dir(root) {
         for e in rd.flatten() {
             let p = e.path();
@@ -61,7 +77,7 @@ pub fn all_files(root: &Path, out: &mut HashMap<u64, Vec<u8>>) {
             if md.is_dir() {
                 all_files(&p, out);
             } else if let Ok(b) = fs::read(&p) {
-                out.insert(md.ino(), b);
+                out.insert(file_id(&md), b);
             }
         }
     }
@@ -81,12 +97,12 @@ impl Rng {
 
 /// Writes into `to` the crash image of the tree under `from`: the entries
 /// and bytes `durable` holds, plus a random choice of what `current` (the
-/// files as they were at the crash, by inode) had not synced yet: each
+/// files as they were at the crash) had not synced yet: each
 /// unsynced 4 KiB page, and a 512-byte-grain prefix of an unsynced append.
 /// An empty `current` keeps exactly what the syncs made durable.
 pub fn build_image(
     durable: &Durable,
-    current: &HashMap<u64, Vec<u8>>,
+    current: &HashMap<FileId, Vec<u8>>,
     from: &Path,
     to: &Path,
     rng: &mut Rng,
@@ -95,13 +111,13 @@ pub fn build_image(
     let Some(list) = durable.dirs.get(from) else {
         return; // never fsynced: its entries are not durable
     };
-    for (name, ino) in list {
+    for (name, id) in list {
         let (src, dst) = (from.join(name), to.join(name));
-        match ino {
+        match id {
             None => build_image(durable, current, &src, &dst, rng),
-            Some(ino) => {
-                let mut b = durable.files.get(ino).cloned().unwrap_or_default();
-                if let Some(cur) = current.get(ino) {
+            Some(id) => {
+                let mut b = durable.files.get(id).cloned().unwrap_or_default();
+                if let Some(cur) = current.get(id) {
                     // Unsynced pages of the same length reach the disk or not.
                     for (i, page) in cur.chunks(4096).enumerate() {
                         let at = i * 4096;
