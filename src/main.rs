@@ -408,7 +408,8 @@ struct Sizing {
     /// +02:00 [default: Z]
     #[arg(long, value_name = "OFFSET", value_parser = parse_offset, allow_hyphen_values = true)]
     utc_offset: Option<i32>,
-    /// Make every tier counting, so that `remove` works (4x the space)
+    /// Make every tier counting, so that `remove` works (4.5-7x the space:
+    /// `plan --counting` shows it)
     #[arg(long)]
     counting: bool,
     /// When writes survive a power loss: always (each batch fsynced before
