@@ -135,12 +135,15 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The Redis engine only builds Bloom tiers (remove needs counting cells).
+/// The Redis engine only builds Bloom tiers (remove needs counting cells; a
+/// fingerprint tier is one cuckoo table, not windows of bits).
 pub(crate) fn check_kinds(config: &Config) -> Result<(), String> {
+    let what = |kind| match kind {
+        Kind::Fingerprint => "fingerprint tiers are",
+        _ => "counting tiers (remove) are",
+    };
     match config.tiers.iter().find(|t| t.kind != Kind::Bloom) {
-        Some(t) => Err(format!(
-            "tier {t}: counting tiers (remove) are not available on Redis"
-        )),
+        Some(t) => Err(format!("tier {t}: {} not available on Redis", what(t.kind))),
         None => Ok(()),
     }
 }
@@ -201,6 +204,28 @@ mod tests {
             assert!(g.nbs * 16 < p.nblocks + 16);
             assert_eq!(g.k, p.k);
             assert!(g.full > 0);
+        }
+    }
+
+    /// A tier the Redis engine cannot build is refused naming the tier and
+    /// its own kind: a fingerprint tier is not called a counting one.
+    #[test]
+    fn other_kinds_are_refused_by_name() {
+        assert!(check_kinds(&Config::default()).is_ok());
+        for (tiers, words) in [
+            ("7d:counting", "7d:counting: counting tiers (remove) are"),
+            (
+                "7d,365d:fingerprint",
+                "365d:fingerprint: fingerprint tiers are",
+            ),
+        ] {
+            let config = Config {
+                tiers: crate::parse_tiers(tiers).unwrap(),
+                ..Config::default()
+            };
+            let why = check_kinds(&config).unwrap_err();
+            assert!(why.contains(words), "{tiers}: {why}");
+            assert!(why.ends_with("not available on Redis"), "{tiers}: {why}");
         }
     }
 
