@@ -394,8 +394,9 @@ impl WriteFlags {
 #[derive(Args)]
 struct Sizing {
     /// Comma-separated tiers: 7d (days), 4w (ISO weeks), 12m (months), 48h
-    /// (hours), 4x6h (four 6-hour windows), each optionally :counting
-    /// [default: 7d,4w,12m]
+    /// (hours), 4x6h (four 6-hour windows), each optionally :counting; and
+    /// at most one fingerprint tier, 365d:fingerprint (2 to 510 days, day
+    /// precision) [default: 7d,4w,12m]
     #[arg(long, value_name = "LIST", value_parser = parse_tier_list)]
     tiers: Option<TierList>,
     /// Distinct keys planned per day; filters are sized for it [default: 1000000]
