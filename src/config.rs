@@ -135,8 +135,10 @@ impl Tier {
 }
 
 impl fmt::Display for Tier {
-    /// The form [`Tier::from_str`] reads: `7d`, `4w`, `12m`, `24h`, `4x6h`,
-    /// with `:counting` for counting tiers.
+    /// The form [`Tier::from_str`] reads: `7d`, `4w`, `12m`, `24h`, and other
+    /// window lengths in seconds (`4x6h` is written `4x21600s`), with
+    /// `:counting` for counting tiers and `:fingerprint` for a fingerprint
+    /// tier.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.retention;
         match self.span {
