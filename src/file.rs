@@ -301,9 +301,13 @@ pub mod testing {
     pub(super) static PAUSES: AtomicBool = AtomicBool::new(false);
     static PAUSE: RwLock<Option<PauseHook>> = RwLock::new(None);
 
-    /// Installs (or, with `None`, removes) the process-wide pause hook. The
-    /// one pause point, `"written, not logged"`: a Bloom write applied
-    /// under its key's stripe, its log record not yet appended.
+    /// Installs (or, with `None`, removes) the process-wide pause hook.
+    /// The pause points: `"written, not logged"` (given the engine's
+    /// directory), a Bloom write applied under its key's stripe, its log
+    /// record not yet appended; `"logs listed"` and `"shadows listed"`
+    /// (given the `wal/` directory), a reading of the log files (recovery,
+    /// verification) or a verification of the shadow copies that has
+    /// listed them and not yet read them.
     pub fn set_pause_hook(hook: Option<PauseHook>) {
         let on = hook.is_some();
         *PAUSE.write().unwrap_or_else(|e| e.into_inner()) = hook;

@@ -232,11 +232,12 @@ pub(crate) fn verify(dir: &Path, checkpoint: u64) -> Result<()> {
 }
 
 /// The log files' part of [`verify`]: a bad header, or damage in the
-/// middle of a file (a valid record after an invalid one).
+/// middle of a file (a valid record after an invalid one). A file that a
+/// checkpoint deleted after the listing is left out ([`Vanished::Skip`]).
 pub(crate) fn verify_logs(dir: &Path) -> Result<()> {
     // Only the damage report is wanted: from the last LSN on, at most one
     // record is kept.
-    match read_logs(dir, u64::MAX)?.damaged {
+    match read_logs_listed(dir, u64::MAX, Vanished::Skip)?.damaged {
         Some(e) => Err(e),
         None => Ok(()),
     }
@@ -259,13 +260,40 @@ pub(crate) struct Logs {
 /// was a third of a recovery's time). A bad file header is an error up to
 /// the end of the records kept, and `damaged` after it.
 pub(crate) fn read_logs(dir: &Path, from: u64) -> Result<Logs> {
+    read_logs_listed(dir, from, Vanished::Fail)
+}
+
+/// What [`read_logs_listed`] and [`verify_shadows`] make of a file listed
+/// in `wal/` that is gone when they read it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Vanished {
+    /// An error: at recovery the writer holds the directory's lock, and
+    /// nothing else deletes its files.
+    Fail,
+    /// Left out: verification runs beside a writer (in its process, or a
+    /// read-only engine in another), whose checkpoint deletes the log
+    /// files and shadow copies it supersedes. A deleted file is no longer
+    /// part of the state a recovery would read, so there is nothing in it
+    /// to verify.
+    Skip,
+}
+
+/// Whether `e` says that a file was not there.
+fn not_found(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+}
+
+fn read_logs_listed(dir: &Path, from: u64, vanished: Vanished) -> Result<Logs> {
     let mut out = Logs::default();
     let mut ended = false;
     let mut buf = Vec::new();
-    for (_, path) in list(dir)? {
+    let listed = list(dir)?;
+    crate::file::pause("logs listed", dir);
+    for (_, path) in listed {
         let scan = match read_log_into(&path, &mut buf) {
             Ok(Some(scan)) => scan,
             Ok(None) => continue,
+            Err(e) if vanished == Vanished::Skip && not_found(&e) => continue,
             // Past the end of what replay reads, a bad file is for
             // verification to report (the first problem in file order).
             Err(e) if ended => {
@@ -324,15 +352,24 @@ pub(crate) fn read_logs(dir: &Path, from: u64) -> Result<Logs> {
     Ok(out)
 }
 
+/// The shadow copies' part of [`verify`]. One that a later checkpoint
+/// deleted after the listing is left out ([`Vanished::Skip`]).
 fn verify_shadows(dir: &Path, checkpoint: u64) -> Result<()> {
     let suffix = format!(".{checkpoint:016x}.shadow");
-    for (name, path) in entries(dir)? {
-        if name.ends_with(&suffix) {
-            let len = fs::metadata(&path)
-                .map_err(|err| Error::io("stat shadow", &path, err))?
-                .len()
-                .saturating_sub(SHADOW_HEADER as u64);
-            read_shadow(&path, usize::try_from(len).unwrap_or(usize::MAX))?;
+    let listed = entries(dir)?;
+    crate::file::pause("shadows listed", dir);
+    for (name, path) in listed {
+        if !name.ends_with(&suffix) {
+            continue;
+        }
+        let len = match fs::metadata(&path) {
+            Ok(m) => m.len().saturating_sub(SHADOW_HEADER as u64),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(err) => return Err(Error::io("stat shadow", &path, err)),
+        };
+        match read_shadow(&path, usize::try_from(len).unwrap_or(usize::MAX)) {
+            Err(e) if not_found(&e) => {}
+            r => r.map(drop)?,
         }
     }
     Ok(())
