@@ -138,3 +138,107 @@ fn a_copy_whose_manifest_names_a_window_expired_meanwhile_opens() {
     drop(w);
     drop(e);
 }
+
+/// Copies `dir` by the procedure of docs/operations.md, "Backup", steps
+/// 2 to 4, into `copy`, which holds the copied `MANIFEST` already; returns
+/// whether the checks of step 5 pass.
+fn finish_copy(dir: &Path, copy: &Path) -> bool {
+    copy_dir(&dir.join("seg"), &copy.join("seg"));
+    copy_dir(&dir.join("wal"), &copy.join("wal"));
+    let _ = fs::remove_file(copy.join("wal/BOOT"));
+    let manifest = fs::read(copy.join("MANIFEST")).unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&manifest[20..]).unwrap();
+    let c = body["checkpoint_lsn"].as_u64().unwrap_or(0);
+    let named = body["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|e| e["files"].as_array().unwrap().iter())
+        .all(|f| copy.join("seg").join(f.as_str().unwrap()).exists());
+    copy.join(format!("wal/{c:016x}.log")).exists() && named
+}
+
+/// The copy's `MANIFEST` is taken first; the writer then drops the
+/// drained oldest table of a fingerprint chain (the chain grew past it a
+/// retention ago) and deletes its file before `seg/` is copied. The
+/// copy's manifest names a table its `seg/` lacks, and an open cannot
+/// tell a drained table from a lost one (a table's last day is in its
+/// body; unlike a window's, it does not follow from the clock): the copy
+/// is refused, unchanged, and step 5 of the procedure (every file the
+/// copied manifest names is in the copied `seg/`) says to copy again. The
+/// new copy opens with every live key.
+#[test]
+fn a_copy_across_a_dropped_table_is_refused_and_step_5_catches_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("live.tb");
+    let clock = ManualClock::new(day(0));
+    let mut cfg = config(&[Tier::fingerprint(10)], 500, 0.001);
+    cfg.sync = SyncPolicy::Always;
+    let e = Engine::create_with(&dir, cfg, Options::default().clock(clock.clone())).unwrap();
+    let key = |d: u64, i: u64| url(1, d * 1_000_000 + i);
+    for b in 0..30 {
+        let keys: Vec<Vec<u8>> = (0..1_000).map(|i| key(0, b * 1_000 + i)).collect();
+        e.insert_batch(&keys).unwrap();
+    }
+    let grown = seg_files(&dir).len();
+    assert!(grown >= 3, "chain of {grown}");
+    let copy = tmp.path().join("copy.tb");
+    let mut dropped_on = None;
+    for d in 1..=14u64 {
+        // 1. MANIFEST, before the writer's day `d` begins.
+        let _ = fs::remove_dir_all(&copy);
+        fs::create_dir_all(&copy).unwrap();
+        fs::copy(dir.join("MANIFEST"), copy.join("MANIFEST")).unwrap();
+        clock.set(day(d));
+        e.maintain(day(d)).unwrap();
+        let keys: Vec<Vec<u8>> = (0..100).map(|i| key(d, i)).collect();
+        e.insert_batch(&keys).unwrap();
+        if seg_files(&dir).len() < grown {
+            dropped_on = Some(d);
+            break;
+        }
+    }
+    let d = dropped_on.expect("no table was dropped");
+    assert!(
+        !finish_copy(&dir, &copy),
+        "step 5 passes a copy whose manifest names a dropped table"
+    );
+    let before = seg_files(&copy);
+    for read_only in [true, false] {
+        let opts = Options::default().clock(clock.clone());
+        let opened = if read_only {
+            Engine::open_read_only_with(&copy, opts)
+        } else {
+            Engine::open_with(&copy, opts)
+        };
+        match opened {
+            Err(timebloom::Error::Io { source, path, .. })
+                if source.kind() == std::io::ErrorKind::NotFound
+                    && path.ends_with("f-table-0.seg") => {}
+            Err(err) => panic!("the copy is refused for another reason: {err}"),
+            Ok(_) => panic!("the copy opens without a table its manifest names"),
+        }
+    }
+    assert_eq!(seg_files(&copy), before, "a refused open changed the copy");
+    // Copied again: the manifest without the table.
+    fs::remove_dir_all(&copy).unwrap();
+    fs::create_dir_all(&copy).unwrap();
+    fs::copy(dir.join("MANIFEST"), copy.join("MANIFEST")).unwrap();
+    assert!(
+        finish_copy(&dir, &copy),
+        "step 5 fails with no writer change"
+    );
+    let w = Engine::open_with(&copy, Options::default().clock(clock.clone()))
+        .unwrap_or_else(|err| panic!("the new copy does not open: {err}"));
+    for day_ in (d - 9).max(1)..=d {
+        for i in 0..100 {
+            assert!(
+                w.contains(&key(day_, i)).unwrap(),
+                "day {day_} key {i} lost"
+            );
+        }
+    }
+    w.verify().unwrap();
+    drop(w);
+    drop(e);
+}
