@@ -476,18 +476,6 @@ fn a_batch_syncs_the_log_once_under_always() {
     assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
 }
 
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
 /// Recovery replays a table's logged inserts onto its shadow copy. When
 /// the replay finds less room than the writes had (writers of different
 /// keys filled the table in another order than the log's), the chain grows as a writer's would,
@@ -521,7 +509,7 @@ fn a_replay_without_room_grows_the_chain() {
     assert_eq!(e.stats().unwrap().tiers[0].segments[0].subfilters, 1);
     // The crash: the files as they are, the log synced (`always`).
     let image = tmp.path().join("image.tb");
-    copy_dir(&dir, &image);
+    copy_tree(&dir, &image);
     drop(e);
     let full = std::sync::Arc::new(AtomicU64::new(0));
     let (seen, img) = (std::sync::Arc::clone(&full), image.clone());
@@ -638,7 +626,7 @@ fn drained_tables_leave_the_chain() {
     e.verify().unwrap();
     // A kill -9 now: the image opens on the shorter chain.
     let image = tmp.path().join("image.tb");
-    copy_dir(&dir, &image);
+    copy_tree(&dir, &image);
     let crashed = open(&image, &clock);
     assert_eq!(chain(&crashed), 1);
     live(&crashed);
@@ -686,7 +674,7 @@ fn a_kill_weeks_after_the_last_checkpoint_reopens() {
         }
     }
     let image = tmp.path().join("image.tb");
-    copy_dir(&dir, &image);
+    copy_tree(&dir, &image);
     drop(e);
     let e = open(&image, &clock);
     for d in 12..=21u64 {
@@ -796,7 +784,7 @@ fn a_power_loss_recovery_behind_the_tables_day_replays_every_key() {
     clock.set(day(4));
     let new: Vec<bool> = (0..500).map(|i| e.insert(&key(4, i)).unwrap()).collect();
     let image = tmp.path().join("image.tb");
-    copy_dir(&dir, &image);
+    copy_tree(&dir, &image);
     drop(e);
     clock.set(day(0));
     let e = Engine::open_with(
@@ -838,7 +826,7 @@ fn batches_answer_as_single_calls() {
             .unwrap()
             .close()
             .unwrap();
-        copy_dir(&first, &tmp.path().join("batch.tb"));
+        copy_tree(&first, &tmp.path().join("batch.tb"));
         let mut answers = Vec::new();
         for batch in [false, true] {
             clock.set(day(0));

@@ -8,19 +8,6 @@ use std::path::Path;
 use common::*;
 use timebloom::{Engine, ManualClock, Options, SyncPolicy, Tier};
 
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let p = e.path();
-        if p.is_dir() {
-            copy_tree(&p, &to.join(e.file_name()));
-        } else if e.file_name() != "LOCK" {
-            fs::copy(&p, to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
 fn shadows(dir: &Path) -> Vec<(std::ffi::OsString, Vec<u8>)> {
     fs::read_dir(dir.join("wal"))
         .unwrap()

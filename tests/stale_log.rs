@@ -13,19 +13,6 @@ use std::path::Path;
 use common::*;
 use timebloom::{Engine, ManualClock, Options, SyncPolicy, Tier};
 
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dst);
-        } else {
-            fs::copy(e.path(), &dst).unwrap();
-        }
-    }
-}
-
 fn logs(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = fs::read_dir(dir.join("wal"))
         .unwrap()
@@ -53,7 +40,7 @@ fn a_log_file_past_the_records_read_is_never_replayed_later() {
     // The same engine (the same seed) elsewhere, whose log goes on one
     // record past where `a`'s will end, with a remove of the key `a`
     // inserts there.
-    copy_dir(&a, &b);
+    copy_tree(&a, &b);
     let key = b"https://example.com/acknowledged";
     let e = Engine::open_with(&b, opts()).unwrap();
     assert!(e.insert(key).unwrap());
@@ -81,7 +68,7 @@ fn a_log_file_past_the_records_read_is_never_replayed_later() {
     // power loss, from the log.
     std::mem::forget(e);
     let crashed = tmp.path().join("crashed");
-    copy_dir(&a, &crashed);
+    copy_tree(&a, &crashed);
     let e = Engine::open_with(&crashed, opts().assume_power_loss(true)).unwrap();
     assert!(
         e.contains(key).unwrap(),

@@ -83,3 +83,19 @@ pub fn seg_files(dir: &std::path::Path) -> Vec<String> {
     v.sort();
     v
 }
+
+/// Copies the directory tree `from` into `to` (made if missing), every
+/// file but a `LOCK`: the lock belongs to the engine at `from` (perhaps
+/// still open in this process); an open of the copy makes its own.
+pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let p = e.path();
+        if p.is_dir() {
+            copy_tree(&p, &to.join(e.file_name()));
+        } else if e.file_name() != "LOCK" {
+            std::fs::copy(&p, to.join(e.file_name())).unwrap();
+        }
+    }
+}
