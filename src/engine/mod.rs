@@ -518,7 +518,6 @@ impl Engine {
             !tier.is_table()
                 && window::index(tier.span, now, offset).is_some_and(|c| w < tier.oldest_live(c))
         };
-        let mut gone = false;
         let mut tiers: Vec<Vec<Segment>> =
             manifest.config.tiers.iter().map(|_| Vec::new()).collect();
         let mut lost = Vec::new();
@@ -559,7 +558,6 @@ impl Engine {
                             && expired(&tier, e.window) =>
                     {
                         left_out.push((e.tier, e.window));
-                        gone = true;
                         continue 'segments;
                     }
                     Err(err) => {
@@ -630,9 +628,9 @@ impl Engine {
             .unwrap_or(0);
         *engine.table_day.get_mut() = manifest.table_day.max(swept);
         if !read_only {
-            if !engine.lost.is_empty() || gone {
-                // The manifest stops naming the lost (or expired and
-                // missing) windows' files.
+            if !left_out.is_empty() {
+                // The manifest stops naming the files of the windows left
+                // out (lost, or expired and missing).
                 let m = engine.maint.lock();
                 engine.store_manifest(&m, &engine.current.load())?;
             }
