@@ -1424,6 +1424,7 @@ mod tests {
     use crate::filter::Stripes;
     use crate::hash::hash_key;
     use crate::window::Span;
+    use std::sync::atomic::AtomicUsize;
 
     /// The running count that writer threads keep in lanes (`fill`) is the
     /// body's count once they are done, for every kind that counts: it is
@@ -1509,39 +1510,52 @@ mod tests {
         let (sub, _) = bloom_of(&dir.path().join("flushed"), 6_000_000);
         assert!(sub.len_bytes() > 3 * (2 << 20), "several msync pieces");
         let key = |t: u64, i: u64| hash_key(7, format!("https://example.com/{t}/{i}").as_bytes());
+        // Each writer inserts at least KEYS keys and goes on until the
+        // flusher has finished a few flushes, so the flushes run beside the
+        // writes however the threads are scheduled.
         const KEYS: u64 = 200_000;
+        const FLUSHES: usize = 3;
         let done = AtomicBool::new(false);
-        let mut flushes = 0;
+        let flushes = AtomicUsize::new(0);
+        let mut written = [0u64; 2];
         std::thread::scope(|s| {
             let writers: Vec<_> = (0..2u64)
                 .map(|t| {
-                    let (sub, stripes) = (&sub, &stripes);
+                    let (sub, stripes, flushes) = (&sub, &stripes, &flushes);
                     s.spawn(move || {
-                        for i in 0..KEYS {
+                        let mut i = 0;
+                        // (At most 50 times KEYS: a flusher that failed
+                        // stops the test rather than hanging it.)
+                        while i < KEYS
+                            || (flushes.load(Ordering::Relaxed) < FLUSHES && i < 50 * KEYS)
+                        {
                             let h = key(t, i);
                             sub.insert(&stripes.lock(h), h, &mut KeyMasks::new(h.lo));
+                            i += 1;
                         }
+                        i
                     })
                 })
                 .collect();
             let flusher = s.spawn(|| {
-                let mut n = 0;
                 while !done.load(Ordering::Relaxed) {
                     sub.flush().unwrap();
-                    n += 1;
+                    flushes.fetch_add(1, Ordering::Relaxed);
                 }
-                n
             });
-            for w in writers {
-                w.join().unwrap();
+            for (t, w) in writers.into_iter().enumerate() {
+                written[t] = w.join().unwrap();
             }
             done.store(true, Ordering::Relaxed);
-            flushes = flusher.join().unwrap();
+            flusher.join().unwrap();
         });
-        assert!(flushes > 1, "the flushes ran beside the writers");
-        for t in 0..2 {
-            for i in 0..KEYS {
-                assert!(sub.contains(key(t, i)), "key {t}/{i} lost");
+        assert!(
+            flushes.load(Ordering::Relaxed) >= FLUSHES,
+            "the flushes ran beside the writers"
+        );
+        for (t, &n) in written.iter().enumerate() {
+            for i in 0..n {
+                assert!(sub.contains(key(t as u64, i)), "key {t}/{i} lost");
             }
         }
         sub.flush().unwrap();

@@ -196,9 +196,10 @@ fn readers_never_miss_an_acknowledged_key_through_growth_and_rotation() {
     let done = AtomicBool::new(false);
     let checks = AtomicU64::new(0);
     std::thread::scope(|s| {
+        let mut readers = Vec::new();
         for r in 0..2u64 {
             let (e, acked, done, checks) = (&e, &acked, &done, &checks);
-            s.spawn(move || {
+            readers.push(s.spawn(move || {
                 let mut h = e.handle();
                 let mut i = r;
                 while !done.load(Ordering::Acquire) {
@@ -219,7 +220,7 @@ fn readers_never_miss_an_acknowledged_key_through_growth_and_rotation() {
                     assert!(found, "acknowledged key {i} of {n} missing");
                     checks.fetch_add(1, Ordering::Relaxed);
                 }
-            });
+            }));
         }
         let mut h = e.handle();
         for i in 0..KEYS {
@@ -229,6 +230,11 @@ fn readers_never_miss_an_acknowledged_key_through_growth_and_rotation() {
             }
             h.insert(&url(4, i)).unwrap();
             acked.store(i + 1, Ordering::Release);
+        }
+        // The readers check at least 1,000 keys however they were
+        // scheduled beside the writer (a reader that failed has stopped).
+        while checks.load(Ordering::Relaxed) <= 1000 && !readers.iter().any(|r| r.is_finished()) {
+            std::thread::yield_now();
         }
         done.store(true, Ordering::Release);
     });
