@@ -171,7 +171,7 @@ enum Command {
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
         within: Option<Duration>,
         /// One summary line on stderr at the end: lines read, new, repeated,
-        /// skipped, rate.
+        /// skipped, empty, rate.
         #[arg(long)]
         stats: bool,
         #[command(flatten)]
@@ -891,11 +891,12 @@ fn filter_new(
     if mode.stats {
         let c = reader.counts;
         let skipped = c.too_long + c.not_urls_skipped;
+        let read = total + skipped + c.empty;
         note(format_args!(
-            "filter-new: read {} lines: {new} new, {} repeated, {skipped} skipped, {} lines/s",
-            total + skipped,
+            "filter-new: read {read} lines: {new} new, {} repeated, {skipped} skipped, {} empty, {} lines/s",
             total - new,
-            rate(total + skipped, start.elapsed())
+            c.empty,
+            rate(read, start.elapsed())
         ));
     }
     result

@@ -117,7 +117,23 @@ fn filter_new_quiet_dry_run_duplicates_trim_and_stats() {
     assert_eq!(stdout(&out), "p\nq\n");
     let err = stderr(&out);
     assert!(
-        err.contains("read 4 lines: 2 new, 2 repeated, 0 skipped,") && err.contains("lines/s"),
+        err.contains("read 4 lines: 2 new, 2 repeated, 0 skipped, 0 empty,")
+            && err.contains("lines/s"),
+        "{err}"
+    );
+    // Empty lines are read, skipped and counted (blank ones too under -t).
+    let out = cmd("filter-new", &db, &["--stats"], b"\nr\n\nr\n");
+    assert_eq!(stdout(&out), "r\n");
+    let err = stderr(&out);
+    assert!(
+        err.contains("read 4 lines: 1 new, 1 repeated, 0 skipped, 2 empty,"),
+        "{err}"
+    );
+    let out = cmd("filter-new", &db, &["--stats", "-t"], b" \ns\n\t\n");
+    assert_eq!(stdout(&out), "s\n");
+    let err = stderr(&out);
+    assert!(
+        err.contains("read 3 lines: 1 new, 0 repeated, 0 skipped, 2 empty,"),
         "{err}"
     );
     // Dry run on a directory that holds no engine creates nothing.

@@ -216,7 +216,7 @@ fn every_shared_command_prints_what_it_prints_with_a_directory() {
     assert_eq!(out(4), ("", 0));
     assert_eq!(
         with_redis[4].2,
-        "timebloom: filter-new: read 2 lines: 1 new, 1 repeated, 0 skipped"
+        "timebloom: filter-new: read 2 lines: 1 new, 1 repeated, 0 skipped, 0 empty"
     );
     assert_eq!(out(5), ("added 2 new of 4 keys\n", 0));
     assert_eq!(out(6), ("short-1\nshort-2\n", 0));

@@ -278,6 +278,8 @@ pub struct ReadCounts {
     pub not_urls: u64,
     /// Lines skipped because they were not URLs.
     pub not_urls_skipped: u64,
+    /// Lines skipped as empty (after trimming, with `--trim`).
+    pub empty: u64,
 }
 
 /// Keys from command-line arguments, or lines from the inputs in turn.
@@ -404,6 +406,7 @@ impl KeyReader {
                 Line::Key => {
                     src.line += 1;
                     if buf.is_empty() {
+                        self.counts.empty += 1;
                         continue;
                     }
                     let (name, line) = (&src.name, src.line);
@@ -462,6 +465,7 @@ fn push_key(
 ) -> CliResult<()> {
     if !chunk.transformed {
         if chunk.lines[chunk.len].is_empty() {
+            counts.empty += 1;
             return Ok(());
         }
         chunk.len += 1;
@@ -482,6 +486,7 @@ fn push_key(
         0..line.len()
     };
     if text.is_empty() {
+        counts.empty += 1;
         return Ok(());
     }
     let span = match &rules.canonical {
