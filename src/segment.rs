@@ -550,9 +550,19 @@ impl SubFilter {
             retention,
             swept,
         };
-        let len = BODY_OFFSET
-            .checked_add(header.body_len())
-            .ok_or_else(|| Error::config("segment too large"))?;
+        // Only a rate far below any plan's asks this many blocks: the
+        // ever tighter sub-filters of a chain that grew very long (a window
+        // given many times its plan, more so with a growth factor of 1).
+        let len = BODY_OFFSET.checked_add(header.body_len()).ok_or_else(|| {
+            Error::config(format!(
+                "{}: sub-filter {} of this window's chain cannot be made: {capacity} keys \
+                 at a rate of {target_fpr:.1e} need more blocks than a file holds (each \
+                 sub-filter a chain grows has a lower rate; raise the planned keys per day \
+                 or the growth factor)",
+                path.display(),
+                id.index
+            ))
+        })?;
         crate::file::check("create segment", path)?;
         let file = OpenOptions::new()
             .read(true)

@@ -138,3 +138,35 @@ fn a_deep_chain_stays_within_the_segment_share() {
         );
     }
 }
+
+/// A chain cannot grow for ever: each sub-filter it grows has half the
+/// rate of the one before, and with a growth factor of 1 (every one sized
+/// for the plan) a window given about 47 times its plan asks a rate no file
+/// can hold. That is an error naming the window's file and saying what to
+/// change (it once said only "segment too large"); every key acknowledged
+/// before it stays present, and the engine goes on answering.
+#[test]
+fn a_chain_that_cannot_grow_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let mut cfg = config(&[Tier::daily(2)], 100, 0.001);
+    cfg.growth_factor = 1.0;
+    let e = create(dir.path(), cfg, &clock);
+    let mut acked = 0;
+    let err = loop {
+        match e.insert(&url(9, acked)) {
+            Ok(_) => acked += 1,
+            Err(err) => break err,
+        }
+        assert!(acked < 1_000_000, "the chain grew without end");
+    };
+    let msg = err.to_string();
+    assert!(
+        msg.contains("seg/") && msg.contains("sub-filter") && msg.contains("growth factor"),
+        "{msg}"
+    );
+    assert!(acked > 1_000, "only {acked} keys before the error: {msg}");
+    for i in 0..acked {
+        assert!(e.contains(&url(9, i)).unwrap(), "key {i} of {acked} lost");
+    }
+}
