@@ -121,6 +121,15 @@ fn main() {
         None => Options::default(),
     };
 
+    // The log is opened first: a log that cannot be read creates no engine.
+    let (input, total): (Box<dyn Read>, Option<u64>) = if log.as_os_str() == "-" {
+        (Box::new(io::stdin()), None)
+    } else {
+        let f = File::open(&log)
+            .unwrap_or_else(|e| fail(format_args!("{}: open failed: {e}", log.display())));
+        let len = f.metadata().ok().map(|m| m.len());
+        (Box::new(f), len)
+    };
     let engine = match Engine::open_with(&dir, options.clone()) {
         Err(Error::NotFound { .. }) => {
             let config = Config {
@@ -135,14 +144,6 @@ fn main() {
         r => or_die(r, "opening the engine"),
     };
 
-    let (input, total): (Box<dyn Read>, Option<u64>) = if log.as_os_str() == "-" {
-        (Box::new(io::stdin()), None)
-    } else {
-        let f = File::open(&log)
-            .unwrap_or_else(|e| fail(format_args!("{}: open failed: {e}", log.display())));
-        let len = f.metadata().ok().map(|m| m.len());
-        (Box::new(f), len)
-    };
     let mut progress = Progress {
         total,
         tty: io::stderr().is_terminal(),

@@ -173,6 +173,20 @@ fn warmup_loads_a_log_and_reports_stats() {
     assert!(out.contains("0 new keys, 2 seen before"), "{out}");
     let err = run("warmup", &["--log", "/nonexistent/log"], 2);
     assert!(err.contains("/nonexistent/log"), "{err}");
+    // A log that cannot be opened creates no engine.
+    let fresh = dir.path().join("fresh.tb");
+    let err = run(
+        "warmup",
+        &[
+            "--log",
+            "/nonexistent/log",
+            "--dir",
+            fresh.to_str().unwrap(),
+        ],
+        2,
+    );
+    assert!(err.contains("/nonexistent/log"), "{err}");
+    assert!(!fresh.exists(), "an engine was created for a missing log");
 }
 
 #[test]
