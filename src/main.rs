@@ -521,13 +521,13 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let target = Target::of(dir, redis)?;
             refuse_for_redis(&target, degraded, Some(&sizing), None)?;
             let config = sizing.apply(Config::default());
-            let plan = Plan::new(&config)?;
-            let created = match &target {
+            let (created, plan) = match &target {
                 Target::Dir(dir) => {
+                    let plan = Plan::new(&config)?;
                     let engine = Engine::create_with(dir, config, opts)?;
                     let text = summary(&engine)?;
                     engine.close()?;
-                    text
+                    (text, plan)
                 }
                 Target::Redis { url, prefix } => create_in_redis(url, prefix, now, config)?,
             };
@@ -946,17 +946,17 @@ fn open_or_create(
     }
 }
 
-/// `create --redis`: the summary of the engine created.
+/// `create --redis`: the summary of the engine created, and its plan as kept in Redis.
 fn create_in_redis(
     url: &str,
     prefix: &str,
     now: Option<SystemTime>,
     config: Config,
-) -> CliResult<String> {
+) -> CliResult<(String, Plan)> {
     #[cfg(feature = "redis")]
     {
         let store = redis_cli::Place::new(url, prefix, now).create(config)?;
-        Ok(store.summary())
+        Ok((store.summary(), store.plan()?))
     }
     #[cfg(not(feature = "redis"))]
     {

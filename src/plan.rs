@@ -21,7 +21,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::config::Config;
+use crate::config::{Config, Tier};
 use crate::error::Result;
 use crate::filter::{sizing, Kind, BLOCK_BYTES};
 use crate::segment::BODY_OFFSET;
@@ -54,7 +54,8 @@ pub struct TierPlan {
     pub bits_per_key: f64,
     /// Probes per key (a fingerprint tier: bits of a fingerprint).
     pub probes: u32,
-    /// Bytes of one window's file before any growth (header page included).
+    /// Bytes of one window before any growth: its file, header page
+    /// included, or in Redis its strings over every shard.
     pub bytes_per_window: u64,
     /// Bytes of all the tier's windows before any growth.
     pub bytes: u64,
@@ -72,20 +73,52 @@ pub struct Plan {
     pub fpr: f64,
     /// Planned distinct keys per day.
     pub items_per_day: u64,
-    /// Bytes on disk of every window of every tier before any growth.
+    /// Bytes of every window of every tier before any growth.
     pub total_bytes: u64,
+    /// Where the windows are kept: `false` for files on disk
+    /// ([`Plan::new`]), `true` for strings in Redis (`Plan::for_redis`,
+    /// whose bytes are the strings' lengths, before Redis's own overhead).
+    pub in_redis: bool,
 }
 
 impl Plan {
     /// The plan of `config`, or the reason the configuration is invalid.
     pub fn new(config: &Config) -> Result<Plan> {
+        Plan::with(config, false, |t| {
+            let (capacity, rate) = config.subfilter_plan(t, 0);
+            let geometry = sizing::file_plan(t.kind, capacity, rate);
+            let body = geometry.nblocks.saturating_mul(BLOCK_BYTES);
+            (body, geometry.k, body.saturating_add(BODY_OFFSET))
+        })
+    }
+
+    /// The plan of `config` for an engine in Redis split over `shards`
+    /// (`RedisEngine::shards`): each window is one string per shard, with no
+    /// header page, and Redis tiers are Bloom tiers only.
+    #[cfg(feature = "redis")]
+    pub fn for_redis(config: &Config, shards: u32) -> Result<Plan> {
+        use crate::redis::layout::{check_kinds, Geom};
+        check_kinds(config).map_err(crate::Error::config)?;
+        let shards = shards.max(1);
+        Plan::with(config, true, |t| {
+            let g = Geom::of(config, t, 0, shards);
+            let body = (g.nbs.saturating_mul(BLOCK_BYTES)).saturating_mul(u64::from(shards));
+            (body, g.k, body)
+        })
+    }
+
+    /// The plan with each tier's first sub-filter from `geometry`: its
+    /// body's bytes, its probes, and the bytes one window takes.
+    fn with(
+        config: &Config,
+        in_redis: bool,
+        geometry: impl Fn(&Tier) -> (u64, u32, u64),
+    ) -> Result<Plan> {
         config.validate_new()?;
         let mut tiers = Vec::with_capacity(config.tiers.len());
         for t in &config.tiers {
             let (capacity, rate) = config.subfilter_plan(t, 0);
-            let geometry = sizing::file_plan(t.kind, capacity, rate);
-            let body = geometry.nblocks.saturating_mul(BLOCK_BYTES);
-            let bytes_per_window = body.saturating_add(BODY_OFFSET);
+            let (body, k, bytes_per_window) = geometry(t);
             // A fingerprint tier is one table over its whole retention,
             // answering at day precision.
             let (windows, window_secs, coarseness) = if t.is_table() {
@@ -103,7 +136,7 @@ impl Plan {
                 window_fpr: config.segment_fpr(t),
                 subfilter_fpr: rate,
                 bits_per_key: body as f64 * 8.0 / capacity as f64,
-                probes: geometry.k,
+                probes: k,
                 bytes_per_window,
                 bytes: bytes_per_window.saturating_mul(u64::from(windows)),
                 coarseness_secs: coarseness,
@@ -115,6 +148,7 @@ impl Plan {
             fpr: config.fpr,
             items_per_day: config.expected_items_per_day,
             total_bytes,
+            in_redis,
         })
     }
 }
@@ -163,9 +197,14 @@ impl fmt::Display for Plan {
         }
         writeln!(
             f,
-            "total {} on disk before growth; a lookup within a horizon may also \
+            "total {} {} before growth; a lookup within a horizon may also \
              report keys up to one window (coarseness) older",
-            fmt_bytes(self.total_bytes)
+            fmt_bytes(self.total_bytes),
+            if self.in_redis {
+                "in Redis strings (plus Redis's own overhead)"
+            } else {
+                "on disk"
+            }
         )
     }
 }
@@ -193,6 +232,34 @@ mod tests {
         assert!((26.9..27.0).contains(&f.bits_per_key), "{}", f.bits_per_key);
         assert!(f.subfilter_fpr <= config.fpr);
         assert!(plan.to_string().contains("365d:fingerprint"));
+    }
+
+    /// A Redis plan is the geometry the Redis layout gives each window:
+    /// one string per shard of `Geom::nbs` blocks, no header page; its
+    /// tiers are Bloom tiers only.
+    #[cfg(feature = "redis")]
+    #[test]
+    fn a_redis_plan_is_the_strings_of_every_shard() {
+        use crate::redis::layout::Geom;
+        let config = Config {
+            tiers: vec![Tier::daily(7), Tier::monthly(12)],
+            expected_items_per_day: 10_000,
+            ..Config::default()
+        };
+        let plan = Plan::for_redis(&config, 16).unwrap();
+        assert!(plan.in_redis && plan.to_string().contains("in Redis strings"));
+        for (t, p) in config.tiers.iter().zip(&plan.tiers) {
+            let g = Geom::of(&config, t, 0, 16);
+            assert_eq!(p.bytes_per_window, g.nbs * BLOCK_BYTES * 16);
+            assert_eq!(p.probes, g.k);
+        }
+        let files = Plan::new(&config).unwrap();
+        assert!(!files.in_redis && files.to_string().contains("on disk"));
+        let counting = Config {
+            tiers: vec![Tier::daily(7).counting()],
+            ..config
+        };
+        assert!(Plan::for_redis(&counting, 16).is_err());
     }
 
     #[test]

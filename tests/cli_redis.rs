@@ -257,6 +257,12 @@ fn stats_reads_the_engine_in_redis() {
         "{}",
         stderr(&created)
     );
+    // The plan printed is the one kept in Redis, not on disk.
+    let plan = stdout(&created);
+    assert!(
+        plan.contains("in Redis strings") && !plan.contains("on disk"),
+        "{plan}"
+    );
     let keys: String = (0..500).map(|i| format!("k{i}\n")).collect();
     let added = at_day("add", &target, 0, &[], keys.as_bytes());
     assert_eq!(stdout(&added), "added 500 new of 500 keys\n");

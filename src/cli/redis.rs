@@ -118,6 +118,12 @@ impl RedisStore {
         &self.label
     }
 
+    /// The sizing plan of the engine as it is kept in Redis (its shards).
+    pub fn plan(&self) -> CliResult<timebloom::plan::Plan> {
+        timebloom::plan::Plan::for_redis(self.engine.config(), self.engine.shards())
+            .map_err(|e| CliError(format!("{}: {e}", self.label)))
+    }
+
     /// `URL (prefix P) (tiers ..., N keys/day, fpr P, utc+00:00, S shards)`.
     pub fn summary(&self) -> String {
         format!(

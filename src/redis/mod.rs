@@ -35,7 +35,7 @@
 //! expiry, failure behaviour and sizing.
 
 mod error;
-mod layout;
+pub(crate) mod layout;
 mod link;
 
 use std::collections::{BTreeMap, HashMap};
