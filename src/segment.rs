@@ -756,6 +756,16 @@ impl SubFilter {
         Some(self.table.as_ref()?.swept.load(Ordering::Acquire))
     }
 
+    /// Fingerprint table: its body was set back to a shadow copy taken
+    /// when it was last swept on `day`; the next [`SubFilter::sweep`]
+    /// catches up from there.
+    pub(crate) fn restored_swept(&self, day: u32) {
+        if let Some(t) = &self.table {
+            t.swept.store(day, Ordering::Release);
+            t.scanned.store(UNSCANNED, Ordering::Release);
+        }
+    }
+
     /// Fingerprint table: clears the slots that expired by `today`, in
     /// steps of the sweep interval from the last sweep when that is
     /// further back (`Table::catch_up`), and records `today` as the last

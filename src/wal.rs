@@ -886,17 +886,24 @@ pub(crate) fn shadow_path(dir: &Path, seg_name: &str, lsn: u64) -> PathBuf {
     dir.join(format!("{seg_name}.{lsn:016x}.shadow"))
 }
 
-/// Writes a shadow copy (magic, body length, CRC32 of the body, body)
-/// through a temporary file, fsynced and renamed into place. The caller
-/// fsyncs the directory once for all shadows of a checkpoint.
-pub(crate) fn write_shadow(path: &Path, body: &[u8]) -> Result<()> {
+/// Writes a shadow copy (magic, body length, CRC32, the day a fingerprint
+/// table was last swept, body) through a temporary file, fsynced and
+/// renamed into place. The caller fsyncs the directory once for all
+/// shadows of a checkpoint.
+///
+/// `swept`: a fingerprint table's last sweep day (see [`read_shadow`]);
+/// `None` for a counting body, whose bytes 20..24 stay zero and whose
+/// CRC32 covers the body alone.
+pub(crate) fn write_shadow(path: &Path, body: &[u8], swept: Option<u32>) -> Result<()> {
     let tmp = path.with_extension("tmp");
     crate::file::check("create shadow", &tmp)?;
     let mut f = File::create(&tmp).map_err(|e| Error::io("create shadow", &tmp, e))?;
     let mut head = [0u8; SHADOW_HEADER];
     head[0..8].copy_from_slice(&SHADOW_MAGIC);
     head[8..16].copy_from_slice(&(body.len() as u64).to_le_bytes());
-    head[16..20].copy_from_slice(&crc32fast::hash(body).to_le_bytes());
+    let day = swept.filter(|&d| d != 0).map_or([0; 4], u32::to_le_bytes);
+    head[16..20].copy_from_slice(&shadow_crc(day, body).to_le_bytes());
+    head[20..24].copy_from_slice(&day);
     f.write_all(&head)
         .and_then(|()| f.write_all(body))
         .map_err(|e| Error::io("write shadow", &tmp, e))?;
@@ -906,8 +913,22 @@ pub(crate) fn write_shadow(path: &Path, body: &[u8]) -> Result<()> {
     fs::rename(&tmp, path).map_err(|e| Error::io("rename shadow", path, e))
 }
 
-/// Reads a shadow copy back; a wrong length or checksum is corrupt.
-pub(crate) fn read_shadow(path: &Path, body_len: usize) -> Result<Vec<u8>> {
+/// A shadow copy's CRC32: of the body, preceded by the sweep day's four
+/// bytes when there is one (not zero).
+fn shadow_crc(day: [u8; 4], body: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    if day != [0; 4] {
+        h.update(&day);
+    }
+    h.update(body);
+    h.finalize()
+}
+
+/// Reads a shadow copy back, with the day its fingerprint table was last
+/// swept when the copy was taken (`None`: a counting body, or a table's
+/// copy written before the day was kept); a wrong length or checksum is
+/// corrupt. A CRC32 of the body alone leaves bytes 20..24 unread.
+pub(crate) fn read_shadow(path: &Path, body_len: usize) -> Result<(Vec<u8>, Option<u32>)> {
     let bytes = fs::read(path).map_err(|e| Error::io("read shadow", path, e))?;
     let bad = |why: &str| Error::corrupt(path, why);
     if bytes.len() != SHADOW_HEADER + body_len || bytes[0..8] != SHADOW_MAGIC {
@@ -915,11 +936,18 @@ pub(crate) fn read_shadow(path: &Path, body_len: usize) -> Result<Vec<u8>> {
     }
     let len = u64::from_le_bytes(bytes[8..16].try_into().unwrap_or([0; 8]));
     let crc = u32::from_le_bytes(bytes[16..20].try_into().unwrap_or([0; 4]));
+    let day: [u8; 4] = bytes[20..24].try_into().unwrap_or([0; 4]);
     let body = &bytes[SHADOW_HEADER..];
-    if len != body_len as u64 || crc != crc32fast::hash(body) {
+    if len != body_len as u64 {
         return Err(bad("shadow copy checksum mismatch"));
     }
-    Ok(body.to_vec())
+    if crc == shadow_crc([0; 4], body) {
+        return Ok((body.to_vec(), None));
+    }
+    if day != [0; 4] && crc == shadow_crc(day, body) {
+        return Ok((body.to_vec(), Some(u32::from_le_bytes(day))));
+    }
+    Err(bad("shadow copy checksum mismatch"))
 }
 
 /// Deletes the shadow copies (and leftover temporary files) of every

@@ -187,6 +187,7 @@ impl Engine {
         records: &[wal::Record],
     ) -> Result<()> {
         let x = self.stripes.lock_all();
+        let mut restored = Vec::new();
         for t in &snap.tiers {
             if !t.tier.kind.needs_shadow() {
                 continue;
@@ -203,9 +204,22 @@ impl Engine {
                 if !p.exists() {
                     continue;
                 }
-                let body = wal::read_shadow(&p, s.body().len())?;
+                let (body, swept) = wal::read_shadow(&p, s.body().len())?;
                 s.restore(&x, &body);
+                if let Some(day) = swept.filter(|_| s.swept().is_some()) {
+                    s.restored_swept(day);
+                    restored.push(s);
+                }
             }
+        }
+        // A table set back to its shadow copy holds the slots that the
+        // sweeps since the checkpoint cleared, dated as the checkpoint saw
+        // them: swept again from the day the copy was last swept (in steps
+        // of the sweep interval past it, `Table::catch_up`), before their
+        // tags can read as live again around the ring of days.
+        let today = self.table_today(self.now()?)?;
+        for s in restored {
+            s.sweep(today, || today)?;
         }
         // Fingerprint tables take each logged insert again with its own day
         // (the record's instant), as of the tables' day (never earlier than
@@ -215,7 +229,6 @@ impl Engine {
         // writes had (writers of different keys filled it in another order
         // than the log's): it grows, as a writer's would, and the record is
         // taken again.
-        let today = self.table_today(self.now()?)?;
         let mut cur = self.current.load_full();
         let tables: Vec<usize> = (0..cur.tiers.len())
             .filter(|&ti| cur.tiers[ti].tier.is_table())
@@ -385,7 +398,7 @@ impl Engine {
                     s.flush()?;
                     if t.tier.kind.needs_shadow() && !s.sealed_on_disk() {
                         let p = wal::shadow_path(&wal_dir, &s.file_name(), l);
-                        wal::write_shadow(&p, s.body())?;
+                        wal::write_shadow(&p, s.body(), s.swept())?;
                         shadows = true;
                     }
                 }
