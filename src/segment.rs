@@ -772,9 +772,9 @@ impl SubFilter {
     /// sweep (in the header at its next rewrite). Lookups and inserts go
     /// on meanwhile. Returns the slots cleared.
     ///
-    /// `clock` gives the day now: the daily sweep reads it again under
-    /// every stripe it takes (`Table::sweep_by`), so inserts of a later
-    /// day that run meanwhile are never taken for expired ones.
+    /// `clock` gives the tables' day now: the daily sweep reads it again
+    /// under every stripe it takes (`Table::sweep_by`), so inserts of a
+    /// later day that run meanwhile are never taken for expired ones.
     ///
     /// The header is written after (its sweep day made durable), so that
     /// a reopen after a crash knows the table's last day: without it, an

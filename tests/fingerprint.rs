@@ -5,12 +5,12 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Barrier;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, SystemTime};
 
 use common::*;
-use timebloom::{parse_tiers, Engine, Kind, ManualClock, Options, Tier};
+use timebloom::{parse_tiers, Clock, Engine, Kind, ManualClock, Options, Tier};
 
 fn table_engine(dir: &std::path::Path, days: u32, per_day: u64, p: f64) -> (Engine, ManualClock) {
     let clock = ManualClock::new(day(0));
@@ -1021,5 +1021,75 @@ fn a_power_loss_long_after_the_checkpoint_brings_back_no_expired_key() {
         back <= 2 && today <= 2,
         "{back} of 200 keys expired on day 365 read as present on day 512 \
          ({today} as seen within a day)"
+    );
+}
+
+/// The engine's clock as the threads that write and look up read it, and
+/// one that has jumped `jump` ahead while `jumped` is set, as the daily
+/// sweep's background thread reads it.
+struct JumpInSweep {
+    base: ManualClock,
+    jump: Duration,
+    jumped: Arc<AtomicBool>,
+}
+
+impl Clock for JumpInSweep {
+    fn now(&self) -> SystemTime {
+        let sweep = std::thread::current().name() == Some("timebloom-sweep");
+        match sweep && self.jumped.load(Ordering::Relaxed) {
+            true => self.base.now() + self.jump,
+            false => self.base.now(),
+        }
+    }
+}
+
+/// The daily sweep runs on a thread of its own after the rotation and reads
+/// the day again under every stripe it takes (inserts of a later day may
+/// run beside it). It read the clock itself: a clock that jumped 400 days
+/// ahead while it ran (set right again before any write saw it, or
+/// refused by the next write as a jump) made it clear the keys of the 110
+/// newest days but today, whose tags read as expired on the ring of days
+/// against a day 400 days on. It reads the newest day the tables took.
+#[test]
+fn a_clock_jump_during_a_background_sweep_loses_no_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    let base = ManualClock::new(day(0));
+    let jumped = Arc::new(AtomicBool::new(false));
+    let clock = JumpInSweep {
+        base: base.clone(),
+        jump: 400 * DAY,
+        jumped: Arc::clone(&jumped),
+    };
+    let e = Engine::create_with(
+        &dir,
+        config(&[Tier::fingerprint(365)], 2_000, 0.001),
+        Options::default().clock(clock),
+    )
+    .unwrap();
+    let mut new = Vec::new();
+    for d in 0..=200u64 {
+        base.set(day(d));
+        if d == 200 {
+            jumped.store(true, Ordering::Relaxed);
+        }
+        for i in 0..10 {
+            new.push((d, i, e.insert(&key(d, i)).unwrap()));
+        }
+    }
+    e.flush().unwrap(); // joins the sweep
+    jumped.store(false, Ordering::Relaxed);
+    let lost: Vec<(u64, u64)> = new
+        .iter()
+        .filter(|&&(_, _, n)| n)
+        .map(|&(d, i, _)| (d, i))
+        .filter(|&(d, i)| !e.contains(&key(d, i)).unwrap())
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} keys lost, days {:?}..{:?}",
+        lost.len(),
+        lost.first(),
+        lost.last()
     );
 }

@@ -108,8 +108,9 @@ pub struct Engine {
     seen: AtomicI64,
     /// The newest day the fingerprint tables were read and written at (see
     /// [`Engine::table_today`]); only ever raised, and named in the
-    /// manifest before any write of a later day lands.
-    table_day: AtomicU32,
+    /// manifest before any write of a later day lands. Shared with the
+    /// daily sweep's thread, which reads the tables' tags against it.
+    table_day: Arc<AtomicU32>,
     /// The manifest's generation, for `stats`.
     manifest_generation: AtomicU64,
     /// Windows left out at a degraded open (`TIER WINDOW`).
@@ -626,7 +627,9 @@ impl Engine {
             .filter_map(|s| s.swept())
             .max()
             .unwrap_or(0);
-        *engine.table_day.get_mut() = manifest.table_day.max(swept);
+        engine
+            .table_day
+            .store(manifest.table_day.max(swept), Ordering::Relaxed);
         if !read_only {
             if !left_out.is_empty() {
                 // The manifest stops naming the files of the windows left
@@ -679,7 +682,7 @@ impl Engine {
             current: ArcSwap::from_pointee(Snapshot::empty(tiers)),
             generation: AtomicU64::new(0),
             seen: AtomicI64::new(i64::MIN),
-            table_day: AtomicU32::new(0),
+            table_day: Arc::new(AtomicU32::new(0)),
             manifest_generation: AtomicU64::new(generation),
             lost,
             maint: Mutex::new(Maint {

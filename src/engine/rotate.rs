@@ -568,18 +568,18 @@ impl Engine {
         }
     }
 
-    /// The engine clock's day, as a sweep reads it (`fallback` when the
-    /// clock cannot be read).
+    /// The day a daily sweep reads the tables' tags against, read again
+    /// under every stripe it takes (`Table::sweep_by`): the newest day the
+    /// tables took (`Engine::table_today`), at least `fallback`. Every
+    /// write of a later day than the sweep's started after the rotation
+    /// that raised it, so the sweep never takes it for an expired one. Not
+    /// the clock itself: a clock that jumps while a sweep runs (one the
+    /// next write refuses as a jump, or that is set right again) would
+    /// clear the newest keys, whose tags read as expired on the ring of
+    /// days by a day months ahead.
     fn day_clock(&self, fallback: u32) -> impl Fn() -> u32 + Send + 'static {
-        let (clock, off) = (self.clock.clone(), self.config.utc_offset_secs);
-        move || {
-            clock
-                .now_secs()
-                .ok()
-                .and_then(|t| window::index(window::Span::Day, t, off))
-                .and_then(|d| u32::try_from(d).ok())
-                .unwrap_or(fallback)
-        }
+        let day = Arc::clone(&self.table_day);
+        move || day.load(Ordering::Relaxed).max(fallback)
     }
 
     /// Waits for the seals running in the background; the first error.
