@@ -155,8 +155,18 @@ impl Engine {
     ) -> Result<NewFile> {
         let name = Engine::file_name(tier, code, window, index)?;
         let (capacity, rate) = self.config.file_subfilter_plan(tier, index);
+        // A table's first sweep day: the tables' day, which a write raised
+        // after its clock check, not a fresh clock read that may have
+        // jumped since (a future day would become the engine's at reopen);
+        // the clock only before the tables took any day (at creation).
         let table = match tier.is_table() {
-            true => Some((tier.table_days(), self.table_today(self.now()?)?)),
+            true => Some((
+                tier.table_days(),
+                match self.table_day.load(Ordering::Relaxed) {
+                    0 => self.table_today(self.now()?)?,
+                    day => day,
+                },
+            )),
             false => None,
         };
         Ok(NewFile {
