@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -260,6 +261,42 @@ def test_an_unreachable_server_is_a_redis_error():
     assert time.monotonic() - t < 10
     assert isinstance(ex.value, timebloom.TimebloomError)
     assert f"127.0.0.1:{port}" in str(ex.value)
+
+
+def test_a_tls_url_talks_tls_instead_of_panicking(tmp_path):
+    """``rediss://`` is TLS (docs/python.md). The build's rustls had no
+    crypto provider, so the first TLS connection panicked (a
+    PanicException, which ``except Exception`` does not catch) before it
+    even reached the network. Against a TLS redis-server whose certificate
+    no public root signs, the handshake now runs and fails on that
+    certificate, a RedisError naming the URL; a closed port is a RedisError."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is needed to make the server's certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+         "-keyout", str(key), "-out", str(cert), "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    tls_port = free_port()
+    tls = ["--tls-port", str(tls_port), "--tls-cert-file", str(cert), "--tls-key-file", str(key)]
+    try:
+        server = RedisServer(tmp_path, *tls, "--tls-auth-clients", "no")
+    except RuntimeError as e:
+        if "TLS" in str(e) and not os.environ.get("CI"):
+            pytest.skip(f"this redis-server has no TLS: {e}")
+        raise
+    try:
+        url = f"rediss://u:s3cr3t@127.0.0.1:{tls_port}"
+        with pytest.raises(timebloom.RedisError) as ex:
+            RedisEngine.create(url, "tls", items_per_day=1000, retries=0, connect_timeout=5)
+        assert "certificate" in str(ex.value).lower(), ex.value
+        assert f"rediss://u:***@127.0.0.1:{tls_port}" in str(ex.value) and "s3cr3t" not in str(ex.value)
+        with pytest.raises(timebloom.RedisError):
+            RedisEngine.open(f"rediss://127.0.0.1:{free_port()}", "tls", retries=0, connect_timeout=5)
+    finally:
+        server.stop()
 
 
 def test_passwords_never_appear_in_messages_or_attributes(tmp_path):
