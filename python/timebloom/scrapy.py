@@ -61,11 +61,10 @@ The filter keys the engine with the request fingerprint of the crawler's
 own filter treats as one are one here too. The engine is closed when the
 spider closes.
 
-With ``TIMEBLOOM_RECRAWL_AFTER``, a request is looked up within the horizon
-and then inserted: two calls, not one atomic check. With Redis, two
-processes that reach the same request at the same moment, when it is new or
-due again, may then both fetch it; without ``TIMEBLOOM_RECRAWL_AFTER`` the
-one check-and-insert lets exactly one of them through.
+With ``TIMEBLOOM_RECRAWL_AFTER``, a request is checked against the horizon
+and recorded in one step (``insert_within``), recorded only when it is due.
+With or without it, of several processes sharing a Redis engine that reach
+the same request when it is new or due again, exactly one fetches it.
 """
 
 from __future__ import annotations
