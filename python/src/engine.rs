@@ -1,8 +1,10 @@
 //! `Engine`: an engine directory.
 //!
 //! Single-key calls keep the GIL (they take well under a microsecond),
-//! except writes under the `always` sync policy, which wait for an fsync;
-//! batch calls, `verify`, `flush`, `close`, `open` and `create` release it.
+//! except writes that wait: under the `always` sync policy for an fsync,
+//! and writes that first rotate or grow windows (new files); backfills
+//! (`insert_at`, `remove_at`), batch calls, `maintain`, `verify`, `flush`,
+//! `close`, `open` and `create` release it.
 
 use std::path::Path;
 use std::time::SystemTime;
@@ -73,9 +75,11 @@ impl PyEngine {
     }
 
     /// Runs a write `f` of one key (str or bytes): with the GIL held,
-    /// except under the `always` policy, where the call waits for an fsync
-    /// (other Python threads run meanwhile, and their writes share that
-    /// fsync).
+    /// except where the call waits: under the `always` policy, for an
+    /// fsync (other Python threads run meanwhile, and their writes share
+    /// that fsync), and when the write first rotates or grows windows
+    /// (`Engine::write_may_wait`: new files, a manifest synced; a second
+    /// or more for large windows).
     fn write_key<T: Send>(
         &self,
         py: Python<'_>,
@@ -84,11 +88,24 @@ impl PyEngine {
     ) -> PyResult<T> {
         let k = key_bytes(key)?;
         let k = k.as_bytes();
-        if self.policy == SyncPolicy::Always {
+        if self.policy == SyncPolicy::Always || self.slot.get(timebloom::Engine::write_may_wait)? {
             self.slot.detached(py, |e| f(e, k))
         } else {
             self.slot.with(|e| f(e, k))
         }
+    }
+
+    /// Runs a backfill `f` of one key (`insert_at`, `remove_at`) with the
+    /// GIL released: it may create the file of a past window.
+    fn backfill_key<T: Send>(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        f: impl FnOnce(&timebloom::Engine, &[u8]) -> timebloom::Result<T> + Send,
+    ) -> PyResult<T> {
+        let k = key_bytes(key)?;
+        let k = k.as_bytes();
+        self.slot.detached(py, |e| f(e, k))
     }
 
     /// Runs a lookup `f` of one key (str or bytes), with the GIL held.
@@ -282,7 +299,7 @@ impl PyEngine {
         when: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let t = instant_of(when)?;
-        self.write_key(py, key, |e, k| e.insert_at(k, t))
+        self.backfill_key(py, key, |e, k| e.insert_at(k, t))
     }
 
     /// Takes `key` back (counting and fingerprint tiers only:
@@ -305,7 +322,7 @@ impl PyEngine {
         when: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let t = instant_of(when)?;
-        self.write_key(py, key, |e, k| e.remove_at(k, t))
+        self.backfill_key(py, key, |e, k| e.remove_at(k, t))
     }
 
     /// Rotates and expires windows as of `now` (default: the engine's

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -561,6 +562,54 @@ def test_threads_share_one_engine(tb_dir):
         distinct = {k for r in results for k, _ in r}
         assert all(new[k] == 1 for k in distinct), "every key new exactly once"
         assert all(e.contains_many(sorted(distinct)))
+
+
+def longest_stall(call) -> tuple:
+    """Runs ``call`` while another Python thread ticks; returns how long the
+    call took and the longest time the other thread went without a tick
+    meanwhile (about the whole call when the call held the GIL)."""
+    stamps: list = []
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.is_set():
+            stamps.append(time.perf_counter())
+
+    th = threading.Thread(target=tick)
+    th.start()
+    time.sleep(0.02)
+    t0 = time.perf_counter()
+    call()
+    t1 = time.perf_counter()
+    stop.set()
+    th.join()
+    inside = [t0] + [t for t in stamps if t0 < t < t1] + [t1]
+    return t1 - t0, max(b - a for a, b in zip(inside, inside[1:]))
+
+
+def test_single_writes_that_create_windows_let_other_threads_run(tb_dir):
+    """A single-key write normally keeps the GIL (it takes well under a
+    microsecond). One that first rotates the windows (a boundary passed:
+    new window files, the manifest synced) or a backfill that creates a
+    past window's file takes far longer: other Python threads run
+    meanwhile, as they do during a batch."""
+    clock = ManualClock(datetime(2026, 3, 31, 12, 0, tzinfo=timezone.utc))
+    with Engine.create(tb_dir, items_per_day=1_000_000, clock=clock) as e:
+        e.insert("warm")
+        checked = 0
+        for name, before, call in [
+            ("insert across a month's boundary", lambda: clock.advance(timedelta(days=1)), lambda: e.insert("a")),
+            ("insert_within across a month's boundary", lambda: clock.advance(timedelta(days=31)), lambda: e.insert_within("b", 3600)),
+            ("insert_at into a window not yet made", lambda: None, lambda: e.insert_at("c", clock.timestamp() - 3 * 86_400)),
+        ]:  # fmt: skip
+            before()
+            took, stall = longest_stall(call)
+            if took < 0.05:
+                continue  # too fast here to tell
+            checked += 1
+            assert stall < took / 2, f"{name}: {took:.3f} s, the other thread stalled {stall:.3f} s"
+        assert e.contains_many(["a", "b", "c"]) == [True] * 3
+        assert checked, "every call was too fast to tell (the test needs windows that take time to make)"
 
 
 def test_close_while_other_threads_insert(tb_dir):

@@ -56,6 +56,39 @@ impl Engine {
         self.insert_in(&mut self.current(), key)
     }
 
+    /// Whether a write made now would first rotate (a window boundary has
+    /// passed since the windows were last moved) or grow a full open
+    /// window: work that creates files and syncs the manifest, or waits
+    /// for another writer doing it, where an ordinary write only records
+    /// its key. A hint for a caller that picks how to wait, such as a
+    /// binding that lets other threads run meanwhile; the answer may be
+    /// out of date as soon as it is given. (A fingerprint table found full
+    /// by the write itself also grows; that is not foreseen here.)
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use timebloom::{Config, Engine, ManualClock, Options, Tier};
+    /// # fn main() -> timebloom::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let clock = ManualClock::new(SystemTime::now());
+    /// let engine = Engine::create_with(
+    ///     dir.path().join("crawl.tb"),
+    ///     Config { tiers: vec![Tier::daily(7)], expected_items_per_day: 1_000, ..Config::default() },
+    ///     Options::default().clock(clock.clone()),
+    /// )?;
+    /// assert!(!engine.write_may_wait());
+    /// clock.advance(Duration::from_secs(86_400));
+    /// assert!(engine.write_may_wait()); // the next write opens a new window
+    /// engine.insert(b"https://example.com/a")?;
+    /// assert!(!engine.write_may_wait());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn write_may_wait(&self) -> bool {
+        let snap = self.current.load();
+        self.now().map_or(true, |now| now >= snap.next_boundary) || tails_due(&snap)
+    }
+
     /// The clock for a write, rotating first if a boundary passed: the
     /// snapshot in `src` covers the returned instant.
     #[inline]
