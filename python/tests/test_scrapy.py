@@ -178,6 +178,17 @@ def test_a_recrawl_horizon_of_zero_is_refused_as_a_string_or_a_number(tmp_path):
             make_filter({"TIMEBLOOM_DIR": str(tmp_path / "tb"), "TIMEBLOOM_RECRAWL_AFTER": zero})
 
 
+def test_timebloom_now_of_zero_is_an_instant_not_unset(tmp_path):
+    # TIMEBLOOM_NOW is Unix seconds: 0 is the epoch, as "0" is, not the
+    # system clock (a replay would run at today's date unnoticed).
+    for zero in (0, "0", 0.0):
+        df = make_filter({"TIMEBLOOM_DIR": str(tmp_path / f"tb-{zero!r}"), "TIMEBLOOM_NOW": zero})
+        try:
+            assert df.engine.stats()["now"] == 0, zero
+        finally:
+            df.close("finished")
+
+
 def test_a_horizon_longer_than_the_tiers_fails_at_start(tmp_path):
     with pytest.raises(timebloom.HorizonTooLongError):
         make_filter({"TIMEBLOOM_DIR": str(tmp_path / "tb"), "TIMEBLOOM_TIERS": "7d", "TIMEBLOOM_RECRAWL_AFTER": "30d"})

@@ -249,7 +249,7 @@ class TimebloomDupeFilter(BaseDupeFilter):
             tiers=s.get("TIMEBLOOM_TIERS", "7d,4w,12m"),
             debug=s.getbool("DUPEFILTER_DEBUG"),
             fingerprinter=crawler.request_fingerprinter,
-            now=s.get("TIMEBLOOM_NOW") or None,
+            now=_setting(s.get("TIMEBLOOM_NOW")),  # 0 is the epoch, not unset
             sync=s.get("TIMEBLOOM_SYNC") or None,
             redis_url=redis_url,
             redis_prefix=s.get("TIMEBLOOM_REDIS_PREFIX") or f"timebloom:{spider.name}",
