@@ -238,7 +238,7 @@ def test_parse_duration():
     assert parse_duration("3600") == 3600
     assert parse_duration(1.5) == 1.5
     assert parse_duration(timedelta(hours=2)) == 7200
-    for bad in ("7x", "", "-1d", "0"):
+    for bad in ("7x", "", "-1d", "0", float("nan"), float("inf"), -1, timedelta(0)):
         with pytest.raises(ValueError):
             parse_duration(bad)
     with pytest.raises(TypeError):

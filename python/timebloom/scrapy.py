@@ -106,8 +106,8 @@ def parse_duration(value: Union[str, int, float, timedelta]) -> float:
         secs = float(m.group(1)) * _UNITS[m.group(2) or "s"]
     else:
         raise TypeError(f"not a duration: {value!r}")
-    if secs <= 0:
-        raise ValueError(f"a duration must be positive: {value!r}")
+    if not 0 < secs < float("inf"):  # NaN fails this too
+        raise ValueError(f"a duration must be positive and finite: {value!r}")
     return secs
 
 
