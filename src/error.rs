@@ -4,6 +4,43 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
+/// A Redis URL, or a comma-separated list of them (Cluster seeds, a
+/// Sentinel list), with every password replaced by `***`: what error
+/// messages and logs may show. The user information of each `scheme://`
+/// ends at the last `@` before the next scheme, so a password holding a
+/// `,` (which separates the nodes of a list) or an `@` is masked whole.
+///
+/// ```
+/// assert_eq!(
+///     timebloom::redact_url("redis://crawler:s3,cr@t@10.0.0.1:6379/0"),
+///     "redis://crawler:***@10.0.0.1:6379/0"
+/// );
+/// ```
+pub fn redact_url(url: &str) -> String {
+    let mut out = String::with_capacity(url.len());
+    let mut rest = url;
+    while let Some(at) = rest.find("://") {
+        let (head, tail) = rest.split_at(at + 3);
+        out.push_str(head);
+        let end = tail.find("://").unwrap_or(tail.len());
+        match tail[..end].rfind('@') {
+            Some(a) => {
+                match tail[..a].split_once(':') {
+                    Some((user, _)) => {
+                        out.push_str(user);
+                        out.push_str(":***");
+                    }
+                    None => out.push_str(&tail[..a]),
+                }
+                rest = &tail[a..];
+            }
+            None => rest = tail,
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Everything that can go wrong in timebloom.
 ///
 /// Every variant that concerns a file names it. After an I/O error while
@@ -255,6 +292,46 @@ impl std::error::Error for Error {
             Error::Io { source, .. } => Some(source),
             Error::Incomplete { cause, .. } => Some(cause.as_ref()),
             _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod redact_tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_are_masked_whole() {
+        for (url, want) in [
+            ("redis://h:6379", "redis://h:6379"),
+            ("redis://u:p@h:6379", "redis://u:***@h:6379"),
+            (
+                "redis://crawler:s3cret@10.0.0.1:6379/0",
+                "redis://crawler:***@10.0.0.1:6379/0",
+            ),
+            ("redis://:p@h", "redis://:***@h"),
+            ("redis://u@h", "redis://u@h"),
+            // A `,` or an `@` in the password.
+            ("redis://u:pa,ss@h:6379", "redis://u:***@h:6379"),
+            ("redis://u:s3cr,etpw@host", "redis://u:***@host"),
+            ("redis://u:p@ss@h", "redis://u:***@h"),
+            (
+                "redis://u:p1@h1:1,redis://v:p,2@h2:2",
+                "redis://u:***@h1:1,redis://v:***@h2:2",
+            ),
+            (
+                "rediss://:pw@h:1,redis://u:p@h:2",
+                "rediss://:***@h:1,redis://u:***@h:2",
+            ),
+            ("redis://u:p@h1:1,h2:2,h3:3", "redis://u:***@h1:1,h2:2,h3:3"),
+            (
+                "redis+sentinel://u:p,w@h1:1,h2:2/master",
+                "redis+sentinel://u:***@h1:1,h2:2/master",
+            ),
+            ("rediss://u:p@h/0", "rediss://u:***@h/0"),
+            ("not a url", "not a url"),
+        ] {
+            assert_eq!(redact_url(url), want, "{url}");
         }
     }
 }

@@ -22,24 +22,6 @@ use crate::convert::{config_of, duration_of, instant_of, key_bytes, tiers_text, 
 use crate::errors::to_py;
 use crate::slot::{Failure, Slot};
 
-/// `url` as messages show it: the password of every comma-separated URL
-/// replaced by `***` (`redis://user:***@host:6379`).
-fn masked(url: &str) -> String {
-    let one = |part: &str| -> String {
-        let Some((scheme, rest)) = part.split_once("://") else {
-            return part.to_string();
-        };
-        match rest.rsplit_once('@') {
-            Some((userinfo, host)) if userinfo.contains(':') => {
-                let user = userinfo.split(':').next().unwrap_or_default();
-                format!("{scheme}://{user}:***@{host}")
-            }
-            _ => part.to_string(),
-        }
-    };
-    url.split(',').map(one).collect::<Vec<_>>().join(",")
-}
-
 /// How to connect: the library's `RedisOptions` from the keyword arguments
 /// (`None`: the library's default).
 #[allow(clippy::too_many_arguments)]
@@ -104,7 +86,7 @@ impl PyRedisEngine {
         prefix: &str,
         start: impl FnOnce() -> timebloom::redis::Result<RedisEngine> + Send,
     ) -> PyResult<PyRedisEngine> {
-        let shown = masked(url);
+        let shown = timebloom::redact_url(url);
         let place = PathBuf::from(format!("{shown} (prefix {prefix})"));
         match py.detach(start) {
             Ok(engine) => Ok(PyRedisEngine {
@@ -170,7 +152,7 @@ impl PyRedisEngine {
         wait_replicas: u32,
         wait_timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyRedisEngine> {
-        let place = format!("{} (prefix {prefix})", masked(url));
+        let place = format!("{} (prefix {prefix})", timebloom::redact_url(url));
         let config = config_of(tiers, items_per_day, fpr, utc_offset_secs)
             .map_err(|e| to_py(e, Path::new(&place)))?;
         let options = redis_options(

@@ -315,6 +315,25 @@ def test_passwords_never_appear_in_messages_or_attributes(tmp_path):
         server.stop()
 
 
+def test_a_password_with_a_comma_connects_and_stays_hidden(tmp_path):
+    """A ``,`` is allowed in a URL's password. It was taken for the
+    separator of a Cluster seed list: the URL failed to parse, and the
+    message and ``.path`` showed the password after the comma."""
+    server = RedisServer(tmp_path, password="s3cr,et-pw")
+    try:
+        url = f"redis://default:s3cr,et-pw@127.0.0.1:{server.port}"
+        with RedisEngine.create(url, "comma", items_per_day=1000) as e:
+            assert e.insert("k") and e.contains("k")
+            assert "et-pw" not in e.url and "et-pw" not in repr(e)
+        wrong = f"redis://default:wr,ong-pw@127.0.0.1:{server.port}"
+        with pytest.raises(timebloom.RedisError) as ex:
+            RedisEngine.open(wrong, "comma", retries=0)
+        assert "ong-pw" not in str(ex.value) and "ong-pw" not in ex.value.path, ex.value
+        assert f"default:***@127.0.0.1:{server.port}" in str(ex.value)
+    finally:
+        server.stop()
+
+
 def test_close_is_idempotent_and_later_calls_raise(redis_server, prefix):
     e = RedisEngine.create(redis_server.url, prefix, items_per_day=1000)
     assert repr(e).endswith("open>") and not e.closed

@@ -7,7 +7,6 @@ use std::time::{Duration, SystemTime};
 use timebloom::redis::{RedisEngine, RedisError, RedisOptions};
 use timebloom::{Config, ManualClock, Stats};
 
-use crate::store::shown;
 use crate::{describe, note, per_key, CliError, CliResult, Sizing};
 
 /// Where the engine in Redis is, and how to connect to it.
@@ -30,7 +29,7 @@ impl<'a> Place<'a> {
             url,
             prefix,
             options,
-            label: format!("{} (prefix {prefix})", shown(url)),
+            label: format!("{} (prefix {prefix})", timebloom::redact_url(url)),
         }
     }
 

@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use timebloom::{Engine, Error, Stats, SyncPolicy};
+use timebloom::{redact_url, Engine, Error, Stats, SyncPolicy};
 
 use crate::{input, recorded, CliError, CliResult};
 
@@ -42,7 +42,7 @@ impl NoRedisFlags {
         match &self.redis {
             Some(url) => Err(CliError(format!(
                 "{}: `{command}` is not available with --redis: {why}",
-                shown(url)
+                redact_url(url)
             ))),
             None => Ok(()),
         }
@@ -89,7 +89,7 @@ impl Target {
                 return Err(CliError(format!(
                     "{}: an engine directory and --redis {} were both given; use one of them",
                     first.display(),
-                    shown(&url)
+                    redact_url(&url)
                 )));
             }
             rest.insert(0, T::from(first));
@@ -106,7 +106,7 @@ impl Target {
         match self {
             Target::Redis { url, .. } if given => Err(CliError(format!(
                 "{}: {flag} is not available with --redis: {why}",
-                shown(url)
+                redact_url(url)
             ))),
             _ => Ok(()),
         }
@@ -117,35 +117,8 @@ impl Target {
 pub fn no_redis(url: &str) -> CliError {
     CliError(format!(
         "--redis {}: this build has no Redis support (feature redis)",
-        shown(url)
+        redact_url(url)
     ))
-}
-
-/// `url` with every password replaced by `***`. The user information of
-/// each `scheme://` ends at the last `@` before the next scheme, so a
-/// password holding a `,` (which separates the nodes of a list) or an `@`
-/// is masked whole.
-pub fn shown(url: &str) -> String {
-    let mut out = String::with_capacity(url.len());
-    let mut rest = url;
-    while let Some(at) = rest.find("://") {
-        let (head, tail) = rest.split_at(at + 3);
-        out.push_str(head);
-        let end = tail.find("://").unwrap_or(tail.len());
-        match tail[..end].rfind('@') {
-            Some(a) => {
-                let user = tail[..a].split_once(':').map(|(user, _)| user);
-                match user {
-                    Some(user) => out.push_str(&format!("{user}:***")),
-                    None => out.push_str(&tail[..a]),
-                }
-                rest = &tail[a..];
-            }
-            None => rest = tail,
-        }
-    }
-    out.push_str(rest);
-    out
 }
 
 /// An open engine: embedded or in Redis. A process holds one, so the
@@ -268,34 +241,6 @@ impl Store {
             Store::Dir(e) => Ok(e.close()?),
             #[cfg(feature = "redis")]
             Store::Redis(_) => Ok(()),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::shown;
-
-    #[test]
-    fn passwords_are_masked_whole() {
-        for (url, want) in [
-            ("redis://h:6379", "redis://h:6379"),
-            ("redis://u:p@h:6379", "redis://u:***@h:6379"),
-            ("redis://:p@h", "redis://:***@h"),
-            ("redis://u@h", "redis://u@h"),
-            // A `,` or an `@` in the password (found in review: the part
-            // after the comma was shown).
-            ("redis://u:pa,ss@h:6379", "redis://u:***@h:6379"),
-            ("redis://u:p@ss@h", "redis://u:***@h"),
-            (
-                "redis://u:p1@h1:1,redis://v:p,2@h2:2",
-                "redis://u:***@h1:1,redis://v:***@h2:2",
-            ),
-            ("redis://u:p@h1:1,h2:2,h3:3", "redis://u:***@h1:1,h2:2,h3:3"),
-            ("rediss://u:p@h/0", "rediss://u:***@h/0"),
-            ("not a url", "not a url"),
-        ] {
-            assert_eq!(shown(url), want, "{url}");
         }
     }
 }

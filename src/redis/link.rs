@@ -97,21 +97,35 @@ fn sentinel(rest: &str) -> RedisResult<Target> {
 
 /// The URL(s) with every password replaced by `***`, for error messages.
 pub(crate) fn redact(url: &str) -> String {
-    url.split(',')
-        .map(|u| {
-            let Some(start) = u.find("://").map(|i| i + 3) else {
-                return u.to_string();
-            };
-            let Some(at) = u[start..].rfind('@').map(|i| start + i) else {
-                return u.to_string();
-            };
-            match u[start..at].find(':') {
-                Some(colon) => format!("{}:***{}", &u[..start + colon], &u[at..]),
-                None => u.to_string(),
-            }
+    crate::redact_url(url)
+}
+
+/// The URLs of a comma-separated list, split only at the commas that
+/// begin another `scheme://`: a `,` in a password stays in it.
+fn split_urls(url: &str) -> Vec<&str> {
+    let begins_url = |s: &str| {
+        let s = s.trim_start();
+        s.find("://").is_some_and(|i| {
+            s[..i].starts_with(|c: char| c.is_ascii_alphabetic())
+                && s[..i]
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
         })
-        .collect::<Vec<_>>()
-        .join(",")
+    };
+    let mut urls = Vec::new();
+    let mut start = 0;
+    for (i, _) in url.match_indices(',') {
+        if begins_url(&url[i + 1..]) {
+            urls.push(&url[start..i]);
+            start = i + 1;
+        }
+    }
+    urls.push(&url[start..]);
+    // (A trailing comma ends the list, as before.)
+    urls.into_iter()
+        .map(|s| s.trim().trim_end_matches(',').trim_end())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 impl Link {
@@ -127,11 +141,7 @@ impl Link {
             let target = sentinel(rest).map_err(|e| RedisError::redis("connect", &shown, e))?;
             return Ok(Link::with(target, options));
         }
-        let urls: Vec<&str> = url
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .collect();
+        let urls = split_urls(url);
         let shown = redact(url);
         let bad = |e| RedisError::redis("connect", &shown, e);
         let target = if urls.len() > 1 || options.cluster {
@@ -292,20 +302,18 @@ impl Link {
 
 #[cfg(test)]
 mod tests {
-    use super::redact;
+    use super::split_urls;
 
     #[test]
-    fn passwords_never_reach_error_messages() {
+    fn lists_split_only_where_another_url_begins() {
         assert_eq!(
-            redact("redis://crawler:s3cret@10.0.0.1:6379/0"),
-            "redis://crawler:***@10.0.0.1:6379/0"
+            split_urls("redis://u:s3cr,etpw@h:1"),
+            ["redis://u:s3cr,etpw@h:1"]
         );
         assert_eq!(
-            redact("rediss://:pw@h:1,redis://u:p@h:2"),
-            "rediss://:***@h:1,redis://u:***@h:2"
+            split_urls("redis://h1:1, rediss://u:p,w@h2:2,"),
+            ["redis://h1:1", "rediss://u:p,w@h2:2"]
         );
-        assert_eq!(redact("redis://h:6379"), "redis://h:6379");
-        assert_eq!(redact("redis://user@h"), "redis://user@h");
-        assert_eq!(redact("not a url"), "not a url");
+        assert_eq!(split_urls("redis://h:1"), ["redis://h:1"]);
     }
 }
