@@ -189,6 +189,19 @@ def test_timebloom_now_of_zero_is_an_instant_not_unset(tmp_path):
             df.close("finished")
 
 
+def test_timebloom_now_takes_a_trailing_z_on_every_python(tmp_path):
+    # ISO 8601 with "Z" for UTC, as the docs show it: Python before 3.11
+    # (the package supports 3.9) reads no "Z" in fromisoformat, nor does
+    # any version read a lower-case "z" or surrounding spaces.
+    t = int(datetime(2026, 11, 1, tzinfo=timezone.utc).timestamp())
+    for i, text in enumerate(("2026-11-01T00:00:00Z", "2026-11-01T00:00:00z", " 2026-11-01T00:00:00Z ")):
+        df = make_filter({"TIMEBLOOM_DIR": str(tmp_path / f"tb-{i}"), "TIMEBLOOM_NOW": text})
+        try:
+            assert df.engine.stats()["now"] == t, text
+        finally:
+            df.close("finished")
+
+
 def test_a_horizon_longer_than_the_tiers_fails_at_start(tmp_path):
     with pytest.raises(timebloom.HorizonTooLongError):
         make_filter({"TIMEBLOOM_DIR": str(tmp_path / "tb"), "TIMEBLOOM_TIERS": "7d", "TIMEBLOOM_RECRAWL_AFTER": "30d"})

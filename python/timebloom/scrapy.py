@@ -126,7 +126,11 @@ def _instant(value: Union[str, int, float, datetime]) -> Union[datetime, float]:
         try:
             return float(value)
         except ValueError:
-            return datetime.fromisoformat(value)
+            # Python before 3.11 reads no trailing ``Z`` for UTC.
+            text = value.strip()
+            if text[-1:] in ("Z", "z"):
+                text = text[:-1] + "+00:00"
+            return datetime.fromisoformat(text)
     return value
 
 
