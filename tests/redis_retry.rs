@@ -24,12 +24,48 @@ use timebloom::{Config, ManualClock, Tier};
 /// reply is swallowed and both connections are closed; while `down` is
 /// set, every reply is. `budget` (unlimited at `usize::MAX`) is the number
 /// of reply bytes still forwarded before `down` sets itself.
+///
+/// Requests go to the server one command at a time, each once a reply to
+/// the one before has come through: a command after a swallowed reply
+/// never reaches the server. (A pipeline forwarded whole ran on past the
+/// cut, as far as the server got before it saw the connection close: how
+/// many of a batch's groups ran depended on how the threads were
+/// scheduled.)
 struct Proxy {
     port: u16,
     cut: Arc<AtomicBool>,
     down: Arc<AtomicBool>,
     budget: Arc<AtomicUsize>,
     cuts: Arc<AtomicUsize>,
+}
+
+/// The length of the first whole command in `b` (RESP: an array of bulk
+/// strings, as clients send them), `None` while it is incomplete. Bytes
+/// that are not such an array count as one command.
+fn command_len(b: &[u8]) -> Option<usize> {
+    fn number(b: &[u8], at: usize, tag: u8) -> Option<Result<(usize, usize), ()>> {
+        if *b.get(at)? != tag {
+            return Some(Err(()));
+        }
+        let end = at + b[at..].windows(2).position(|w| w == b"\r\n")?;
+        let n = std::str::from_utf8(&b[at + 1..end])
+            .ok()
+            .and_then(|t| t.parse().ok());
+        Some(n.map(|n| (n, end + 2)).ok_or(()))
+    }
+    let Ok((n, mut at)) = number(b, 0, b'*')? else {
+        return Some(b.len());
+    };
+    for _ in 0..n {
+        let Ok((len, next)) = number(b, at, b'$')? else {
+            return Some(b.len());
+        };
+        at = next + len + 2;
+        if at > b.len() {
+            return None;
+        }
+    }
+    Some(at)
 }
 
 impl Proxy {
@@ -62,11 +98,32 @@ impl Proxy {
                     client.try_clone().expect("clone"),
                     server.try_clone().expect("clone"),
                 );
+                // Reply chunks passed on to the client, and whether the
+                // connection was cut: the request side forwards the next
+                // command once the first has grown or the second is set.
+                let passed = Arc::new(AtomicUsize::new(0));
+                let closed = Arc::new(AtomicBool::new(false));
+                let (p, x) = (Arc::clone(&passed), Arc::clone(&closed));
                 std::thread::spawn(move || {
                     let mut buf = [0u8; 65536];
-                    while let Ok(k) = c_in.read(&mut buf) {
-                        if k == 0 || s_out.write_all(&buf[..k]).is_err() {
+                    let mut pending = Vec::new();
+                    'read: while let Ok(k) = c_in.read(&mut buf) {
+                        if k == 0 {
                             break;
+                        }
+                        pending.extend_from_slice(&buf[..k]);
+                        while let Some(len) = command_len(&pending) {
+                            let mark = p.load(Ordering::SeqCst);
+                            if s_out.write_all(&pending[..len]).is_err() {
+                                break 'read;
+                            }
+                            pending.drain(..len);
+                            while p.load(Ordering::SeqCst) == mark {
+                                if x.load(Ordering::SeqCst) {
+                                    break 'read;
+                                }
+                                std::thread::sleep(Duration::from_micros(100));
+                            }
                         }
                     }
                     let _ = s_out.shutdown(Shutdown::Both);
@@ -91,7 +148,9 @@ impl Proxy {
                         if c_out.write_all(&buf[..k]).is_err() {
                             break;
                         }
+                        passed.fetch_add(1, Ordering::SeqCst);
                     }
+                    closed.store(true, Ordering::SeqCst);
                     let _ = c_out.shutdown(Shutdown::Both);
                     let _ = s_in.shutdown(Shutdown::Both);
                 });
