@@ -6,11 +6,16 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, SystemTime};
 
 use common::*;
 use timebloom::{parse_tiers, Clock, Engine, Kind, ManualClock, Options, Tier};
+
+/// Serializes the tests that install the process-wide fault hook: each
+/// one's `set_fault_hook(None)` would otherwise remove the other's hook
+/// while it runs.
+static HOOK: Mutex<()> = Mutex::new(());
 
 fn table_engine(dir: &std::path::Path, days: u32, per_day: u64, p: f64) -> (Engine, ManualClock) {
     let clock = ManualClock::new(day(0));
@@ -451,6 +456,7 @@ fn remove_deletes_a_key() {
 
 #[test]
 fn a_batch_syncs_the_log_once_under_always() {
+    let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("crawl.tb");
     let clock = ManualClock::new(day(0));
@@ -488,6 +494,7 @@ fn a_batch_syncs_the_log_once_under_always() {
 /// find the table full.
 #[test]
 fn a_replay_without_room_grows_the_chain() {
+    let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("crawl.tb");
     let clock = ManualClock::new(day(2));
