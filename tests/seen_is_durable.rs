@@ -42,8 +42,11 @@ fn park_first_writer(dir: &Path) -> (mpsc::Sender<()>, mpsc::Receiver<()>) {
 
 /// Parks a first insert of `KEY` between its write and its log record,
 /// starts a second one (`second`), and returns whether the second
-/// returned while the first was parked, with both answers.
-fn race(sync: SyncPolicy, second: fn(&Engine) -> bool) -> (bool, bool, bool) {
+/// returned within `early` while the first was parked, with both answers.
+/// (A second call that waits for the first waits until the first is let
+/// go, after `early`: any `early` tells the two apart, and a long one
+/// leaves a busy machine time to run a second call that does not wait.)
+fn race(sync: SyncPolicy, early: Duration, second: fn(&Engine) -> bool) -> (bool, bool, bool) {
     let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("crawl.tb");
@@ -63,7 +66,7 @@ fn race(sync: SyncPolicy, second: fn(&Engine) -> bool) -> (bool, bool, bool) {
     std::thread::spawn(move || {
         let _ = tx.send(second(&e2));
     });
-    let early = rx.recv_timeout(Duration::from_millis(300)).ok();
+    let early = rx.recv_timeout(early).ok();
     drop(go);
     let first = first.join().unwrap();
     let second = early.unwrap_or_else(|| rx.recv_timeout(Duration::from_secs(30)).unwrap());
@@ -81,7 +84,9 @@ fn under_always_a_seen_answer_waits_for_the_writer_in_flight() {
         ("insert_batch", batch),
         ("insert_within", within),
     ] {
-        let (early, first, second) = race(SyncPolicy::Always, second);
+        // The second must not answer while the first is parked: given
+        // 300 ms to do so wrongly.
+        let (early, first, second) = race(SyncPolicy::Always, Duration::from_millis(300), second);
         assert!(
             !early,
             "{what} answered while the key's record was not yet logged"
@@ -96,9 +101,12 @@ fn the_interval_policy_does_not_wait() {
     // It promises nothing per call, so a key found present answers at once
     // (the first insert is still parked). `none` has no log: no record to
     // wait for.
-    let (early, first, second) = race(SyncPolicy::Interval(Duration::from_secs(1)), |e| {
-        e.insert(KEY).unwrap()
-    });
+    // Given 30 s to answer, with the first parked all that time.
+    let (early, first, second) = race(
+        SyncPolicy::Interval(Duration::from_secs(1)),
+        Duration::from_secs(30),
+        |e| e.insert(KEY).unwrap(),
+    );
     assert!(early, "a seen answer under interval waited for a writer");
     assert!(first && !second);
 }
