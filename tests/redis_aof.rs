@@ -10,8 +10,8 @@
 
 mod redis_support;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use redis_support::*;
 use timebloom::redis::{RedisEngine, RedisOptions};
@@ -32,7 +32,9 @@ fn kill_and_restart_loses_no_acknowledged_insert() {
     };
     let opts = || {
         let mut o = RedisOptions::default().clock(clock.clone());
-        o.retries = 12;
+        // About 18 s of retries: a restart on a busy machine may take
+        // seconds.
+        o.retries = 40;
         o.backoff = Duration::from_millis(20);
         o.max_backoff = Duration::from_millis(500);
         o
@@ -41,6 +43,7 @@ fn kill_and_restart_loses_no_acknowledged_insert() {
     let pre = prefix("aof");
     let engine = RedisEngine::create_with(&addr, &pre, config, opts()).expect("create");
     let stop = AtomicBool::new(false);
+    let batches = AtomicU64::new(0);
     let (acked, news) = std::thread::scope(|s| {
         let writer = s.spawn(|| {
             let mut acked = Vec::new();
@@ -54,14 +57,29 @@ fn kill_and_restart_loses_no_acknowledged_insert() {
                 news += r.iter().filter(|&&n| n).count();
                 acked.extend(keys);
                 batch += 1;
+                batches.store(batch, Ordering::Relaxed);
             }
             (acked, news)
         });
-        std::thread::sleep(Duration::from_millis(700));
+        // The writer goes on for 700 ms and at least 5 batches before the
+        // kill and again after the restart, however slowly a busy machine
+        // runs them (at most 2 minutes each; a writer that failed ends it).
+        let writing = |after: u64| {
+            let t = Instant::now();
+            while (t.elapsed() < Duration::from_millis(700)
+                || batches.load(Ordering::Relaxed) < after + 5)
+                && t.elapsed() < Duration::from_secs(120)
+                && !writer.is_finished()
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
+        writing(0);
         server.kill();
         std::thread::sleep(Duration::from_millis(300));
+        let before_restart = batches.load(Ordering::Relaxed);
         server.restart();
-        std::thread::sleep(Duration::from_millis(700));
+        writing(before_restart);
         stop.store(true, Ordering::Relaxed);
         writer.join().expect("writer")
     });
