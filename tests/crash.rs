@@ -38,25 +38,6 @@ fn crash_config(table: bool) -> Config {
     config(&[window, Tier::daily(3)], 20_000, 0.01)
 }
 
-/// Opens the engine, waiting out a `Locked` that no writer causes: the
-/// tests of this file run side by side in one process and spawn children
-/// all the time, and a child spawned while this process had the directory
-/// open holds a copy of its lock's descriptor until it execs (descriptors
-/// close on exec, not on fork). The dead writer's lock went with it; a
-/// `Locked` that lasts a second is a real one and fails the test.
-fn open_past_spawns(dir: &std::path::Path, opts: Options) -> timebloom::Result<Engine> {
-    let mut tries = 0;
-    loop {
-        match Engine::open_with(dir, opts.clone()) {
-            Err(timebloom::Error::Locked { .. }) if tries < 100 => {
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            r => return r,
-        }
-    }
-}
-
 /// The child: runs only when the parent sets the environment.
 #[test]
 fn crash_child() {

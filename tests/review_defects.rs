@@ -194,7 +194,7 @@ fn review_7_2_read_only_opens_never_write_rotate_or_expire() {
         assert!(ro.contains(&url(1, i)).unwrap(), "key {i} lost");
     }
     // A writer may run meanwhile: read-only opens take no lock.
-    let w = Engine::open_with(&dir, opts(&clock)).unwrap();
+    let w = open_past_spawns(&dir, opts(&clock)).unwrap();
     w.insert(b"from the writer").unwrap();
     let ro2 = Engine::open_read_only_with(&dir, opts(&clock)).unwrap();
     assert!(ro2.contains(b"from the writer").unwrap());
@@ -280,11 +280,11 @@ fn review_7_2_a_clock_jump_that_would_expire_everything_is_refused() {
     e.close().unwrap();
     // Reopening at the jumped instant is refused the same way.
     clock.set(jump);
-    let err = Engine::open_with(&dir, opts(&clock)).unwrap_err();
+    let err = open_past_spawns(&dir, opts(&clock)).unwrap_err();
     assert!(matches!(err, Error::ClockJump { .. }), "{err}");
     // On purpose: maintain moves there and expires.
     clock.set(day(0));
-    let e = Engine::open_with(&dir, opts(&clock)).unwrap();
+    let e = open_past_spawns(&dir, opts(&clock)).unwrap();
     let done = e.maintain(jump).unwrap();
     assert_eq!(done.expired.len(), 3, "{done}");
     assert_eq!(done.opened.len(), 3, "{done}");
@@ -303,21 +303,21 @@ fn review_7_2_a_paused_crawler_restarts_and_a_limit_is_honoured() {
     e.close().unwrap();
     // Paused three weeks: the weekly tier still keeps the key.
     clock.set(day(21));
-    let e = Engine::open_with(&dir, opts(&clock)).unwrap();
+    let e = open_past_spawns(&dir, opts(&clock)).unwrap();
     assert!(e.contains(b"k").unwrap());
     assert!(!e.insert(b"k").unwrap());
     e.close().unwrap();
     // With a limit of two days, a five-day step is refused, a one-day one is not.
     let limited = |c: &ManualClock| opts(c).max_clock_jump(Some(Duration::from_secs(2 * 86_400)));
     clock.set(day(22));
-    Engine::open_with(&dir, limited(&clock))
+    open_past_spawns(&dir, limited(&clock))
         .unwrap()
         .close()
         .unwrap();
     clock.set(day(27));
-    let err = Engine::open_with(&dir, limited(&clock)).unwrap_err();
+    let err = open_past_spawns(&dir, limited(&clock)).unwrap_err();
     assert!(matches!(err, Error::ClockJump { .. }), "{err}");
-    let e = Engine::open_with(&dir, limited(&clock).allow_clock_jump(true)).unwrap();
+    let e = open_past_spawns(&dir, limited(&clock).allow_clock_jump(true)).unwrap();
     assert!(e.contains(b"k").unwrap());
 }
 
@@ -439,10 +439,10 @@ fn review_7_4_create_refuses_a_directory_that_holds_files() {
     e.close().unwrap();
     let manifest = fs::read(dir.join("MANIFEST")).unwrap();
     fs::remove_file(dir.join("MANIFEST")).unwrap();
-    let err = Engine::create_with(&dir, cfg(), opts(&clock)).unwrap_err();
+    let err = past_spawns(|| Engine::create_with(&dir, cfg(), opts(&clock))).unwrap_err();
     assert!(matches!(err, Error::NotEmpty { .. }), "{err}");
     fs::write(dir.join("MANIFEST"), manifest).unwrap();
-    let e = Engine::open_with(&dir, opts(&clock)).unwrap();
+    let e = open_past_spawns(&dir, opts(&clock)).unwrap();
     assert!(e.contains(b"k").unwrap());
 
     // Any other file in the directory.
@@ -570,14 +570,14 @@ fn review_7_8_one_lookup_does_not_read_whole_bodies() {
 
     // A writer that only looks: the clean counts are written back unread.
     let f0 = faults();
-    let w = Engine::open_with(&dir, opts(&clock)).unwrap();
+    let w = open_past_spawns(&dir, opts(&clock)).unwrap();
     assert!(w.contains(b"k").unwrap());
     w.close().unwrap();
     let w_faults = faults() - f0;
 
     // A writer that created its windows knows their counts: no recount.
     clock.set(day(40)); // new day, week and month windows
-    let w = Engine::open_with(&dir, opts(&clock)).unwrap();
+    let w = open_past_spawns(&dir, opts(&clock)).unwrap();
     w.insert(b"k2").unwrap();
     let f0 = faults();
     w.close().unwrap();

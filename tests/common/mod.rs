@@ -99,3 +99,28 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+/// Runs `f` (an open for writing, or a create) again while it fails with
+/// a `Locked` that no writer causes: in a test binary whose tests start
+/// child processes, a child spawned while this process had the directory
+/// open holds a copy of the lock's descriptor until it execs (descriptors
+/// close on exec, not on fork), so an engine just closed may read as
+/// locked for a moment. A `Locked` that lasts a second is a real one: it
+/// is returned.
+pub fn past_spawns<T>(mut f: impl FnMut() -> timebloom::Result<T>) -> timebloom::Result<T> {
+    let mut tries = 0;
+    loop {
+        match f() {
+            Err(timebloom::Error::Locked { .. }) if tries < 100 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            r => return r,
+        }
+    }
+}
+
+/// [`Engine::open_with`] through [`past_spawns`].
+pub fn open_past_spawns(dir: &std::path::Path, opts: Options) -> timebloom::Result<Engine> {
+    past_spawns(|| Engine::open_with(dir, opts.clone()))
+}
