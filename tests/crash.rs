@@ -12,9 +12,9 @@
 
 mod common;
 
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use timebloom::{Config, Engine, ManualClock, Options, SyncPolicy, Tier};
@@ -106,7 +106,31 @@ struct Setup {
     small_log: bool,
 }
 
-fn run_child(dir: &std::path::Path, setup: Setup, start: u64, round: u64, kill_after: Duration) {
+/// The keys a child acknowledged in `ack.log` past its first `from`
+/// bytes (complete lines only).
+fn acked_since(dir: &std::path::Path, from: u64) -> u64 {
+    let mut tail = Vec::new();
+    if let Ok(mut f) = std::fs::File::open(dir.join("ack.log")) {
+        if f.seek(SeekFrom::Start(from)).is_ok() {
+            let _ = f.read_to_end(&mut tail);
+        }
+    }
+    tail.iter().filter(|&&b| b == b'\n').count() as u64
+}
+
+/// Runs a round's child and kills it (SIGKILL) after `kill_after`, or
+/// later, once it has acknowledged `min_acked` keys (a busy machine may
+/// take longer than `kill_after` to start a child, or to sync its keys;
+/// at most 60 s past `kill_after`, or until the child ends by itself).
+fn run_child(
+    dir: &std::path::Path,
+    setup: Setup,
+    start: u64,
+    round: u64,
+    kill_after: Duration,
+    min_acked: u64,
+) {
+    let from = std::fs::metadata(dir.join("ack.log")).map_or(0, |m| m.len());
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     if setup.table {
         cmd.env(TABLE_ENV, "1");
@@ -126,6 +150,13 @@ fn run_child(dir: &std::path::Path, setup: Setup, start: u64, round: u64, kill_a
         .spawn()
         .unwrap();
     std::thread::sleep(kill_after);
+    let t = Instant::now();
+    while acked_since(dir, from) < min_acked
+        && t.elapsed() < Duration::from_secs(60)
+        && child.try_wait().unwrap().is_none()
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     child.kill().unwrap(); // SIGKILL
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -236,10 +267,15 @@ fn kill_rounds(setup: Setup, quick: u64, full: u64) {
     let mut total = 0;
     let mut longest = 0;
     let mut round = 0;
+    // Whether a writer that did not start behind acknowledged keys since
+    // the last check: a check needs keys of the last two days.
+    let mut fresh = false;
     // A table must have grown by the last round; on a slow disk (`always`
     // syncs every insert) a round acknowledges fewer keys, so a table that
     // has not grown yet gets more rounds, each writing for longer and
-    // checked, until it does (at most 8).
+    // checked, until it does (at most 8). Each of those writes for 3 s and
+    // at least 2,000 keys: more than the table holds within 8 rounds,
+    // whatever the speed of the disk.
     while round < rounds || (table && longest < 2 && round < rounds + 8) {
         let extra = round >= rounds;
         if round > 0 && round % 12 == 0 && !extra {
@@ -271,10 +307,26 @@ fn kill_rounds(setup: Setup, quick: u64, full: u64) {
         };
         let child = start - behind;
         starts.push(child);
-        run_child(dir.path(), setup, child, round, kill_after);
+        let check = round % 4 == 3 || round + 1 >= rounds;
+        // A check needs keys of the last two days: if no writer since the
+        // last check (not started behind) acknowledged one, as when the
+        // kills came before the writers were up (a busy machine starts
+        // them slowly), the writer of the check's round is killed only
+        // once it has.
+        let min_acked = if extra {
+            2_000
+        } else {
+            u64::from(check && !fresh)
+        };
+        let ack_bytes = std::fs::metadata(dir.path().join("ack.log")).map_or(0, |m| m.len());
+        run_child(dir.path(), setup, child, round, kill_after, min_acked);
+        if behind == 0 && acked_since(dir.path(), ack_bytes) > 0 {
+            fresh = true;
+        }
         newest = newest.max(reached(dir.path(), round, child));
         start = newest.max(start + 2 * 3600);
-        if round % 4 == 3 || round + 1 >= rounds {
+        if check {
+            fresh = false;
             let (n, chain) = check_acknowledged(dir.path(), &starts, start, false);
             assert!(n > 0, "the child acknowledged nothing");
             total += n;
