@@ -30,6 +30,10 @@ fn wait_for_replicas() {
     let pre = prefix("wait");
     let mut opts = RedisOptions::default().clock(clock.clone());
     opts.wait_replicas = 1;
+    // `WAIT` returns as soon as the replica has the batch: a long timeout
+    // costs nothing, and a replica slow to be scheduled on a busy machine
+    // is still counted.
+    opts.wait_timeout = Duration::from_secs(30);
     let e = RedisEngine::create_with(&master.url(), &pre, config, opts).expect("create");
     let keys: Vec<Vec<u8>> = (0..500).map(|i| url(97, i)).collect();
     assert!(e.insert_batch(&keys).expect("insert").iter().all(|&n| n));
@@ -38,7 +42,11 @@ fn wait_for_replicas() {
 
     let mut opts = RedisOptions::default().clock(clock);
     opts.wait_replicas = 2;
-    opts.wait_timeout = Duration::from_millis(100);
+    // Waited out in full (there is one replica): long enough for the one
+    // there is to acknowledge the batch on a busy machine (it answers the
+    // master's GETACK once it has applied the batch), so that it is
+    // counted.
+    opts.wait_timeout = Duration::from_secs(2);
     let e2 = RedisEngine::open_with(&master.url(), &pre, opts).expect("open");
     let more: Vec<Vec<u8>> = (0..10).map(|i| url(98, i)).collect();
     match e2.insert_batch(&more) {
