@@ -141,7 +141,10 @@ def test_calls_release_the_gil_while_they_wait_for_redis(tmp_path):
                 ticks[0] += 1
 
         for call in (lambda: e.insert("k"), lambda: e.insert_many(["a", "b"]), lambda: e.contains("k")):
-            assert server.command("CLIENT", "PAUSE", "400") == b"+OK"
+            # The pause runs from the server's reply: a busy machine may
+            # start the call a good while after it, and the call must still
+            # be held for more than 0.2 s.
+            assert server.command("CLIENT", "PAUSE", "1500") == b"+OK"
             counter = threading.Thread(target=count)
             ticks[0] = 0
             stop.clear()
