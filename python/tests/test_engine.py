@@ -799,16 +799,21 @@ def test_a_bad_sync_policy_is_an_invalid_config_error(tb_dir):
 
 
 POWER_LOSS = """
-import os, sys, time, timebloom
+import os, sys, timebloom
 e = timebloom.Engine.open({path!r}, clock=timebloom.ManualClock({now}){sync})
 print("ready", flush=True)
 sys.stdin.readline()
-for i in range(100):
-    e.insert(f"k{{i}}")
-e.insert_many([f"b{{i}}" for i in range(100)])
-time.sleep({wait})
+new = sum(e.insert(f"k{{i}}") for i in range(100))
+new += sum(e.insert_many([f"b{{i}}" for i in range(100)]))
+print("inserted", new, flush=True)
+sys.stdin.readline()
 os._exit(0)
 """
+
+
+def log_bytes(path) -> int:
+    """The bytes of the engine's log files (``wal/*.log``)."""
+    return sum(f.stat().st_size for f in Path(path, "wal").glob("*.log"))
 
 
 @pytest.mark.parametrize(
@@ -829,13 +834,27 @@ def test_what_each_policy_keeps_when_no_written_page_reaches_the_disk(tb_dir, st
     clock_at = int(T0.timestamp())
     Engine.create(tb_dir, tiers="7d", items_per_day=1000, sync=stored, clock=ManualClock(T0)).close()
     sync = "" if this_open is None else f", sync={this_open!r}"
-    code = POWER_LOSS.format(path=tb_dir, now=clock_at, sync=sync, wait=wait)
+    code = POWER_LOSS.format(path=tb_dir, now=clock_at, sync=sync)
     p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "ready"
         seg = Path(tb_dir, "seg")
         before = {f: f.read_bytes() for f in seg.iterdir()}
+        logged = log_bytes(tb_dir) if os.path.isdir(Path(tb_dir, "wal")) else 0
         p.stdin.write("go\n")
+        p.stdin.flush()
+        word, new = p.stdout.readline().split()
+        assert word == "inserted"
+        if wait:
+            # The interval passes before the crash: at least `wait` seconds,
+            # and on until the syncer has moved a record of every new key
+            # into the log (40 bytes each, docs/format.md), which on a busy
+            # machine may take longer (at most 60 s).
+            time.sleep(wait)
+            deadline = time.monotonic() + 60
+            while log_bytes(tb_dir) < logged + 40 * int(new) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        p.stdin.write("crash\n")
         p.stdin.flush()
         assert p.wait(timeout=60) == 0
     finally:
