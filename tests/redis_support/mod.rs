@@ -63,6 +63,8 @@ pub struct Server {
     pub dir: PathBuf,
     child: Option<Child>,
     extra: Vec<String>,
+    /// Started again on its port (`restart`): the port cannot change.
+    restarted: bool,
     _tmp: Option<tempfile::TempDir>,
 }
 
@@ -91,27 +93,46 @@ impl Server {
             dir: tmp.path().to_path_buf(),
             child: None,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            restarted: false,
             _tmp: Some(tmp),
         };
         s.spawn();
         s
     }
 
+    /// Starts the server on its port. A port taken between `free_port`
+    /// and the server's bind (by another test's server: the tests of a
+    /// binary run in parallel) makes this server exit; a first start then
+    /// takes another port, a restart (which must keep its port) fails.
     fn spawn(&mut self) {
-        let child = Command::new("redis-server")
-            .arg("--port")
-            .arg(self.port.to_string())
-            .args(["--bind", "127.0.0.1", "--daemonize", "no"])
-            .arg("--dir")
-            .arg(&self.dir)
-            .args(["--logfile", "redis.log"])
-            .args(&self.extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-server");
-        self.child = Some(child);
-        wait_ready(self.port, &self.dir);
+        let first = !self.restarted;
+        for _ in 0..5 {
+            let mut child = Command::new("redis-server")
+                .arg("--port")
+                .arg(self.port.to_string())
+                .args(["--bind", "127.0.0.1", "--daemonize", "no"])
+                .arg("--dir")
+                .arg(&self.dir)
+                .args(["--logfile", "redis.log"])
+                .args(&self.extra)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start redis-server");
+            let ready = wait_ready(self.port, &self.dir, &mut child);
+            self.child = Some(child);
+            if ready || !first {
+                assert!(
+                    ready,
+                    "redis-server could not take port {} again",
+                    self.port
+                );
+                return;
+            }
+            self.child = None;
+            self.port = free_port();
+        }
+        panic!("redis-server found no free port in 5 tries");
     }
 
     pub fn url(&self) -> String {
@@ -129,6 +150,7 @@ impl Server {
     /// Starts the server again on the same port and directory (AOF reload).
     pub fn restart(&mut self) {
         self.kill();
+        self.restarted = true;
         self.spawn();
     }
 
@@ -180,16 +202,26 @@ pub fn cli(port: u16, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn wait_ready(port: u16, dir: &Path) {
+/// Waits until `child` answers on `port`: true then, false when it exited
+/// (its port was taken). The answer must come from `child` itself (its
+/// process id), not from another test's server that took the port.
+fn wait_ready(port: u16, dir: &Path, child: &mut Child) -> bool {
     let t = Instant::now();
+    let own = format!("process_id:{}", child.id());
     while t.elapsed() < Duration::from_secs(20) {
-        if cli(port, &["PING"]).trim() == "PONG" {
-            return;
+        if child.try_wait().ok().flatten().is_some() {
+            return false;
+        }
+        if cli(port, &["INFO", "server"])
+            .lines()
+            .any(|l| l.trim() == own)
+        {
+            return true;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     let log = std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default();
-    panic!("redis-server on port {port} did not answer PING; its log:\n{log}");
+    panic!("redis-server on port {port} did not answer; its log:\n{log}");
 }
 
 /// One Sentinel (`redis-server <conf> --sentinel`) watching a master as
@@ -217,14 +249,17 @@ impl Sentinel {
             ),
         )
         .expect("write sentinel.conf");
-        let child = Command::new("redis-server")
+        let mut child = Command::new("redis-server")
             .arg(&conf)
             .arg("--sentinel")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start redis-server --sentinel");
-        wait_ready(port, tmp.path());
+        assert!(
+            wait_ready(port, tmp.path(), &mut child),
+            "the Sentinel could not take port {port}"
+        );
         Sentinel {
             port,
             child: Some(child),
