@@ -50,6 +50,8 @@ fn a_live_copy_opens_with_every_write_acknowledged_before_it() {
     let mut copies = 0;
     for attempt in 0..20 {
         while done.load(Ordering::SeqCst) < 500 * (attempt + 1) {
+            // A writer that failed stops the test instead of hanging it.
+            assert!(!writer.is_finished(), "the writer stopped early");
             std::thread::yield_now();
         }
         let acked = done.load(Ordering::SeqCst);

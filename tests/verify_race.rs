@@ -40,8 +40,15 @@ impl Hold {
         Hold { arrived, go }
     }
 
+    /// Waits for the paused thread to arrive (at most two minutes: a
+    /// pause point never reached fails the test instead of hanging it).
     fn wait(&self) {
+        let start = std::time::Instant::now();
         while !self.arrived.load(Ordering::SeqCst) {
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "the pause point was never reached"
+            );
             std::thread::sleep(Duration::from_millis(1));
         }
     }
