@@ -84,3 +84,42 @@ fn failover_through_sentinel_keeps_confirmed_inserts() {
 fn url_key(set: u64, i: u64) -> Vec<u8> {
     url(100 + set, i)
 }
+
+/// A Sentinel that accepts connections and never answers (a hung process,
+/// a half-open connection): opening the engine gives up within the
+/// configured timeouts instead of waiting forever.
+#[test]
+fn a_sentinel_that_never_answers_times_out() {
+    if !require("a_sentinel_that_never_answers_times_out") {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let hold = std::thread::spawn(move || {
+        // Keep every accepted connection open, silent.
+        let mut held = Vec::new();
+        for c in listener.incoming().take(64) {
+            match c {
+                Ok(c) => held.push(c),
+                Err(_) => break,
+            }
+        }
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut opts = RedisOptions::default();
+        opts.connect_timeout = Duration::from_millis(500);
+        opts.io_timeout = Duration::from_millis(500);
+        opts.retries = 1;
+        opts.backoff = Duration::from_millis(10);
+        let url = format!("redis+sentinel://127.0.0.1:{port}/mymaster");
+        let r = RedisEngine::open_with(&url, &prefix("hung-sentinel"), opts);
+        let _ = tx.send(r.map(|_| ()).map_err(|e| e.to_string()));
+    });
+    match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(Err(msg)) => assert!(msg.contains("HGETALL"), "{msg}"),
+        Ok(Ok(())) => panic!("opened an engine through a Sentinel that never answers"),
+        Err(_) => panic!("no answer after 20 s with 0.5 s timeouts: the Sentinel query hangs"),
+    }
+    drop(hold);
+}

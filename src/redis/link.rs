@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConnection};
-use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 use redis::{
-    Client, Cmd, Connection, ErrorKind, RedisConnectionInfo, RedisResult, ServerErrorKind, Value,
+    Client, Cmd, Connection, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo,
+    RedisConnectionInfo, RedisResult, ServerErrorKind, Value,
 };
 
 use super::error::{RedisError, Result};
@@ -16,7 +16,79 @@ enum Target {
     Single(Client),
     Cluster(ClusterClient),
     /// Asks the Sentinels for the master at every (re)connection.
-    Sentinel(Box<SentinelClient>),
+    Sentinel(Box<Sentinels>),
+}
+
+/// The Sentinels of a `redis+sentinel://` URL, the master's name, and the
+/// user and password of the data nodes.
+struct Sentinels {
+    nodes: Vec<ConnectionInfo>,
+    master: String,
+    auth: RedisConnectionInfo,
+}
+
+impl Sentinels {
+    /// A connection to the master the Sentinels name (asked in turn), once
+    /// it confirms with `ROLE` that it is one. Every connection and every
+    /// reply, to a Sentinel and to the master, is bounded by the timeouts:
+    /// a Sentinel or a master that accepts a connection and never answers
+    /// is an error, not a wait without end.
+    fn connect(&self, connect: Duration, io: Duration) -> RedisResult<Connection> {
+        let open = |info: ConnectionInfo| -> RedisResult<Connection> {
+            let con = Client::open(info)?.get_connection_with_timeout(connect)?;
+            con.set_read_timeout(Some(io))?;
+            con.set_write_timeout(Some(io))?;
+            Ok(con)
+        };
+        let mut last = redis::RedisError::from((
+            ErrorKind::MasterNameNotFoundBySentinel,
+            "no Sentinel names the master",
+        ));
+        for node in &self.nodes {
+            let tried = (|| {
+                let mut s = open(node.clone())?;
+                let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
+                    .arg("get-master-addr-by-name")
+                    .arg(&self.master)
+                    .query(&mut s)?;
+                let Some((host, port)) = addr else {
+                    return Err(redis::RedisError::from((
+                        ErrorKind::MasterNameNotFoundBySentinel,
+                        "the Sentinel does not know the master name",
+                    )));
+                };
+                let info = ConnectionAddr::Tcp(host, port)
+                    .into_connection_info()?
+                    .set_redis_settings(self.auth.clone());
+                let mut m = open(info)?;
+                let role: Value = redis::cmd("ROLE").query(&mut m)?;
+                let master = matches!(&role, Value::Array(items)
+                    if items.first().and_then(bulk_str) == Some(&b"master"[..]));
+                if master {
+                    Ok(m)
+                } else {
+                    // A failover in progress: retried after a backoff.
+                    Err(redis::RedisError::from((
+                        ErrorKind::Io,
+                        "the node the Sentinel names is not a master (yet)",
+                    )))
+                }
+            })();
+            match tried {
+                Ok(m) => return Ok(m),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+}
+
+fn bulk_str(v: &Value) -> Option<&[u8]> {
+    match v {
+        Value::BulkString(b) => Some(b),
+        Value::SimpleString(s) => Some(s.as_bytes()),
+        _ => None,
+    }
 }
 
 enum Conn {
@@ -72,12 +144,12 @@ fn sentinel(rest: &str) -> RedisResult<Target> {
         Some((auth, hosts)) => (Some(auth), hosts),
         None => (None, hosts),
     };
-    let sentinels: Vec<String> = hosts
+    let nodes = hosts
         .split(',')
         .filter(|h| !h.is_empty())
-        .map(|h| format!("redis://{h}"))
-        .collect();
-    if sentinels.is_empty() {
+        .map(|h| format!("redis://{h}").into_connection_info())
+        .collect::<RedisResult<Vec<_>>>()?;
+    if nodes.is_empty() {
         return Err(bad("a Sentinel URL names at least one Sentinel"));
     }
     let mut info = RedisConnectionInfo::default();
@@ -90,9 +162,11 @@ fn sentinel(rest: &str) -> RedisResult<Target> {
             info = info.set_password(password);
         }
     }
-    let node = SentinelNodeConnectionInfo::default().set_redis_connection_info(info);
-    let client = SentinelClient::build(sentinels, master, Some(node), SentinelServerType::Master)?;
-    Ok(Target::Sentinel(Box::new(client)))
+    Ok(Target::Sentinel(Box::new(Sentinels {
+        nodes,
+        master: master.to_string(),
+        auth: info,
+    })))
 }
 
 /// The URL(s) with every password replaced by `***`, for error messages.
@@ -186,12 +260,7 @@ impl Link {
                     Conn::Single(con)
                 }
                 Target::Cluster(c) => Conn::Cluster(Box::new(c.get_connection()?)),
-                Target::Sentinel(s) => {
-                    let con = s.get_client()?.get_connection_with_timeout(connect)?;
-                    con.set_read_timeout(Some(io))?;
-                    con.set_write_timeout(Some(io))?;
-                    Conn::Single(con)
-                }
+                Target::Sentinel(s) => Conn::Single(s.connect(connect, io)?),
             };
             self.conn = Some(conn);
         }
