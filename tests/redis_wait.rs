@@ -67,3 +67,53 @@ fn wait_for_replicas() {
         .iter()
         .all(|&f| f));
 }
+
+/// A `wait_timeout` under a millisecond (`WAIT n 0` would block until the
+/// replicas confirm, however long) or longer than `io_timeout` still ends
+/// in `NotReplicated` with the batch's answers once it has passed, not in a
+/// timeout error after `io_timeout`.
+#[test]
+fn a_wait_shorter_than_a_millisecond_or_longer_than_the_io_timeout_still_reports_the_answers() {
+    if !require("a_wait_shorter_than_a_millisecond_or_longer_than_the_io_timeout") {
+        return;
+    }
+    let master = Server::start();
+    let clock = ManualClock::new(day(0));
+    let config = Config {
+        tiers: vec![Tier::daily(2)],
+        expected_items_per_day: 10_000,
+        ..Config::default()
+    };
+    let pre = prefix("wait-bounds");
+    for (i, wait) in [
+        Duration::ZERO,
+        Duration::from_micros(500),
+        Duration::from_millis(1500),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut opts = RedisOptions::default().clock(clock.clone());
+        opts.wait_replicas = 1;
+        opts.wait_timeout = wait;
+        opts.io_timeout = Duration::from_secs(1);
+        opts.retries = 0;
+        let e = RedisEngine::create_or_open_with(&master.url(), &pre, config.clone(), opts)
+            .expect("open");
+        let keys: Vec<Vec<u8>> = (0..10).map(|k| url(90 + i as u64, k)).collect();
+        let t = std::time::Instant::now();
+        match e.insert_batch(&keys) {
+            Err(RedisError::NotReplicated {
+                acked: 0,
+                wanted: 1,
+                answers,
+            }) => assert_eq!(answers, vec![true; 10]),
+            other => panic!("wait_timeout {wait:?}: expected NotReplicated, got {other:?}"),
+        }
+        assert!(
+            t.elapsed() < wait + Duration::from_secs(1),
+            "wait_timeout {wait:?}: took {:?}",
+            t.elapsed()
+        );
+    }
+}

@@ -219,9 +219,15 @@ impl Link {
         let shown = redact(url);
         let bad = |e| RedisError::redis("connect", &shown, e);
         let target = if urls.len() > 1 || options.cluster {
+            // A `WAIT` waits up to `wait_timeout` before it replies.
+            let waits = if options.wait_replicas > 0 {
+                options.wait_timeout
+            } else {
+                Duration::ZERO
+            };
             let client = ClusterClientBuilder::new(urls)
                 .connection_timeout(options.connect_timeout)
-                .response_timeout(options.io_timeout)
+                .response_timeout(options.io_timeout.saturating_add(waits))
                 .retries(options.retries)
                 .build()
                 .map_err(bad)?;
@@ -332,12 +338,21 @@ impl Link {
     }
 
     /// `WAIT replicas ms` once, without retries: a reconnected client's
-    /// `WAIT` would cover none of the writes it is meant to.
+    /// `WAIT` would cover none of the writes it is meant to. `ms` is at
+    /// least 1 (`WAIT n 0` blocks until the replicas confirm, however
+    /// long), and the reply is awaited `ms` longer than any other.
     pub(crate) fn once(&mut self, name: &str, key: &str, replicas: u32, ms: u64) -> Result<Value> {
+        let ms = ms.max(1);
         let mut c = redis::cmd(name);
         c.arg(replicas).arg(ms);
+        let io = self.io_timeout;
         let r = match self.conn() {
-            Ok(Conn::Single(con)) => c.query::<Value>(con),
+            Ok(Conn::Single(con)) => {
+                let longer = io.saturating_add(Duration::from_millis(ms));
+                con.set_read_timeout(Some(longer))
+                    .and_then(|()| c.query::<Value>(con))
+                    .and_then(|v| con.set_read_timeout(Some(io)).map(|()| v))
+            }
             Ok(Conn::Cluster(con)) => c.query::<Value>(con.as_mut()),
             Err(e) => Err(e),
         };

@@ -105,7 +105,8 @@ pub struct RedisOptions {
     /// `wait_timeout` is [`RedisError::NotReplicated`]. Default 0: no wait.
     /// It narrows what a failover can lose; see `docs/distributed.md`.
     pub wait_replicas: u32,
-    /// How long `wait_replicas` waits. Default 1 s.
+    /// How long `wait_replicas` waits (at least 1 ms; a reply is awaited
+    /// this much longer than `io_timeout`). Default 1 s.
     pub wait_timeout: Duration,
     clock: TimeSource,
 }
