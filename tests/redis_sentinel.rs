@@ -123,3 +123,44 @@ fn a_sentinel_that_never_answers_times_out() {
     }
     drop(hold);
 }
+
+/// The user and password in a `redis+sentinel://` URL are percent-decoded
+/// as in a `redis://` URL, so the same encoded password works through both.
+#[test]
+fn a_percent_encoded_password_works_through_the_sentinel_as_directly() {
+    if !require("a_percent_encoded_password_works_through_the_sentinel_as_directly") {
+        return;
+    }
+    let master = Server::with_args(&[
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--user",
+        "crawler",
+        "on",
+        ">s3cr@t/x%",
+        "~*",
+        "+@all",
+    ]);
+    let sentinel = Sentinel::start(master.port);
+    let encoded = "crawler:s3cr%40t%2Fx%25";
+    let config = Config {
+        tiers: vec![Tier::daily(2)],
+        expected_items_per_day: 1000,
+        ..Config::default()
+    };
+    let pre = prefix("sentinel-encoded");
+    let direct = format!("redis://{encoded}@127.0.0.1:{}", master.port);
+    let e = RedisEngine::create(&direct, &pre, config).expect("create with the encoded password");
+    assert_eq!(e.insert_batch(&[b"a"]).expect("insert"), [true]);
+    let url = format!(
+        "redis+sentinel://{encoded}@127.0.0.1:{}/mymaster",
+        sentinel.port
+    );
+    let via = RedisEngine::open(&url, &pre).expect("open through the Sentinel");
+    assert_eq!(
+        via.insert_batch(&[b"a", b"b"]).expect("insert"),
+        [false, true]
+    );
+}

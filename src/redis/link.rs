@@ -155,11 +155,13 @@ fn sentinel(rest: &str) -> RedisResult<Target> {
     let mut info = RedisConnectionInfo::default();
     if let Some(auth) = auth {
         let (user, password) = auth.split_once(':').unwrap_or(("", auth));
+        // Percent-decoded, as the redis crate decodes a redis:// URL's.
+        let decoded = |s: &str, what: &'static str| percent_decode(s).ok_or_else(|| bad(what));
         if !user.is_empty() {
-            info = info.set_username(user);
+            info = info.set_username(decoded(user, "the user name is not valid UTF-8")?);
         }
         if !password.is_empty() {
-            info = info.set_password(password);
+            info = info.set_password(decoded(password, "the password is not valid UTF-8")?);
         }
     }
     Ok(Target::Sentinel(Box::new(Sentinels {
@@ -167,6 +169,32 @@ fn sentinel(rest: &str) -> RedisResult<Target> {
         master: master.to_string(),
         auth: info,
     })))
+}
+
+/// `s` with every `%XX` (two hex digits) replaced by that byte; `None`
+/// when the result is not UTF-8.
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let hex = |c: u8| char::from(c).to_digit(16);
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match (
+            b[i],
+            b.get(i + 1).copied().and_then(hex),
+            b.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// The URL(s) with every password replaced by `***`, for error messages.
@@ -387,6 +415,18 @@ impl Link {
 #[cfg(test)]
 mod tests {
     use super::split_urls;
+
+    #[test]
+    fn percent_decoding() {
+        use super::percent_decode;
+        assert_eq!(
+            percent_decode("s3cr%40t%2Fx%25").as_deref(),
+            Some("s3cr@t/x%")
+        );
+        assert_eq!(percent_decode("a%zz%4").as_deref(), Some("a%zz%4"));
+        assert_eq!(percent_decode("%C3%A9").as_deref(), Some("\u{e9}"));
+        assert_eq!(percent_decode("%ff"), None);
+    }
 
     #[test]
     fn lists_split_only_where_another_url_begins() {
