@@ -59,3 +59,111 @@ fn acl_user_and_password_in_the_url() {
     let err = RedisEngine::open(&good, "other").expect_err("a key outside the ACL");
     assert!(err.to_string().contains("other:config"), "{err}");
 }
+
+/// `rediss://` trusts the system's roots: a server whose certificate comes
+/// from a CA the system trusts (here through `SSL_CERT_FILE`, which the
+/// system store honours) is reached.
+#[test]
+fn tls_trusts_the_system_roots() {
+    if !require("tls_trusts_the_system_roots") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let openssl = |args: &[&str]| {
+        std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(d)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    std::fs::write(
+        d.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .expect("write ext.cnf");
+    let made = openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=timebloom test CA",
+    ]) && openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "srv.key",
+        "-out",
+        "srv.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]) && openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "srv.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "srv.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+    if !made {
+        eprintln!("SKIPPED tls_trusts_the_system_roots: openssl could not make certificates");
+        return;
+    }
+    let tls_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+        .to_string();
+    let file = |f: &str| d.join(f).display().to_string();
+    let (cert, key) = (file("srv.pem"), file("srv.key"));
+    let server = Server::with_args(&[
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--tls-port",
+        &tls_port,
+        "--tls-cert-file",
+        &cert,
+        "--tls-key-file",
+        &key,
+        "--tls-auth-clients",
+        "no",
+    ]);
+    assert!(server.cli(&["PING"]).contains("PONG"));
+    // Set before any TLS connection of this process is made.
+    std::env::set_var("SSL_CERT_FILE", file("ca.pem"));
+    let config = Config {
+        tiers: vec![Tier::daily(2)],
+        expected_items_per_day: 1000,
+        ..Config::default()
+    };
+    let pre = prefix("tls");
+    let url = format!("rediss://127.0.0.1:{tls_port}");
+    let e = RedisEngine::create(&url, &pre, config).expect("create over TLS");
+    assert_eq!(e.insert_batch(&[b"a", b"b"]).expect("insert"), [true, true]);
+    let plain = RedisEngine::open(&server.url(), &pre).expect("open without TLS");
+    assert_eq!(
+        plain.contains_batch(&[b"a", b"c"]).expect("contains"),
+        [true, false]
+    );
+}

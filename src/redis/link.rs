@@ -197,6 +197,48 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// The roots a `rediss://` connection trusts: the system's (the
+/// distribution's bundle, or `SSL_CERT_FILE` / `SSL_CERT_DIR`), those
+/// rustls accepts, as PEM. `None` when the system has none: the redis
+/// crate then uses the webpki roots it was built with (which it uses
+/// instead of the system's when given no roots).
+fn system_roots() -> Option<redis::TlsCertificates> {
+    let mut pem = Vec::new();
+    for cert in rustls_native_certs::load_native_certs().certs {
+        if rustls::RootCertStore::empty().add(cert.clone()).is_ok() {
+            pem.extend_from_slice(b"-----BEGIN CERTIFICATE-----\n");
+            for line in base64(&cert).chunks(64) {
+                pem.extend_from_slice(line);
+                pem.push(b'\n');
+            }
+            pem.extend_from_slice(b"-----END CERTIFICATE-----\n");
+        }
+    }
+    (!pem.is_empty()).then_some(redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(pem),
+    })
+}
+
+/// Standard base64 with padding.
+fn base64(data: &[u8]) -> Vec<u8> {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::with_capacity(data.len().div_ceil(3) * 4);
+    for c in data.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(c.get(1).copied().unwrap_or(0)) << 8)
+            | u32::from(c.get(2).copied().unwrap_or(0));
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(ABC[(n >> (18 - 6 * i) & 63) as usize]);
+            } else {
+                out.push(b'=');
+            }
+        }
+    }
+    out
+}
+
 /// The URL(s) with every password replaced by `***`, for error messages.
 pub(crate) fn redact(url: &str) -> String {
     crate::redact_url(url)
@@ -246,6 +288,8 @@ impl Link {
         let urls = split_urls(url);
         let shown = redact(url);
         let bad = |e| RedisError::redis("connect", &shown, e);
+        let tls = urls.iter().any(|u| u.starts_with("rediss://"));
+        let roots = if tls { system_roots() } else { None };
         let target = if urls.len() > 1 || options.cluster {
             // A `WAIT` waits up to `wait_timeout` before it replies.
             let waits = if options.wait_replicas > 0 {
@@ -253,13 +297,16 @@ impl Link {
             } else {
                 Duration::ZERO
             };
-            let client = ClusterClientBuilder::new(urls)
+            let mut builder = ClusterClientBuilder::new(urls)
                 .connection_timeout(options.connect_timeout)
                 .response_timeout(options.io_timeout.saturating_add(waits))
-                .retries(options.retries)
-                .build()
-                .map_err(bad)?;
-            Target::Cluster(client)
+                .retries(options.retries);
+            if let Some(roots) = roots {
+                builder = builder.certs(roots);
+            }
+            Target::Cluster(builder.build().map_err(bad)?)
+        } else if let Some(roots) = roots {
+            Target::Single(Client::build_with_tls(url, roots).map_err(bad)?)
         } else {
             Target::Single(Client::open(url).map_err(bad)?)
         };
@@ -415,6 +462,16 @@ impl Link {
 #[cfg(test)]
 mod tests {
     use super::split_urls;
+
+    #[test]
+    fn base64_encodes() {
+        use super::base64;
+        assert_eq!(base64(b""), b"");
+        assert_eq!(base64(b"f"), b"Zg==");
+        assert_eq!(base64(b"fo"), b"Zm8=");
+        assert_eq!(base64(b"foo"), b"Zm9v");
+        assert_eq!(base64(b"foob\xff"), b"Zm9vYv8=");
+    }
 
     #[test]
     fn percent_decoding() {
