@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use base64::Engine as _;
+
 use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConnection};
 use redis::{
     Client, Cmd, Connection, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo,
@@ -174,27 +176,10 @@ fn sentinel(rest: &str) -> RedisResult<Target> {
 /// `s` with every `%XX` (two hex digits) replaced by that byte; `None`
 /// when the result is not UTF-8.
 fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let hex = |c: u8| char::from(c).to_digit(16);
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match (
-            b[i],
-            b.get(i + 1).copied().and_then(hex),
-            b.get(i + 2).copied().and_then(hex),
-        ) {
-            (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-            }
-            (c, _, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok()
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8()
+        .ok()
+        .map(|s| s.into_owned())
 }
 
 /// The roots a `rediss://` connection trusts: the system's (the
@@ -207,7 +192,8 @@ fn system_roots() -> Option<redis::TlsCertificates> {
     for cert in rustls_native_certs::load_native_certs().certs {
         if rustls::RootCertStore::empty().add(cert.clone()).is_ok() {
             pem.extend_from_slice(b"-----BEGIN CERTIFICATE-----\n");
-            for line in base64(&cert).chunks(64) {
+            let text = base64::engine::general_purpose::STANDARD.encode(&cert);
+            for line in text.as_bytes().chunks(64) {
                 pem.extend_from_slice(line);
                 pem.push(b'\n');
             }
@@ -218,25 +204,6 @@ fn system_roots() -> Option<redis::TlsCertificates> {
         client_tls: None,
         root_cert: Some(pem),
     })
-}
-
-/// Standard base64 with padding.
-fn base64(data: &[u8]) -> Vec<u8> {
-    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = Vec::with_capacity(data.len().div_ceil(3) * 4);
-    for c in data.chunks(3) {
-        let n = (u32::from(c[0]) << 16)
-            | (u32::from(c.get(1).copied().unwrap_or(0)) << 8)
-            | u32::from(c.get(2).copied().unwrap_or(0));
-        for i in 0..4 {
-            if i <= c.len() {
-                out.push(ABC[(n >> (18 - 6 * i) & 63) as usize]);
-            } else {
-                out.push(b'=');
-            }
-        }
-    }
-    out
 }
 
 /// The URL(s) with every password replaced by `***`, for error messages.
@@ -462,16 +429,6 @@ impl Link {
 #[cfg(test)]
 mod tests {
     use super::split_urls;
-
-    #[test]
-    fn base64_encodes() {
-        use super::base64;
-        assert_eq!(base64(b""), b"");
-        assert_eq!(base64(b"f"), b"Zg==");
-        assert_eq!(base64(b"fo"), b"Zm8=");
-        assert_eq!(base64(b"foo"), b"Zm9v");
-        assert_eq!(base64(b"foob\xff"), b"Zm9vYv8=");
-    }
 
     #[test]
     fn percent_decoding() {
