@@ -243,13 +243,13 @@ impl Canonicalizer {
     /// the same, so that a canonical form is a fixed point: one pass can
     /// leave work for the next (`;%6Asessionid=` decodes into a session
     /// parameter, an escaped `sid` value into 32 hex digits; removing
-    /// `;jsessionid=` can uncover a dot segment; a host can start with
-    /// `www.` twice). The fast check recognizes most forms at once. On an
+    /// `;jsessionid=` can uncover a dot segment). The fast check
+    /// recognizes most forms at once. On an
     /// error nothing stays appended.
     fn settle(&self, out: &mut Vec<u8>, start: usize) -> Result<(), CanonicalError> {
         let mut next = Vec::new();
         // Every pass that changes the form makes it shorter (a decoded
-        // escape, a parameter, a segment or a `www.` less); the bound is
+        // escape, a parameter or a segment less); the bound is
         // only a guard.
         for _ in 0..16 {
             if self.plain(&out[start..]) {
@@ -347,7 +347,7 @@ impl Canonicalizer {
         if host.is_empty() {
             return Err(CanonicalError::NoHost);
         }
-        if self.drop_www && strips_www(host) {
+        while self.drop_www && strips_www(host) {
             host = &host[4..];
         }
         out.extend_from_slice(scheme);

@@ -352,6 +352,23 @@ fn one_pass_leaves_no_work_for_another() {
     assert_eq!(once, "http://example.com/");
 }
 
+/// The www rule drops every leading `www.` (the docs: "again while one
+/// leads"), however many there are: one `www.` a pass, with a bound on
+/// the passes, left a host with more than 17 a `www.` short and not a
+/// fixed point.
+#[test]
+fn www_is_dropped_however_often_it_leads() {
+    let strict = Canonicalizer::strict();
+    for n in [1, 16, 17, 40] {
+        let input = format!("http://{}example.com/a", "www.".repeat(n));
+        for s in [input.clone(), format!(" {input}")] {
+            let once = strict.canonicalize(&s).unwrap();
+            assert_eq!(once, "http://example.com/a", "{n}");
+            assert_eq!(strict.canonicalize(&once).unwrap(), once, "{n}");
+        }
+    }
+}
+
 /// After the URL, rule 1 trims what the URL standard trims (C0 controls
 /// and space), not every Unicode space: a no-break space ending a query
 /// value is part of it, so `?q=<NBSP>` is the page a browser requests as `?q=%C2%A0`, not
