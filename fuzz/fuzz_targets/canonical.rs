@@ -29,7 +29,11 @@ fuzz_target!(|data: &[u8]| {
             Err(e) => assert_eq!(Err(e), fast),
         }
         if let Ok(once) = &fast {
-            assert_eq!(c.canonicalize(once).as_ref(), Ok(once), "not a fixed point: {data:?} {c:?}");
+            assert_eq!(
+                c.canonicalize(once).as_ref(),
+                Ok(once),
+                "not a fixed point: {data:?} {c:?}"
+            );
         }
     }
 });
