@@ -302,12 +302,15 @@ impl PyEngine {
         self.backfill_key(py, key, |e, k| e.insert_at(k, t))
     }
 
-    /// Takes `key` back (counting and fingerprint tiers only:
-    /// `RemoveUnsupportedError` otherwise). Returns whether any window held
-    /// it. Remove only keys you inserted: removing another may remove a key
-    /// that shares its counters. In a fingerprint tier two keys with the
-    /// same fingerprint and bucket pair share one slot, so a remove takes
-    /// the other with it (about the false-positive rate per remove).
+    /// Takes back one insert of `key` made now (counting and fingerprint
+    /// tiers only: `RemoveUnsupportedError` otherwise): the windows inserts
+    /// go to now, and only when every one of them holds the key. Returns
+    /// whether it did (False for a key inserted into earlier counting
+    /// windows only: `remove_at` with the instant of that insert takes it
+    /// back). Remove only keys you inserted: removing another may remove a
+    /// key that shares its counters. In a fingerprint tier two keys with
+    /// the same fingerprint and bucket pair share one slot, so a remove
+    /// takes the other with it (about the false-positive rate per remove).
     fn remove(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         self.write_key(py, key, |e, k| e.remove(k))
     }
