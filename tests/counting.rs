@@ -214,3 +214,147 @@ fn concurrent_inserts_and_removes_of_disjoint_keys_keep_the_rest() {
         }
     }
 }
+
+/// The ISO week (`span` 7) or day (`span` 1) index of `t`, in seconds.
+fn window_of(span: u64, t: u64) -> u64 {
+    match span {
+        7 => (t / 86_400 + 3) / 7,
+        _ => t / 86_400,
+    }
+}
+
+/// Random inserts, backfills, removes of inserts still outstanding (now, or
+/// at their instant), clock steps, reopens and power-loss copies (the
+/// directory copied while open, its boot id deleted, so the open replays
+/// the log onto the shadow copies) against an exact list of the inserts
+/// not taken back: every remove of one of them succeeds, and every key one
+/// of them holds in a live window is present.
+#[test]
+fn removes_of_outstanding_inserts_match_an_exact_model() {
+    const KEYS: u64 = 40;
+    let tiers = [(1u64, 10u64), (7, 2)]; // (span in days, retention)
+    for seed in 1..=6u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let base = tempfile::tempdir().unwrap();
+        let t0 = 20_000 * 86_400;
+        let clock = ManualClock::new(at(t0));
+        let cfg = timebloom::Config {
+            sync: timebloom::SyncPolicy::Always,
+            ..config(
+                &[Tier::daily(10).counting(), Tier::weekly(2).counting()],
+                4,
+                0.01,
+            )
+        };
+        let mut cur = dir.path().to_path_buf();
+        let mut e = create(&cur, cfg, &clock);
+        let mut now = t0;
+        let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let live = |ti: usize, t: u64, now: u64| {
+            let (span, keep) = tiers[ti];
+            window_of(span, t) + keep > window_of(span, now)
+        };
+        let any_live = |t: u64, now: u64| (0..2).any(|ti| live(ti, t, now));
+        let same = |t: u64, now: u64| {
+            tiers
+                .iter()
+                .all(|&(span, _)| window_of(span, t) == window_of(span, now))
+        };
+        let key = |k: u64| format!("k{k}").into_bytes();
+        let mut outstanding: Vec<(u64, u64)> = Vec::new(); // (key, instant)
+        let mut log: Vec<String> = Vec::new();
+        for op in 0..300 {
+            let k = next() % KEYS;
+            match next() % 10 {
+                0..=2 => {
+                    e.insert(&key(k)).unwrap();
+                    outstanding.push((k, now));
+                    log.push(format!("insert {k}"));
+                }
+                3 => {
+                    let t = now - (next() % (14 * 86_400)).min(now - t0);
+                    let r = e.insert_at(&key(k), at(t));
+                    log.push(format!("insert_at {k} {}s ago: {}", now - t, r.is_ok()));
+                    if any_live(t, now) {
+                        r.unwrap();
+                        outstanding.push((k, t));
+                    } else {
+                        assert!(r.is_err(), "seed {seed} op {op}: backfill past every tier");
+                    }
+                }
+                4 | 5 => {
+                    let Some(i) = outstanding
+                        .iter()
+                        .position(|&(k2, t)| k2 == k && same(t, now))
+                    else {
+                        continue;
+                    };
+                    let removed = e.remove(&key(k)).unwrap();
+                    log.push(format!("remove {k}: {removed}"));
+                    assert!(
+                        removed,
+                        "seed {seed} op {op}: an insert made now not taken back\n{}",
+                        log.join("\n")
+                    );
+                    outstanding.swap_remove(i);
+                }
+                6 => {
+                    if outstanding.is_empty() {
+                        continue;
+                    }
+                    let i = (next() % outstanding.len() as u64) as usize;
+                    let (k, t) = outstanding.swap_remove(i);
+                    let r = e.remove_at(&key(k), at(t));
+                    log.push(format!("remove_at {k} {}s ago: {r:?}", now - t));
+                    if any_live(t, now) {
+                        assert!(
+                            r.unwrap(),
+                            "seed {seed} op {op}: an insert at its instant not taken back\n{}",
+                            log.join("\n")
+                        );
+                    } else {
+                        assert!(r.is_err(), "seed {seed} op {op}: remove past every tier");
+                    }
+                }
+                7 | 8 => {
+                    now += (1 + next() % 30) * 3600;
+                    clock.set(at(now));
+                    log.push(format!("clock {now}"));
+                }
+                _ if next() % 2 == 0 => {
+                    let to = base.path().join(format!("copy{op}"));
+                    copy_tree(&cur, &to);
+                    let _ = std::fs::remove_file(to.join("wal/BOOT"));
+                    drop(e);
+                    cur = to;
+                    e = open(&cur, &clock);
+                    log.push("power loss (copy)".into());
+                }
+                _ => {
+                    drop(e);
+                    e = open(&cur, &clock);
+                    log.push("reopen".into());
+                }
+            }
+            for kk in 0..KEYS {
+                if outstanding
+                    .iter()
+                    .any(|&(k2, t)| k2 == kk && any_live(t, now))
+                {
+                    assert!(
+                        e.contains(&key(kk)).unwrap(),
+                        "seed {seed} op {op}: k{kk} lost\n{}",
+                        log.join("\n")
+                    );
+                }
+            }
+        }
+        e.verify().unwrap();
+    }
+}
