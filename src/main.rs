@@ -207,9 +207,9 @@ enum Command {
         #[command(flatten)]
         lines: LineFlags,
     },
-    /// Take keys back out and print how many were present (engines with no
-    /// plain Bloom tier: counting tiers, `create --counting`, and
-    /// fingerprint tiers, `365d:fingerprint`).
+    /// Take back one insert of each key (made now, or at --at) and print how
+    /// many were taken back (engines with no plain Bloom tier: counting
+    /// tiers, `create --counting`, and fingerprint tiers, `365d:fingerprint`).
     #[command(
         after_help = "Example:\n  timebloom remove crawl.tb --canonical 'https://example.com/retry-me'"
     )]
