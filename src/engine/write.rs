@@ -771,6 +771,12 @@ impl Engine {
     /// The same contract as [`Engine::remove`] otherwise; an instant older
     /// than every tier keeps, or in a future window, is an error.
     ///
+    /// After the clock was stepped back behind the newest window, an
+    /// [`Engine::insert`] still goes to that newest window, while `time`
+    /// names the window of the clock's instant: such an insert is taken back
+    /// by [`Engine::remove`], not by `remove_at` at the clock's instant
+    /// (which answers `false`).
+    ///
     /// ```
     /// use std::time::{Duration, SystemTime};
     /// use timebloom::{Config, Engine, Tier};
