@@ -86,18 +86,17 @@ impl PyEngine {
         key: &Bound<'_, PyAny>,
         f: impl FnOnce(&timebloom::Engine, &[u8]) -> timebloom::Result<T> + Send,
     ) -> PyResult<T> {
-        let k = key_bytes(key)?;
-        let k = k.as_bytes();
         if self.policy == SyncPolicy::Always || self.slot.get(timebloom::Engine::write_may_wait)? {
-            self.slot.detached(py, |e| f(e, k))
-        } else {
-            self.slot.with(|e| f(e, k))
+            return self.detached_key(py, key, f);
         }
+        let k = key_bytes(key)?;
+        self.slot.with(|e| f(e, k.as_bytes()))
     }
 
-    /// Runs a backfill `f` of one key (`insert_at`, `remove_at`) with the
-    /// GIL released: it may create the file of a past window.
-    fn backfill_key<T: Send>(
+    /// Runs a write `f` of one key with the GIL released: a write that
+    /// waits (`write_key`), and backfills (`insert_at`, `remove_at`), which
+    /// may create the file of a past window.
+    fn detached_key<T: Send>(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
@@ -299,7 +298,7 @@ impl PyEngine {
         when: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let t = instant_of(when)?;
-        self.backfill_key(py, key, |e, k| e.insert_at(k, t))
+        self.detached_key(py, key, |e, k| e.insert_at(k, t))
     }
 
     /// Takes back one insert of `key` made now (counting and fingerprint
@@ -325,7 +324,7 @@ impl PyEngine {
         when: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let t = instant_of(when)?;
-        self.backfill_key(py, key, |e, k| e.remove_at(k, t))
+        self.detached_key(py, key, |e, k| e.remove_at(k, t))
     }
 
     /// Rotates and expires windows as of `now` (default: the engine's
