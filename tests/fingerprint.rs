@@ -23,6 +23,46 @@ fn table_engine(dir: &std::path::Path, days: u32, per_day: u64, p: f64) -> (Engi
     (e, clock)
 }
 
+/// A table of `days` under `sync = always` in `tmp/crawl.tb`, its clock
+/// at `start`: every acknowledged insert is in the log.
+fn always_table(
+    tmp: &std::path::Path,
+    days: u32,
+    per_day: u64,
+    start: SystemTime,
+) -> (std::path::PathBuf, Engine, ManualClock) {
+    let dir = tmp.join("crawl.tb");
+    let clock = ManualClock::new(start);
+    let config = timebloom::Config {
+        sync: timebloom::SyncPolicy::Always,
+        ..config(&[Tier::fingerprint(days)], per_day, 0.001)
+    };
+    let e = Engine::create_with(&dir, config, Options::default().clock(clock.clone())).unwrap();
+    (dir, e, clock)
+}
+
+/// The files of `e` (in `dir`) as a power loss leaves them under
+/// `always`: copied to `tmp/image.tb` while it is open, then `e` dropped.
+fn power_loss_image(tmp: &std::path::Path, dir: &std::path::Path, e: Engine) -> std::path::PathBuf {
+    let image = tmp.join("image.tb");
+    copy_tree(dir, &image);
+    drop(e);
+    image
+}
+
+/// Opens `image` as after a power loss, on `clock`.
+fn open_after_power_loss(
+    image: &std::path::Path,
+    clock: &ManualClock,
+) -> timebloom::Result<Engine> {
+    Engine::open_with(
+        image,
+        Options::default()
+            .clock(clock.clone())
+            .assume_power_loss(true),
+    )
+}
+
 fn key(d: u64, i: u64) -> Vec<u8> {
     url(1, d * 1_000_000 + i)
 }
@@ -458,13 +498,7 @@ fn remove_deletes_a_key() {
 fn a_batch_syncs_the_log_once_under_always() {
     let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("crawl.tb");
-    let clock = ManualClock::new(day(0));
-    let config = timebloom::Config {
-        sync: timebloom::SyncPolicy::Always,
-        ..config(&[Tier::fingerprint(30)], 10_000, 0.001)
-    };
-    let e = Engine::create_with(&dir, config, Options::default().clock(clock.clone())).unwrap();
+    let (dir, e, clock) = always_table(tmp.path(), 30, 10_000, day(0));
     // Counts the log's fsyncs in this engine's directory (the hook is
     // process-wide: other tests' paths are not counted).
     let syncs = std::sync::Arc::new(AtomicU64::new(0));
@@ -496,13 +530,7 @@ fn a_batch_syncs_the_log_once_under_always() {
 fn a_replay_without_room_grows_the_chain() {
     let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("crawl.tb");
-    let clock = ManualClock::new(day(2));
-    let config = timebloom::Config {
-        sync: timebloom::SyncPolicy::Always,
-        ..config(&[Tier::fingerprint(7)], 500, 0.001)
-    };
-    let e = Engine::create_with(&dir, config, Options::default().clock(clock.clone())).unwrap();
+    let (dir, e, clock) = always_table(tmp.path(), 7, 500, day(2));
     let n = 2_000u64;
     // Whether each insert answered "new": a key answered "seen" (a false
     // positive, about one in a thousand) was neither written nor logged,
@@ -520,9 +548,7 @@ fn a_replay_without_room_grows_the_chain() {
     assert!(new.iter().filter(|&&x| !x).count() <= 10, "false positives");
     assert_eq!(e.stats().unwrap().tiers[0].segments[0].subfilters, 1);
     // The crash: the files as they are, the log synced (`always`).
-    let image = tmp.path().join("image.tb");
-    copy_tree(&dir, &image);
-    drop(e);
+    let image = power_loss_image(tmp.path(), &dir, e);
     let full = std::sync::Arc::new(AtomicU64::new(0));
     let (seen, img) = (std::sync::Arc::clone(&full), image.clone());
     timebloom::testing::set_fault_hook(Some(Box::new(move |op, path| {
@@ -532,12 +558,7 @@ fn a_replay_without_room_grows_the_chain() {
             && seen.fetch_add(1, Ordering::SeqCst) == 299)
             .then(|| std::io::Error::other("no room"))
     })));
-    let opened = Engine::open_with(
-        &image,
-        Options::default()
-            .clock(clock.clone())
-            .assume_power_loss(true),
-    );
+    let opened = open_after_power_loss(&image, &clock);
     timebloom::testing::set_fault_hook(None);
     let e = opened.expect("a replay without room must grow the chain, not refuse to open");
     assert!(
@@ -785,27 +806,13 @@ fn a_clock_that_steps_back_days_loses_no_key() {
 #[test]
 fn a_power_loss_recovery_behind_the_tables_day_replays_every_key() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("crawl.tb");
-    let clock = ManualClock::new(day(0));
-    let config = timebloom::Config {
-        sync: timebloom::SyncPolicy::Always,
-        ..config(&[Tier::fingerprint(7)], 2_000, 0.001)
-    };
-    let e = Engine::create_with(&dir, config, Options::default().clock(clock.clone())).unwrap();
+    let (dir, e, clock) = always_table(tmp.path(), 7, 2_000, day(0));
     e.insert(&key(0, 0)).unwrap();
     clock.set(day(4));
     let new: Vec<bool> = (0..500).map(|i| e.insert(&key(4, i)).unwrap()).collect();
-    let image = tmp.path().join("image.tb");
-    copy_tree(&dir, &image);
-    drop(e);
+    let image = power_loss_image(tmp.path(), &dir, e);
     clock.set(day(0));
-    let e = Engine::open_with(
-        &image,
-        Options::default()
-            .clock(clock.clone())
-            .assume_power_loss(true),
-    )
-    .unwrap();
+    let e = open_after_power_loss(&image, &clock).unwrap();
     for i in (0..500).filter(|&i| new[i as usize]) {
         assert!(
             e.contains(&key(4, i)).unwrap(),
@@ -992,13 +999,7 @@ fn a_rate_a_table_cannot_meet_is_refused() {
 #[test]
 fn a_power_loss_long_after_the_checkpoint_brings_back_no_expired_key() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("crawl.tb");
-    let clock = ManualClock::new(day(0));
-    let config = timebloom::Config {
-        sync: timebloom::SyncPolicy::Always,
-        ..config(&[Tier::fingerprint(365)], 200, 0.001)
-    };
-    let e = Engine::create_with(&dir, config, Options::default().clock(clock.clone())).unwrap();
+    let (dir, e, clock) = always_table(tmp.path(), 365, 200, day(0));
     let old: Vec<Vec<u8>> = (0..200).map(|i| key(0, i)).collect();
     e.insert_batch(&old).unwrap();
     for d in 1..=512u64 {
@@ -1011,16 +1012,8 @@ fn a_power_loss_long_after_the_checkpoint_brings_back_no_expired_key() {
     assert_eq!(old.iter().filter(|k| e.contains(k).unwrap()).count(), 0);
     let fresh: Vec<Vec<u8>> = (0..50).map(|i| key(512, i)).collect();
     let new = e.insert_batch(&fresh).unwrap();
-    let image = tmp.path().join("image.tb");
-    copy_tree(&dir, &image);
-    drop(e);
-    let e = Engine::open_with(
-        &image,
-        Options::default()
-            .clock(clock.clone())
-            .assume_power_loss(true),
-    )
-    .unwrap();
+    let image = power_loss_image(tmp.path(), &dir, e);
+    let e = open_after_power_loss(&image, &clock).unwrap();
     for (k, n) in fresh.iter().zip(&new) {
         assert!(!n || e.contains(k).unwrap(), "a day-512 key lost");
     }
