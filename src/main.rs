@@ -771,8 +771,11 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             )?;
             let dir = dir.ok_or_else(no_dir)?;
             // Opened on a clock that stands still at the epoch, so that the
-            // open itself moves nothing and `maintain` reports every change.
-            let still = Options::default().clock(ManualClock::new(std::time::UNIX_EPOCH));
+            // open itself moves nothing and `maintain` reports every change;
+            // --degraded applies as to every other open.
+            let still = Options::default()
+                .clock(ManualClock::new(std::time::UNIX_EPOCH))
+                .degraded(degraded);
             let engine = Engine::open_with(&dir, still.allow_clock_jump(true))?;
             let done = engine.maintain(now.unwrap_or_else(SystemTime::now));
             let closed = engine.close();

@@ -234,3 +234,40 @@ fn a_dry_run_notes_the_configuration_flags_it_does_not_apply() {
     let out = cmd("filter-new", &db, &["--dry-run"], b"https://a.example/1\n");
     assert!(!stderr(&out).contains("apply only"), "{}", stderr(&out));
 }
+
+/// `--degraded` is a global flag and the quarantine error says to open
+/// degraded to go on; `maintain --degraded` goes on without the damaged
+/// window as the other writing commands do, rather than failing with the
+/// very error that names the flag.
+#[test]
+fn maintain_honours_degraded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let out = cmd("add", &db, &["--tiers", "3d"], b"a\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let next = ["add", db.to_str().unwrap(), "--now", "2026-11-03T12:00:00Z"];
+    let out = run(&next, b"b\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // Both header copies of the sealed first day damaged.
+    let sealed = db.join("seg/d-20261102-0.seg");
+    let mut b = std::fs::read(&sealed).unwrap();
+    b[10] ^= 0x40;
+    b[2048 + 10] ^= 0x40;
+    std::fs::write(&sealed, &b).unwrap();
+    let dir = db.to_str().unwrap();
+    let out = run(
+        &[
+            "maintain",
+            dir,
+            "--degraded",
+            "--now",
+            "2026-11-03T13:00:00Z",
+        ],
+        b"",
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(db.join("quarantine/d-20261102-0.seg").exists());
+    // The manifest no longer names the window: a plain open works.
+    let out = run(&["add", dir, "--now", "2026-11-03T14:00:00Z"], b"c\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
