@@ -261,7 +261,9 @@ enum Command {
     },
     /// Rotate and expire now, and print what changed (windows opened, sealed,
     /// expired). With --now, the one writing command that may move the
-    /// clock forward past the --max-clock-jump limit or every live window.
+    /// clock forward past the --max-clock-jump limit or every live window;
+    /// without it, a system clock that jumped past every live window is
+    /// refused, as at any write.
     #[command(after_help = "Example:\n  timebloom maintain crawl.tb --now 2027-01-01T00:00:00Z")]
     Maintain {
         /// The engine directory.
@@ -776,8 +778,13 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let still = Options::default()
                 .clock(ManualClock::new(std::time::UNIX_EPOCH))
                 .degraded(degraded);
-            let engine = Engine::open_with(&dir, still.allow_clock_jump(true))?;
-            let done = engine.maintain(now.unwrap_or_else(SystemTime::now));
+            let engine = Engine::open_with(&dir, still)?;
+            // --now moves the engine on purpose, past any clock jump; the
+            // system clock is refused a jump, as at every other write.
+            let done = match now {
+                Some(t) => engine.maintain(t),
+                None => engine.maintain_checked(SystemTime::now()),
+            };
             let closed = engine.close();
             let done = done?;
             closed?;

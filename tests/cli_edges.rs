@@ -271,3 +271,49 @@ fn maintain_honours_degraded() {
     let out = run(&["add", dir, "--now", "2026-11-03T14:00:00Z"], b"c\n");
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
+
+/// `maintain` without `--now` rotates to the system clock; a system clock
+/// that jumped past every window is refused there as at every other
+/// writing command (exit 2, nothing expired), and only `maintain --now T`
+/// moves the engine on purpose, as the help and the refusal say. A cron
+/// job's plain `maintain` on a host whose clock jumped expired every
+/// window.
+#[test]
+fn maintain_without_now_refuses_a_clock_jump() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let d = db.to_str().unwrap();
+    // Years before the system clock: moving there expires every window.
+    let then = "2001-03-04T12:00:00Z";
+    let out = run(
+        &[
+            "add",
+            d,
+            "--now",
+            then,
+            "--tiers",
+            "3d",
+            "--items-per-day",
+            "1000",
+        ],
+        b"k\n",
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = run(&["maintain", d], b"");
+    assert_eq!(code(&out), 2, "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        stderr(&out).contains("--now") && stderr(&out).contains("clock jumped"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&["check", d, "--now", then, "k"], b"");
+    assert_eq!(stdout(&out), "k\tseen\n", "{}", stderr(&out));
+    // On purpose.
+    let out = run(&["maintain", d, "--now", "2002-01-01T00:00:00Z"], b"");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("expired 3d 20010304"),
+        "{}",
+        stdout(&out)
+    );
+}

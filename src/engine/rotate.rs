@@ -63,6 +63,17 @@ impl Engine {
         self.maintain_at(instant(now)?, true, false)
     }
 
+    /// [`Engine::maintain`] that refuses a clock jump as an insert would:
+    /// a step to `now` that would expire every live window at once, or
+    /// that passes the limit of [`crate::Options::max_clock_jump`], is
+    /// [`Error::ClockJump`] and changes nothing (unless the engine was
+    /// opened with [`crate::Options::allow_clock_jump`]). For a routine
+    /// rotation to a clock that may be wrong, such as the system clock.
+    pub fn maintain_checked(&self, now: SystemTime) -> Result<Maintenance> {
+        self.writable()?;
+        self.maintain_at(instant(now)?, self.allow_clock_jump, false)
+    }
+
     /// Rotation under the maintenance lock. `lazy`: only if a boundary
     /// passed (another writer may have rotated while this one waited), and
     /// seals in the background.
