@@ -704,8 +704,15 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
                 while reader.fill(&mut chunk)? {
                     for key in chunk.keys() {
                         let done = match at {
-                            Some(t) => engine.remove_at(key, t)?,
-                            None => engine.remove(key)?,
+                            Some(t) => engine.remove_at(key, t).map_err(|e| match e {
+                                Error::WindowUnavailable { .. } => CliError(format!(
+                                    "{}: --at {}: {e}",
+                                    dir.display(),
+                                    text::fmt_instant(unix_secs(t))
+                                )),
+                                e => named(&dir, e),
+                            })?,
+                            None => engine.remove(key).map_err(|e| named(&dir, e))?,
                         };
                         removed += u64::from(done);
                         total += 1;
@@ -910,6 +917,13 @@ fn filter_new(
         ));
     }
     result
+}
+
+/// Seconds since the Unix epoch of `t` (instants from `parse_rfc3339`
+/// are never before it).
+fn unix_secs(t: SystemTime) -> i64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 fn rate(n: u64, d: Duration) -> u64 {

@@ -317,3 +317,24 @@ fn maintain_without_now_refuses_a_clock_jump() {
         stdout(&out)
     );
 }
+
+/// An error of `remove` names the engine directory (docs/cli.md: every
+/// error names the path), and for an instant no window keeps, the `--at`
+/// given; it said only "window unavailable: instant N is older than every
+/// tier keeps".
+#[test]
+fn remove_errors_name_the_engine_and_the_instant() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let out = cmd("add", &db, &["--counting", "--tiers", "3d"], b"a\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let at = "2020-01-01T00:00:00Z";
+    let out = cmd("remove", &db, &["--at", at, "a"], b"");
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    let dir = db.display().to_string();
+    assert!(
+        err.contains(&format!("timebloom: {dir}: --at {at}: ")),
+        "{err}"
+    );
+}
