@@ -411,8 +411,8 @@ struct Sizing {
     /// +02:00 [default: Z]
     #[arg(long, value_name = "OFFSET", value_parser = parse_offset, allow_hyphen_values = true)]
     utc_offset: Option<i32>,
-    /// Make every tier counting, so that `remove` works (4.5-7x the space:
-    /// `plan --counting` shows it)
+    /// Make every Bloom tier counting, so that `remove` works (4.5-7x the
+    /// space: `plan --counting` shows it); a fingerprint tier removes as it is
     #[arg(long)]
     counting: bool,
     /// When writes survive a power loss: always (each batch fsynced before
@@ -430,7 +430,14 @@ impl Sizing {
             base.tiers.clone_from(&t.0);
         }
         if self.counting {
-            base.tiers = base.tiers.into_iter().map(Tier::counting).collect();
+            // A fingerprint tier removes already; made counting, it kept its
+            // retention as that many daily windows (ten times the space).
+            base.tiers = (base.tiers.into_iter())
+                .map(|t| match t.kind {
+                    Kind::Bloom => t.counting(),
+                    _ => t,
+                })
+                .collect();
         }
         if let Some(n) = self.items_per_day {
             base.expected_items_per_day = n;

@@ -338,3 +338,29 @@ fn remove_errors_name_the_engine_and_the_instant() {
         "{err}"
     );
 }
+
+/// `--counting` is there so that `remove` works; a fingerprint tier
+/// removes already, and `--counting` kept its retention but made it a
+/// counting tier of as many daily windows (`plan --counting --tiers
+/// 365d:fingerprint`: 12.3 GiB in 365 windows instead of one 1.1 GiB
+/// table), or refused a list with a daily tier beside it as two tiers of
+/// the same window.
+#[test]
+fn counting_leaves_a_fingerprint_tier_as_it_is() {
+    let out = run(
+        &["plan", "--counting", "--tiers", "365d:fingerprint,48h"],
+        b"",
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let plan = stdout(&out);
+    assert!(
+        plan.contains("\n365d:fingerprint ") && plan.contains("\n48h:counting "),
+        "{plan}"
+    );
+    let out = run(
+        &["plan", "--counting", "--tiers", "30d:fingerprint,7d"],
+        b"",
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stdout(&out).contains("\n7d:counting "), "{}", stdout(&out));
+}
