@@ -364,3 +364,26 @@ fn counting_leaves_a_fingerprint_tier_as_it_is() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(stdout(&out).contains("\n7d:counting "), "{}", stdout(&out));
 }
+
+/// A long line's length in the error leaves out its `\r\n` as a short
+/// line's key does: the same 11 bytes are "a line of 11 bytes" whether the
+/// input ends its lines in `\n` or `\r\n` (it said 12 for the latter).
+#[test]
+fn a_long_crlf_line_is_measured_without_its_cr() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    for input in [
+        &b"ok\nxxxxxxxxxxx\r\n"[..],
+        b"ok\nxxxxxxxxxxx\r",
+        b"ok\nxxxxxxxxxxx\n",
+    ] {
+        let out = cmd("filter-new", &db, &["--max-line-bytes", "10"], input);
+        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("stdin:2: a line of 11 bytes is longer than the limit of 10"),
+            "{:?}: {}",
+            String::from_utf8_lossy(input),
+            stderr(&out)
+        );
+    }
+}

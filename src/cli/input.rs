@@ -195,6 +195,8 @@ fn read_line(r: &mut dyn BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<L
         len -= 1;
     } else if len == cap {
         // The limit cut the line: skip the rest of it without keeping it.
+        // Its length leaves out a trailing `\r`, as a key does.
+        let mut last = buf.last().copied();
         buf.clear();
         loop {
             let avail = match r.fill_buf() {
@@ -207,16 +209,23 @@ fn read_line(r: &mut dyn BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<L
             }
             match avail.iter().position(|&b| b == b'\n') {
                 Some(i) => {
+                    if i > 0 {
+                        last = Some(avail[i - 1]);
+                    }
                     len += i as u64;
                     r.consume(i + 1);
                     break;
                 }
                 None => {
                     let n = avail.len();
+                    last = Some(avail[n - 1]);
                     len += n as u64;
                     r.consume(n);
                 }
             }
+        }
+        if last == Some(b'\r') {
+            len -= 1;
         }
         return Ok(Line::TooLong(len));
     }
