@@ -387,3 +387,28 @@ fn a_long_crlf_line_is_measured_without_its_cr() {
         );
     }
 }
+
+/// An empty file named `.gz` holds no gzip data (`zcat` fails on it too):
+/// it is refused with the other inputs, before anything is created or
+/// recorded, rather than passing the check and failing to read once the
+/// inputs before it were recorded.
+#[test]
+fn an_empty_gz_file_is_refused_before_anything_is_recorded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let good = tmp.path().join("good.txt");
+    std::fs::write(&good, "a\n").unwrap();
+    let empty = tmp.path().join("empty.gz");
+    std::fs::write(&empty, b"").unwrap();
+    let (g, e) = (good.to_str().unwrap(), empty.to_str().unwrap());
+    for c in ["add", "filter-new"] {
+        let out = cmd(c, &db, &[g, e], b"");
+        assert_eq!(code(&out), 2, "{c}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("empty.gz: not gzip data"),
+            "{c}: {}",
+            stderr(&out)
+        );
+        assert!(!db.exists(), "{c} created the engine");
+    }
+}

@@ -149,9 +149,15 @@ pub fn open_inputs(files: Vec<PathBuf>) -> CliResult<Inputs> {
         let reader: Box<dyn Input> = if path.extension().is_some_and(|e| e == "gz") {
             let mut raw = BufReader::with_capacity(1 << 16, counted);
             let head = raw.fill_buf().map_err(|e| CliError::io(&name, "read", e))?;
-            if !head.is_empty() && !head.starts_with(&[0x1f, 0x8b]) {
+            // An empty file too: gzip data has a header (`zcat` refuses it).
+            if !head.starts_with(&[0x1f, 0x8b]) {
+                let what = if head.is_empty() {
+                    "; the file is empty"
+                } else {
+                    ""
+                };
                 return Err(CliError(format!(
-                    "{name}: not gzip data (the name ends in .gz)"
+                    "{name}: not gzip data (the name ends in .gz{what})"
                 )));
             }
             Box::new(BufReader::with_capacity(1 << 16, MultiGzDecoder::new(raw)))
