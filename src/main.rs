@@ -896,12 +896,15 @@ fn filter_new(
             new += fresh.iter().filter(|n| **n).count() as u64;
             total += fresh.len() as u64;
             if !mode.quiet {
-                for (line, _) in (chunk.lines().iter().zip(fresh))
-                    .filter(|(_, is_new)| *is_new != mode.duplicates)
-                {
-                    out.write(&[line, b"\n"])?;
-                }
-                out.flush()?;
+                // Stdout may be the terminal that shows the progress bar.
+                progress.suspend(|| -> CliResult<()> {
+                    for (line, _) in (chunk.lines().iter().zip(fresh))
+                        .filter(|(_, is_new)| *is_new != mode.duplicates)
+                    {
+                        out.write(&[line, b"\n"])?;
+                    }
+                    out.flush()
+                })?;
             }
             progress.update(total, new);
             if let Some(e) = stopped {

@@ -80,3 +80,124 @@ fn progress_bar_on_a_terminal_only() {
     let shown = in_terminal(&line).unwrap_or_default();
     assert!(shown.contains("lines/s"), "{shown:?}");
 }
+
+/// What a terminal `width` columns wide shows for `raw`: text wrapping at
+/// the right margin, cursor moves up and down, carriage returns and line
+/// clears as `indicatif` sends them.
+fn screen(raw: &str, width: usize) -> Vec<String> {
+    let mut rows: Vec<Vec<char>> = vec![Vec::new()];
+    let (mut row, mut col) = (0usize, 0usize);
+    let mut chars = raw.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' => col = 0,
+            '\n' => row += 1,
+            '\u{1b}' if chars.peek() == Some(&'[') => {
+                chars.next();
+                let mut param = String::new();
+                let mut end = ' ';
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        end = c;
+                        break;
+                    }
+                    param.push(c);
+                }
+                let n: usize = param.parse().unwrap_or(1);
+                col = col.min(width - 1); // a move ends a pending wrap
+                match end {
+                    'A' => row = row.saturating_sub(n),
+                    'B' => row += n,
+                    'G' => col = n.saturating_sub(1),
+                    'K' if param == "2" => {
+                        if let Some(r) = rows.get_mut(row) {
+                            r.clear();
+                        }
+                    }
+                    'K' => {
+                        if let Some(r) = rows.get_mut(row) {
+                            r.truncate(col);
+                        }
+                    }
+                    'J' => {
+                        rows.truncate(row + 1);
+                        rows[row].truncate(col);
+                    }
+                    _ => {}
+                }
+            }
+            c => {
+                if col >= width {
+                    row += 1;
+                    col = 0;
+                }
+                while rows.len() <= row {
+                    rows.push(Vec::new());
+                }
+                let r = &mut rows[row];
+                while r.len() < col {
+                    r.push(' ');
+                }
+                if col < r.len() {
+                    r[col] = c;
+                } else {
+                    r.push(c);
+                }
+                col += 1;
+            }
+        }
+        while rows.len() <= row {
+            rows.push(Vec::new());
+        }
+    }
+    rows.into_iter()
+        .map(|r| r.into_iter().collect::<String>().trim_end().to_string())
+        .collect()
+}
+
+/// `filter-new` printing to the terminal that shows its progress bar: every
+/// line printed stays on the screen, on a row of its own. The bar was
+/// redrawn over the last line printed (cursor up, clear) and left copies of
+/// itself with the next line glued to them, so lines went missing from what
+/// the terminal showed.
+#[test]
+fn the_progress_bar_never_hides_printed_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = tmp.path().join("keys.txt");
+    let n = 200_000;
+    let text: String = (0..n)
+        .map(|i| format!("https://example.com/{i}\n"))
+        .collect();
+    std::fs::write(&keys, text).unwrap();
+    let db = tmp.path().join("db");
+    // A terminal of a known width: the bar's rows depend on it.
+    let line = format!(
+        "stty cols 80 rows 40; {BIN} filter-new {} {} --items-per-day 1000000 --now {DAY0}",
+        db.display(),
+        keys.display()
+    );
+    let Some(shown) = in_terminal(&line) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "script(1) (util-linux) is needed to test the progress bar"
+        );
+        eprintln!("skipped: script(1) is not installed");
+        return;
+    };
+    assert!(shown.contains("lines/s"), "no bar drawn");
+    let rows = screen(&shown, 80);
+    let urls: std::collections::HashSet<&str> = rows
+        .iter()
+        .map(String::as_str)
+        .filter(|r| r.starts_with("https://"))
+        .collect();
+    let missing: Vec<usize> = (0..n)
+        .filter(|i| !urls.contains(format!("https://example.com/{i}").as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} lines not shown on rows of their own, such as {:?}",
+        missing.len(),
+        &missing[..missing.len().min(8)]
+    );
+}

@@ -65,6 +65,17 @@ impl Progress {
         }
     }
 
+    /// Runs `f` with the bar taken off the terminal, then draws it again
+    /// below what `f` printed. Output printed beside the bar (stdout on
+    /// the same terminal) would otherwise share its row, and the bar's next
+    /// redraw would clear the rows above it that it took for its own.
+    pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        match &self.bar {
+            Some(bar) => bar.suspend(f),
+            None => f(),
+        }
+    }
+
     /// Removes the bar from the terminal.
     pub fn finish(&self) {
         if let Some(bar) = &self.bar {
