@@ -223,10 +223,17 @@ fn main() {
             common::bytes(bytes as f64)
         );
     }
-    say!(
-        "total {} on disk; `timebloom stats {}` shows every window",
-        common::bytes(stats.bytes as f64),
-        dir.display()
-    );
+    // A temporary engine is removed at exit: no `stats` to run on it then.
+    match &tmp {
+        None => say!(
+            "total {} on disk; `timebloom stats {}` shows every window",
+            common::bytes(stats.bytes as f64),
+            dir.display()
+        ),
+        Some(_) => say!(
+            "total {} on disk, in a temporary directory removed at exit (--dir keeps the engine)",
+            common::bytes(stats.bytes as f64)
+        ),
+    }
     or_die(engine.close(), "closing the engine");
 }

@@ -205,3 +205,20 @@ fn sizing_prints_the_table_and_a_plan() {
     let err = run("sizing", &["--items-per-day", "10", "--fpr", "3"], 2);
     assert!(err.contains("fpr"), "{err}");
 }
+
+/// Without `--dir`, warmup's engine is in a temporary directory removed
+/// at exit: it told the user to run `timebloom stats` on that directory,
+/// which no longer exists when they read the advice.
+#[test]
+fn warmup_names_only_an_engine_that_outlives_it() {
+    let out = run("warmup", &["--lines", "100"], 0);
+    if let Some(at) = out.find("`timebloom stats ") {
+        let rest = &out[at + "`timebloom stats ".len()..];
+        let path = &rest[..rest.find('`').expect("closing backquote")];
+        assert!(
+            std::path::Path::new(path).exists(),
+            "warmup names {path}, removed at its exit: {out}"
+        );
+    }
+    assert!(out.contains("--dir"), "{out}");
+}
