@@ -412,3 +412,52 @@ fn an_empty_gz_file_is_refused_before_anything_is_recorded() {
         assert!(!db.exists(), "{c} created the engine");
     }
 }
+
+/// A stdin pipe that another process sharing it made non-blocking (the
+/// flag belongs to the open pipe) answers "try again" while the producer
+/// is between lines: `filter-new` is waited on as on a full non-blocking
+/// stdout, rather than ending with "stdin: read failed: Resource
+/// temporarily unavailable" (exit 2) and the producer's next write
+/// meeting a closed pipe.
+#[cfg(unix)]
+#[test]
+fn a_non_blocking_stdin_pipe_is_waited_on() {
+    use std::io::{Read, Write};
+    use std::process::{Command, Stdio};
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let (read, mut write) = std::io::pipe().unwrap();
+    let flags = rustix::fs::fcntl_getfl(&read).unwrap();
+    rustix::fs::fcntl_setfl(&read, flags | rustix::fs::OFlags::NONBLOCK).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["filter-new", db.to_str().unwrap(), "--now", DAY0])
+        .args(SMALL)
+        .stdin(read)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    write.write_all(b"a\nb\n").unwrap();
+    // The producer pauses; the pipe is empty meanwhile.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let more = write.write_all(b"c\na\n");
+    drop(write);
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "{status:?}: {err}");
+    assert!(more.is_ok(), "{more:?}");
+    assert_eq!(out, "a\nb\nc\n", "{err}");
+}

@@ -18,6 +18,7 @@ use std::rc::Rc;
 
 use clap::ValueEnum;
 use flate2::read::MultiGzDecoder;
+use rustix::event::{PollFd, PollFlags};
 use timebloom::canonical::Canonicalizer;
 
 use crate::{note, CliError, CliResult};
@@ -79,6 +80,27 @@ impl<R: Read> Read for Counted<R> {
     }
 }
 
+/// Standard input that waits when a read would block. A pipe that another
+/// process sharing it set non-blocking (the flag belongs to the open pipe,
+/// not to this process) answers "try again" while the producer is between
+/// lines; taken for a failure, it ended the command mid-stream.
+struct WaitingStdin(io::Stdin);
+
+impl Read for WaitingStdin {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.0.read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let mut fds = [PollFd::new(&self.0, PollFlags::IN)];
+                    // Interrupted, or any other answer: the read tells.
+                    let _ = rustix::event::poll(&mut fds, None);
+                }
+                r => return r,
+            }
+        }
+    }
+}
+
 /// A buffered input that can tell whether a read would need the source.
 trait Input: BufRead {
     fn buffered(&self) -> bool;
@@ -122,7 +144,7 @@ pub fn open_inputs(files: Vec<PathBuf>) -> CliResult<Inputs> {
             total = None;
             sources.push_back(Source {
                 name: "stdin".into(),
-                reader: Box::new(BufReader::with_capacity(1 << 16, io::stdin())),
+                reader: Box::new(BufReader::with_capacity(1 << 16, WaitingStdin(io::stdin()))),
                 line: 0,
             });
             continue;
