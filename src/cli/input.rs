@@ -112,14 +112,18 @@ impl<R: Read> Input for BufReader<R> {
     }
 }
 
-/// One opened input.
+/// One input: stdin, a pipe or device, or a regular file opened when
+/// reading reaches it.
 struct Source {
     name: String,
-    reader: Box<dyn Input>,
+    /// `None` for a regular file not reached yet (see [`open_inputs`]).
+    reader: Option<Box<dyn Input>>,
+    /// The file to open when reached; `None` for stdin.
+    path: Option<PathBuf>,
     line: u64,
 }
 
-/// Every input, opened (and checked) before any work starts.
+/// Every input, checked before any work starts.
 pub struct Inputs {
     sources: VecDeque<Source>,
     /// Total bytes of the regular files, when every input is one.
@@ -128,9 +132,12 @@ pub struct Inputs {
     pub read_bytes: Rc<Cell<u64>>,
 }
 
-/// Opens every input in turn (`-` is stdin; none means stdin): a missing,
+/// Checks every input in turn (`-` is stdin; none means stdin): a missing,
 /// unreadable or non-gzip `.gz` file is an error naming it, before anything
-/// else happens.
+/// else happens. Each regular file is opened for the check and closed
+/// again, and opened once more when reading reaches it: an input list of
+/// thousands of files (`logs/*.gz`) holds one open at a time, within the
+/// limit of open files.
 pub fn open_inputs(files: Vec<PathBuf>) -> CliResult<Inputs> {
     let mut files = files;
     if files.is_empty() {
@@ -144,51 +151,30 @@ pub fn open_inputs(files: Vec<PathBuf>) -> CliResult<Inputs> {
             total = None;
             sources.push_back(Source {
                 name: "stdin".into(),
-                reader: Box::new(BufReader::with_capacity(1 << 16, WaitingStdin(io::stdin()))),
+                reader: Some(Box::new(BufReader::with_capacity(
+                    1 << 16,
+                    WaitingStdin(io::stdin()),
+                ))),
+                path: None,
                 line: 0,
             });
             continue;
         }
         let name = path.display().to_string();
-        let file = File::open(&path).map_err(|e| CliError::io(&name, "open", e))?;
-        let meta = file
-            .metadata()
-            .map_err(|e| CliError::io(&name, "stat", e))?;
-        if meta.is_dir() {
-            return Err(CliError(format!(
-                "{name}: is a directory, not a file of keys"
-            )));
-        }
-        if meta.is_file() {
-            total = total.map(|t| t + meta.len());
-        } else {
-            total = None; // a pipe or a device: no known size
-        }
-        let counted = Counted {
-            inner: file,
-            read: Rc::clone(&read_bytes),
+        // The bytes read by the check are not progress.
+        let (reader, size) = open_file(&path, &name, &Rc::new(Cell::new(0)))?;
+        total = match (total, size) {
+            (Some(t), Some(n)) => Some(t + n),
+            _ => None, // a pipe or a device: no known size
         };
-        let reader: Box<dyn Input> = if path.extension().is_some_and(|e| e == "gz") {
-            let mut raw = BufReader::with_capacity(1 << 16, counted);
-            let head = raw.fill_buf().map_err(|e| CliError::io(&name, "read", e))?;
-            // An empty file too: gzip data has a header (`zcat` refuses it).
-            if !head.starts_with(&[0x1f, 0x8b]) {
-                let what = if head.is_empty() {
-                    "; the file is empty"
-                } else {
-                    ""
-                };
-                return Err(CliError(format!(
-                    "{name}: not gzip data (the name ends in .gz{what})"
-                )));
-            }
-            Box::new(BufReader::with_capacity(1 << 16, MultiGzDecoder::new(raw)))
-        } else {
-            Box::new(BufReader::with_capacity(1 << 16, counted))
-        };
+        // A regular file opens again as it was; a pipe or a device stays
+        // open (its writer would see the reader go, and a `.gz` check has
+        // consumed its first bytes), and so has no progress to count.
+        let reader = if size.is_some() { None } else { Some(reader) };
         sources.push_back(Source {
             name,
             reader,
+            path: Some(path),
             line: 0,
         });
     }
@@ -197,6 +183,49 @@ pub fn open_inputs(files: Vec<PathBuf>) -> CliResult<Inputs> {
         total_bytes: total,
         read_bytes,
     })
+}
+
+/// Opens and checks the file of keys at `path` (called `name`): its
+/// reader (gzip decompressed for a `.gz` name), counting the bytes read
+/// into `read`, and its size if it is a regular file.
+fn open_file(
+    path: &std::path::Path,
+    name: &str,
+    read: &Rc<Cell<u64>>,
+) -> CliResult<(Box<dyn Input>, Option<u64>)> {
+    let file = File::open(path).map_err(|e| CliError::io(&name, "open", e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| CliError::io(&name, "stat", e))?;
+    if meta.is_dir() {
+        return Err(CliError(format!(
+            "{name}: is a directory, not a file of keys"
+        )));
+    }
+    let size = meta.is_file().then_some(meta.len());
+    let counted = Counted {
+        inner: file,
+        read: Rc::clone(read),
+    };
+    let reader: Box<dyn Input> = if path.extension().is_some_and(|e| e == "gz") {
+        let mut raw = BufReader::with_capacity(1 << 16, counted);
+        let head = raw.fill_buf().map_err(|e| CliError::io(&name, "read", e))?;
+        // An empty file too: gzip data has a header (`zcat` refuses it).
+        if !head.starts_with(&[0x1f, 0x8b]) {
+            let what = if head.is_empty() {
+                "; the file is empty"
+            } else {
+                ""
+            };
+            return Err(CliError(format!(
+                "{name}: not gzip data (the name ends in .gz{what})"
+            )));
+        }
+        Box::new(BufReader::with_capacity(1 << 16, MultiGzDecoder::new(raw)))
+    } else {
+        Box::new(BufReader::with_capacity(1 << 16, counted))
+    };
+    Ok((reader, size))
 }
 
 /// One line read with a bounded length.
@@ -408,14 +437,27 @@ impl KeyReader {
             let Some(src) = self.inputs.sources.front_mut() else {
                 break;
             };
-            if chunk.len > 0 && !src.reader.buffered() {
+            if chunk.len > 0 && !src.reader.as_ref().is_some_and(|r| r.buffered()) {
                 break; // hand over what we have rather than block for more
             }
+            let reader = match (&mut src.reader, &src.path) {
+                (Some(r), _) => r,
+                (None, path) => {
+                    let Some(path) = path else { break };
+                    match open_file(path, &src.name, &self.inputs.read_bytes) {
+                        Ok((r, _)) => src.reader.insert(r),
+                        Err(e) => {
+                            self.inputs.sources.pop_front();
+                            return self.defer(chunk, e);
+                        }
+                    }
+                }
+            };
             if chunk.len == chunk.lines.len() {
                 chunk.lines.push(Vec::new());
             }
             let buf = &mut chunk.lines[chunk.len];
-            let line = match read_line(&mut *src.reader, buf, self.rules.max_line) {
+            let line = match read_line(&mut **reader, buf, self.rules.max_line) {
                 Ok(l) => l,
                 Err(e) => {
                     let e = CliError::io(&src.name, "read", e);
