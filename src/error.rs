@@ -9,6 +9,8 @@ use std::path::PathBuf;
 /// messages and logs may show. The user information of each `scheme://`
 /// ends at the last `@` before the next scheme, so a password holding a
 /// `,` (which separates the nodes of a list) or an `@` is masked whole.
+/// The `pass=` query parameter (a Unix socket's password,
+/// `unix:///run/redis.sock?pass=P`) is masked too.
 ///
 /// ```
 /// assert_eq!(
@@ -38,7 +40,34 @@ pub fn redact_url(url: &str) -> String {
         }
     }
     out.push_str(rest);
-    out
+    mask_query_passwords(&out)
+}
+
+/// `url` with the value of every `pass=` query parameter replaced by
+/// `***`, up to the next parameter, fragment, or URL of a list.
+fn mask_query_passwords(url: &str) -> String {
+    let mut out = String::with_capacity(url.len());
+    let mut rest = url;
+    loop {
+        let at = rest
+            .match_indices("pass=")
+            .map(|(i, _)| i)
+            .find(|&i| i > 0 && matches!(rest.as_bytes()[i - 1], b'?' | b'&'));
+        let Some(at) = at else {
+            out.push_str(rest);
+            return out;
+        };
+        let (head, tail) = rest.split_at(at + "pass=".len());
+        out.push_str(head);
+        out.push_str("***");
+        let next_url = tail.find("://").and_then(|j| tail[..j].rfind(','));
+        let end = [tail.find('&'), tail.find('#'), next_url]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(tail.len());
+        rest = &tail[end..];
+    }
 }
 
 /// Everything that can go wrong in timebloom.
@@ -329,6 +358,16 @@ mod redact_tests {
                 "redis+sentinel://u:***@h1:1,h2:2/master",
             ),
             ("rediss://u:p@h/0", "rediss://u:***@h/0"),
+            (
+                "unix:///run/r.sock?db=1&pass=p,w&user=u",
+                "unix:///run/r.sock?db=1&pass=***&user=u",
+            ),
+            ("redis+unix:///s?pass=p@w", "redis+unix:///s?pass=***"),
+            (
+                "unix:///a?pass=p1,redis://u:p2@h",
+                "unix:///a?pass=***,redis://u:***@h",
+            ),
+            ("redis://h/?bypass=x", "redis://h/?bypass=x"),
             ("not a url", "not a url"),
         ] {
             assert_eq!(redact_url(url), want, "{url}");

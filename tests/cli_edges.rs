@@ -508,3 +508,23 @@ fn many_input_files_are_not_all_held_open() {
     assert_eq!(stdout(&out), "p1\np2\n");
     writer.join().unwrap().unwrap();
 }
+
+/// A Redis URL for a Unix socket carries its password in the query
+/// (`unix:///run/redis.sock?pass=P`, as the Redis client reads it): error
+/// messages show it as `***`, as they do the password of `redis://u:P@h`
+/// (docs/cli.md). It was printed in clear.
+#[cfg(feature = "redis")]
+#[test]
+fn a_unix_socket_password_is_not_printed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sock = tmp.path().join("none.sock");
+    for url in [
+        format!("unix://{}?db=0&pass=s3cret&user=u", sock.display()),
+        format!("redis+unix://{}?pass=s3cret", sock.display()),
+    ] {
+        let out = run(&["stats", "--redis", &url], b"");
+        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(!err.contains("s3cret") && err.contains("pass=***"), "{err}");
+    }
+}
