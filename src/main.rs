@@ -692,7 +692,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             write,
         } => {
             redis.refuse("remove", "counting tiers are not available on Redis")?;
-            let dir = dir.ok_or_else(no_dir)?;
+            let dir = engine_dir(dir)?;
             let opts = write.apply(opts);
             let mut reader = KeyReader::args_or_stdin(keys, key_flags.rules(&lines), "remove")?;
             let engine = Engine::open_with(&dir, opts).map_err(|e| named(&dir, e))?;
@@ -757,7 +757,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
                 "verify",
                 "Redis keeps no checksummed segment files (Redis's own persistence checks apply)",
             )?;
-            let dir = dir.ok_or_else(no_dir)?;
+            let dir = engine_dir(dir)?;
             // Exit 1 for damage (every damaged file named), 2 for any other error.
             let engine = match Engine::open_read_only_with(&dir, opts) {
                 Ok(e) => e,
@@ -785,7 +785,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
                 "maintain",
                 "windows in Redis rotate with each client's clock and expire by themselves (EXPIREAT)",
             )?;
-            let dir = dir.ok_or_else(no_dir)?;
+            let dir = engine_dir(dir)?;
             // Opened on a clock that stands still at the epoch, so that the
             // open itself moves nothing and `maintain` reports every change;
             // --degraded applies as to every other open.
@@ -1057,6 +1057,14 @@ fn refuse_for_redis(
 /// clap requires DIR unless --redis is given, and --redis is refused first.
 fn no_dir() -> CliError {
     CliError("no engine directory given".into())
+}
+
+/// The engine directory given, or an error when there is none (see
+/// [`no_dir`]) or it is `-` (see [`store::not_stdin`]).
+fn engine_dir(dir: Option<PathBuf>) -> CliResult<PathBuf> {
+    let dir = dir.ok_or_else(no_dir)?;
+    store::not_stdin(&dir)?;
+    Ok(dir)
 }
 
 /// Opens the engine in `dir`, or creates it from the defaults and `sizing`

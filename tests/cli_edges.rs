@@ -528,3 +528,38 @@ fn a_unix_socket_password_is_not_printed() {
         assert!(!err.contains("s3cret") && err.contains("pass=***"), "{err}");
     }
 }
+
+/// `-` means stdin wherever a file of keys goes; given where the engine
+/// directory goes (`crawl | timebloom filter-new -`, the directory left
+/// out), it made an engine in a directory named `-` and recorded the
+/// keys there. It is refused, naming the mix-up; `./-` still names such a
+/// directory.
+#[test]
+fn a_dash_is_not_taken_for_the_engine_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    for args in [
+        &["filter-new", "-"][..],
+        &["add", "-"],
+        &["create", "-"],
+        &["check", "-", "k"],
+        &["stats", "-"],
+        &["remove", "-", "k"],
+        &["verify", "-"],
+        &["maintain", "-"],
+    ] {
+        let out = std::process::Command::new(BIN)
+            .args(args)
+            .args(["--now", DAY0])
+            .current_dir(tmp.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("timebloom: -: stdin is not an engine directory"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert!(!tmp.path().join("-").exists(), "{args:?} made ./-");
+    }
+}

@@ -80,7 +80,10 @@ impl Target {
     ) -> CliResult<Target> {
         let Some(url) = flags.redis else {
             return match dir {
-                Some(dir) => Ok(Target::Dir(dir)),
+                Some(dir) => {
+                    not_stdin(&dir)?;
+                    Ok(Target::Dir(dir))
+                }
                 None => Err(CliError("give an engine directory or --redis URL".into())),
             };
         };
@@ -111,6 +114,21 @@ impl Target {
             _ => Ok(()),
         }
     }
+}
+
+/// An error when the engine directory given is `-`: stdin wherever a file
+/// of keys goes, so most likely the directory left out (`crawl |
+/// timebloom filter-new -`) rather than a directory named `-` (`./-`
+/// names one).
+pub fn not_stdin(dir: &std::path::Path) -> CliResult<()> {
+    if dir.as_os_str() == "-" {
+        return Err(CliError(
+            "-: stdin is not an engine directory; give the directory first (`filter-new DIR -`), \
+             or ./- for a directory named -"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The error of `--redis` in a build without the `redis` feature.
