@@ -170,3 +170,45 @@ fn a_chain_that_cannot_grow_says_why() {
         assert!(e.contains(&url(9, i)).unwrap(), "key {i} of {acked} lost");
     }
 }
+
+/// A fingerprint chain stops growing at its longest (64 tables): an insert
+/// that then finds no room in the newest table is an error naming the
+/// table, not a loop that grows nothing and tries again for ever. Every key
+/// acknowledged before it stays present. (Growth factor 1 and a table of
+/// one bucket, so 64 tables fill after about a thousand keys.)
+#[test]
+fn a_fingerprint_chain_at_its_longest_answers_an_error_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let mut cfg = config(&[Tier::fingerprint(2)], 1, 0.01);
+    cfg.growth_factor = 1.0;
+    let e = std::sync::Arc::new(create(dir.path(), cfg, &clock));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let writer = std::sync::Arc::clone(&e);
+    std::thread::spawn(move || {
+        let mut acked = 0;
+        let r = loop {
+            match writer.insert(&url(11, acked)) {
+                Ok(_) => acked += 1,
+                Err(err) => break Err(err),
+            }
+            if acked == 200_000 {
+                break Ok(());
+            }
+        };
+        let _ = tx.send((acked, r));
+    });
+    let Ok((acked, r)) = rx.recv_timeout(std::time::Duration::from_secs(60)) else {
+        panic!(
+            "an insert never returned, {} table files",
+            seg_files(dir.path()).len()
+        );
+    };
+    let err = r.expect_err("200,000 keys into one-bucket tables: the chain must end");
+    let msg = err.to_string();
+    assert!(msg.contains("seg/"), "{msg}");
+    assert!(acked > 500, "only {acked} keys before the error: {msg}");
+    for i in 0..acked {
+        assert!(e.contains(&url(11, i)).unwrap(), "key {i} of {acked} lost");
+    }
+}

@@ -24,7 +24,7 @@ use crate::wal::Op;
 
 use super::rotate::growth_due;
 use super::snapshot::{Snapshot, Source};
-use super::Engine;
+use super::{Engine, MAX_CHAIN};
 
 /// What counts as seen for a check-and-insert (the answer is "new" when
 /// the key was not).
@@ -428,6 +428,9 @@ impl Engine {
             };
             match seg.table_insert(x, h, day, today) {
                 None => return Err(read_only(seg)),
+                // A chain at its longest grows no more (`growth_due`):
+                // asking for growth again would retry for ever.
+                Some(Insert::Full) if seg.subs.len() >= MAX_CHAIN => return Err(chain_full(seg)),
                 Some(Insert::Full) => return Ok(Some(Step::Grow)),
                 Some(_) => {}
             }
@@ -966,6 +969,18 @@ fn read_only(seg: &Segment) -> Error {
             .unwrap_or_default(),
         "the open segment is mapped read-only",
     )
+}
+
+/// The error of a table write that found no room in the newest table of a
+/// chain at its longest ([`MAX_CHAIN`] tables): nothing was written.
+#[cold]
+fn chain_full(seg: &Segment) -> Error {
+    let path = seg.tail().map(|s| s.path().display().to_string());
+    Error::config(format!(
+        "{}: the fingerprint chain holds {MAX_CHAIN} tables, the most it may, and its \
+         newest has no room for the key (raise the planned keys per day or the growth factor)",
+        path.unwrap_or_default()
+    ))
 }
 
 /// True when some tier's open window must grow before it takes a write.
