@@ -212,3 +212,53 @@ fn a_fingerprint_chain_at_its_longest_answers_an_error_not_a_hang() {
         assert!(e.contains(&url(11, i)).unwrap(), "key {i} of {acked} lost");
     }
 }
+
+/// A growth that creates one window's next sub-filter and then fails on
+/// another's (a chain that cannot grow) leaves no file behind: the next
+/// growth of the first window creates its file again. It once found the
+/// leftover (`File exists`), took it for an I/O failure and latched the
+/// engine, so every later write failed with `PreviousIo` until a reopen.
+#[test]
+fn a_growth_that_fails_part_way_leaves_the_engine_writable() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(1));
+    let mut cfg = config(&[Tier::daily(3)], 100, 0.001);
+    cfg.growth_factor = 1.0;
+    let e = create(dir.path(), cfg, &clock);
+    // Today's chain grows until it cannot.
+    let mut today = 0;
+    let err = loop {
+        match e.insert(&url(12, today)) {
+            Ok(_) => today += 1,
+            Err(err) => break err,
+        }
+        assert!(today < 1_000_000, "the chain grew without end");
+    };
+    assert!(err.to_string().contains("growth factor"), "{err}");
+    // Backfills fill yesterday's window until its chain is due to grow:
+    // the growth fails on today's chain, after creating yesterday's file.
+    let yesterday = day(0) + std::time::Duration::from_secs(3600);
+    let mut back = 0;
+    let err = loop {
+        match e.insert_at(&url(13, back), yesterday) {
+            Ok(_) => back += 1,
+            Err(err) => break err,
+        }
+        assert!(back < 1_000_000, "no growth was due");
+    };
+    assert!(err.to_string().contains("growth factor"), "{err}");
+    // The same again, not an I/O error, and the engine takes writes that
+    // need no growth.
+    let again = e.insert_at(&url(13, back), yesterday).unwrap_err();
+    assert!(again.to_string().contains("growth factor"), "{again}");
+    assert!(!e.insert(&url(12, 0)).unwrap(), "a present key");
+    for i in 0..today {
+        assert!(e.contains(&url(12, i)).unwrap(), "key {i} of {today} lost");
+    }
+    for i in 0..back {
+        assert!(
+            e.contains(&url(13, i)).unwrap(),
+            "backfill {i} of {back} lost"
+        );
+    }
+}

@@ -694,14 +694,25 @@ impl Engine {
         let mut next = cur.clone();
         let mut grown = false;
         let mut counting = false;
-        let mut fresh = Vec::new();
+        let mut fresh: Vec<Arc<SubFilter>> = Vec::new();
         for t in &mut next.tiers {
             for seg in &mut t.segments {
                 if !growth_due(seg) {
                     continue;
                 }
                 let index = seg.next_index();
-                let sub = self.new_subfilter(&t.tier, &t.code, seg.window, index)?;
+                let sub = match self.new_subfilter(&t.tier, &t.code, seg.window, index) {
+                    Ok(sub) => sub,
+                    Err(e) => {
+                        // No manifest names the files this call made: they
+                        // go, or the next growth would find them there, fail
+                        // on I/O and latch the engine.
+                        for made in &fresh {
+                            let _ = fs::remove_file(made.path());
+                        }
+                        return Err(e);
+                    }
+                };
                 fresh.push(Arc::clone(&sub));
                 seg.subs.push(sub);
                 grown = true;
