@@ -174,7 +174,9 @@ impl Segment {
 
     /// Takes back one occurrence of the key (counting kind): decrements its
     /// counters in the oldest sub-filter that holds it (see `insert`).
-    /// Returns whether one did; false also for a sealed or Bloom segment.
+    /// Returns whether one did; false also for a Bloom segment. A sealed
+    /// one is not refused here: the caller checks `is_sealed` under the
+    /// key's stripe first.
     pub(crate) fn remove(&self, x: &Exclusive, h: KeyHash) -> bool {
         self.subs
             .iter()

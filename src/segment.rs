@@ -431,7 +431,9 @@ impl Map {
 /// A writable engine maps every file writable, sealed or not: sealing and
 /// unsealing are a state change and a header rewrite, never a new mapping,
 /// so the snapshots holding the file never see it change under them. The
-/// write kernels refuse a sealed file (`insert`, `remove`).
+/// write kernels (`insert`, `remove`) do not read the state: their callers
+/// keep writes out of a sealed file, under the key's stripe (see
+/// `SubFilter::stop_writes`).
 pub(crate) struct SubFilter {
     path: PathBuf,
     file: File,
@@ -908,9 +910,10 @@ impl SubFilter {
     /// mapping, which the engine never asks for. `m` holds the key's masks
     /// for the windows it sets (a Bloom body takes them from it).
     ///
-    /// The caller checked under its stripe that the file takes writes
-    /// (`takes_writes`): a seal that begins meanwhile waits for the stripe
-    /// before it reads the body, so this write is in it.
+    /// The caller checked under its stripe that the file takes writes (its
+    /// snapshot is still the current one, or the segment is not sealed): a
+    /// seal that begins meanwhile waits for the stripe before it reads the
+    /// body, so this write is in it. This does not check the state itself.
     #[inline]
     pub(crate) fn insert(&self, x: &Exclusive, h: KeyHash, m: &mut KeyMasks) -> bool {
         if !matches!(self.map, Map::Writable(_)) {
@@ -1179,9 +1182,12 @@ impl SubFilter {
         Ok(())
     }
 
-    /// Stops writes: every later `insert`/`remove` refuses the file. The
-    /// caller then waits for writes in flight (`Stripes::lock_all`) before
-    /// `seal` reads the body. True when the file was open.
+    /// Stops writes: marks the file sealed in memory, which writers check
+    /// under their stripe (a backfill and a remove read `is_sealed`, an
+    /// insert the snapshot's generation, bumped before this); `insert` and
+    /// `remove` themselves do not. The caller then waits for writes in
+    /// flight (`Stripes::lock_all`) before `seal` reads the body. True when
+    /// the file was open.
     pub(crate) fn stop_writes(&self) -> bool {
         self.state.swap(State::Sealed as u8, Ordering::AcqRel) != State::Sealed as u8
     }
