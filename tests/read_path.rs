@@ -557,6 +557,47 @@ fn the_next_window_is_created_ahead_and_taken_by_the_rotation() {
     assert!(e.contains(b"https://example.com/late").unwrap());
 }
 
+/// A `flush` or `maintain` before the boundary (nothing to rotate yet)
+/// leaves the windows created ahead of it for the rotation at the
+/// boundary. It once
+/// took them, found no window of theirs due, and deleted them; no write
+/// made them again (the boundary was marked as started), so the writer
+/// that crossed it created the window itself, the wait that creating
+/// ahead is there to spare it.
+#[test]
+fn a_flush_or_maintain_before_the_boundary_keeps_the_windows_created_ahead() {
+    use std::os::unix::fs::MetadataExt;
+    let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+    let (_tmp, dir, clock, e, keys) = before_midnight();
+    let before = seg_files(&dir);
+    assert!(e.insert(b"https://example.com/late").unwrap());
+    let name = wait_new_file(&dir, &before);
+    let ino = std::fs::metadata(dir.join("seg").join(&name))
+        .unwrap()
+        .ino();
+    e.flush().unwrap();
+    assert!(
+        seg_files(&dir).contains(&name),
+        "the window created ahead was deleted by a flush before its boundary"
+    );
+    let done = e.maintain(at(T0 + 86_400 - 30)).unwrap();
+    assert!(done.opened.is_empty() && done.expired.is_empty(), "{done}");
+    assert!(
+        seg_files(&dir).contains(&name),
+        "the window created ahead was deleted by a maintain before its boundary"
+    );
+    clock.set(at(T0 + 86_400 + 1));
+    assert!(e.insert(b"https://example.com/day-1").unwrap());
+    assert_eq!(
+        std::fs::metadata(dir.join("seg").join(&name))
+            .unwrap()
+            .ino(),
+        ino,
+        "the rotation created the window itself"
+    );
+    assert!(e.contains_batch(&keys).unwrap().into_iter().all(|p| p));
+}
+
 #[test]
 fn closing_deletes_a_window_created_ahead_and_an_open_deletes_one_left_by_a_crash() {
     let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());

@@ -282,8 +282,13 @@ impl Engine {
         let mut slot = self.ahead.lock();
         if !self.read_only {
             // Files created ahead for this boundary; any not taken below
-            // (the clock skipped their window) are deleted.
-            let mut made = ahead::take(&mut slot);
+            // (the clock skipped their window) are deleted. Those of a
+            // boundary not reached yet (a `flush` or `maintain` before it)
+            // stay for the rotation at it: no write would make them again.
+            let mut made = match now >= self.ahead_for.load(Ordering::Relaxed) {
+                true => ahead::take(&mut slot),
+                false => ahead::Made::default(),
+            };
             for (ti, t) in next.tiers.iter_mut().enumerate() {
                 let c = self.tier_window(&t.tier, now)?;
                 if t.segments.last().is_none_or(|s| s.window < c) {
