@@ -163,7 +163,9 @@ pub enum Error {
     },
     /// A batch insert stopped part way: `answers` are the answers for the
     /// first `answers.len()` keys, which were recorded before `cause`
-    /// stopped the batch; the keys after them were not.
+    /// stopped the batch; the keys after them were not (but for the first
+    /// one when `cause` is an I/O error of the write-ahead log: see
+    /// [`crate::Engine::insert_batch`]).
     Incomplete {
         /// Check-and-insert answers for the recorded prefix of the batch.
         answers: Vec<bool>,

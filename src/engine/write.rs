@@ -50,7 +50,11 @@ impl Engine {
     /// the key was not present in any live segment before (check-and-insert).
     ///
     /// Of several threads inserting the same new key at once, exactly one
-    /// gets `true`. An error means the key was not recorded by this call.
+    /// gets `true`. An error means the key was not recorded by this call,
+    /// except an I/O error of the write-ahead log (writing a record, or
+    /// under `always` syncing it): that comes after the key's write, so
+    /// lookups may find the key although the call failed, and it may not
+    /// survive a power loss. Such an error latches the engine.
     #[inline]
     pub fn insert(&self, key: &[u8]) -> Result<bool> {
         self.insert_in(&mut self.current(), key)
@@ -483,8 +487,11 @@ impl Engine {
     ///
     /// Answers come in input order. If an error stops the batch after some
     /// keys were recorded, the error is [`Error::Incomplete`] with the
-    /// answers for those keys (a prefix of `keys`); no key is ever recorded
-    /// without its answer reaching the caller.
+    /// answers for those keys (a prefix of `keys`); no other key is
+    /// recorded, except after an I/O error of the write-ahead log, which
+    /// comes after a key's write: the key whose record failed may be
+    /// recorded too, and when the batch's closing sync fails (under
+    /// `always`) the error is that failure alone, every key recorded.
     ///
     /// ```
     /// use timebloom::{Config, Engine, Error, Tier};
