@@ -134,10 +134,23 @@ impl Engine {
         // acknowledged (a power loss tore the log before a file a switch
         // had begun, whose entry lasted). Should this session's log end
         // just before it, a recovery would go on into it: the log starts
-        // past every such file, and the checkpoint below deletes them.
+        // past every such file, and such files are deleted (and the
+        // deletion made durable) before the checkpoint below names a new
+        // position. Deleted only by that checkpoint, after its manifest, a
+        // crash between the two left a checkpoint inside such a file's
+        // records, and the next recovery replayed the ones past it as
+        // writes of this engine's log.
         if let (Some(n), Some((last, _))) = (next, wal::list(wal_dir)?.last()) {
             if *last > n {
                 next = last.checked_add(1);
+                for (first, path) in wal::list(wal_dir)? {
+                    if first > n {
+                        crate::file::check("delete stale log", &path)?;
+                        fs::remove_file(&path)
+                            .map_err(|e| Error::io("delete stale log", &path, e))?;
+                    }
+                }
+                crate::file::fsync_dir(wal_dir)?;
             }
         }
         // A position no log reaches in centuries (2^62 records: 146 years
