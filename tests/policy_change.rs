@@ -1,11 +1,15 @@
 //! Reopening under another sync policy than the last writer's.
 
 mod common;
+#[path = "common/durable.rs"]
+mod durable;
 
 use std::fs;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use common::*;
+use durable::{build_image, entries, Durable, Rng};
 use timebloom::{Engine, ManualClock, Options, SyncPolicy, Tier};
 
 fn shadows(dir: &Path) -> Vec<(std::ffi::OsString, Vec<u8>)> {
@@ -109,5 +113,62 @@ fn stale_shadows(none_again: bool) {
     assert!(
         missing.is_empty(),
         "keys lost after the power loss: {missing:?}"
+    );
+}
+
+/// An engine made under `none` has no `wal/`. Opened under `always`, the
+/// open makes it and its first log file, syncs both, and an insert is
+/// acknowledged once its record is synced there. The entry of `wal/` in
+/// the engine's directory must be durable by then: with no manifest
+/// written at that open (Bloom tiers, no rotation), nothing synced the
+/// engine's directory, and a power loss took `wal/` with the log, and the
+/// acknowledged key.
+#[test]
+fn a_log_made_by_an_open_under_always_survives_a_power_loss() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    fs::create_dir(&root).unwrap();
+    let dir = root.join("crawl.tb");
+    let clock = ManualClock::new(day(0));
+    let durable = Arc::new(Mutex::new(Durable::default()));
+    // The root predates the engine: its entries are durable.
+    durable
+        .lock()
+        .unwrap()
+        .dirs
+        .insert(tmp.path().to_path_buf(), entries(tmp.path()));
+    let (hook, under) = (Arc::clone(&durable), root.clone());
+    timebloom::testing::set_sync_hook(Some(Box::new(move |p: &Path| {
+        if p.starts_with(&under) {
+            hook.lock().unwrap_or_else(|e| e.into_inner()).observe(p);
+        }
+    })));
+    let mut cfg = config(&[Tier::daily(7)], 1_000, 0.01);
+    cfg.sync = SyncPolicy::None;
+    let opts = || Options::default().clock(clock.clone());
+    Engine::create_with(&dir, cfg, opts())
+        .unwrap()
+        .close()
+        .unwrap();
+    assert!(!dir.join("wal").exists());
+    let e = Engine::open_with(&dir, opts().sync(SyncPolicy::Always)).unwrap();
+    let key = url(7, 1);
+    assert!(e.insert(&key).unwrap());
+    // The power fails once the insert is acknowledged: only what the
+    // syncs made durable is left.
+    let kept = durable.lock().unwrap().clone();
+    timebloom::testing::set_sync_hook(None);
+    let image = tmp.path().join("image");
+    build_image(&kept, &Default::default(), tmp.path(), &image, &mut Rng(1));
+    std::mem::forget(e);
+    let img = image.join("root").join("crawl.tb");
+    let e = Engine::open_with(
+        &img,
+        opts().sync(SyncPolicy::Always).assume_power_loss(true),
+    )
+    .unwrap();
+    assert!(
+        e.contains(&key).unwrap(),
+        "a key acknowledged under always was lost with the log's directory"
     );
 }

@@ -119,7 +119,15 @@ impl Engine {
             wal::remove_shadows_except(wal_dir, u64::MAX)?;
             return Ok(());
         }
+        // A `wal/` made here (the engine ran under `none` so far) is named
+        // in the engine's directory durably before any record in it counts
+        // as durable: an open that writes no manifest syncs that directory
+        // nowhere else, and a power loss took `wal/` with the log.
+        let made = !wal_dir.is_dir();
         fs::create_dir_all(wal_dir).map_err(|e| Error::io("create directory", wal_dir, e))?;
+        if made {
+            crate::file::fsync_dir(&self.dir)?;
+        }
         if let Some(id) = wal::boot_id() {
             let p = wal_dir.join(BOOT);
             if fs::read_to_string(&p).ok().as_deref() != Some(id.as_str()) {
