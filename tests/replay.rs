@@ -113,3 +113,55 @@ fn replay_puts_alternating_records_into_their_own_windows() {
     }
     e.close().unwrap();
 }
+
+/// An open refused before its recovery ran (here: damage in the middle of
+/// the log) changes nothing on disk. Dropped, the engine it had assembled
+/// used to close like an open one: it sealed every window but the newest
+/// with the body the power loss left, so the next open (degraded, to go on
+/// with what the log holds up to the damage) took the window for whole
+/// and skipped its records: a key backfilled into it, logged before the
+/// damage, was lost.
+#[test]
+fn an_open_refused_before_recovery_seals_no_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(3));
+    let cfg = Config {
+        sync: SyncPolicy::Always,
+        ..config(&[Tier::daily(7)], 2_000, 0.01)
+    };
+    let opts = || Options::default().clock(clock.clone());
+    let e = Engine::create_with(dir.path(), cfg, opts()).unwrap();
+    // A backfill creates yesterday's window (a checkpoint follows); the
+    // key's record is the first of the log after it.
+    let key = b"https://example.com/backfilled";
+    assert!(e.insert_at(key, day(3) - DAY).unwrap());
+    for i in 0..3 {
+        assert!(e.insert(&url(31, i)).unwrap());
+    }
+    std::mem::forget(e);
+    let lost = tempfile::tempdir().unwrap();
+    copy_losing_bodies(dir.path(), lost.path());
+    // The second record damaged, the third intact: damage, not a torn tail.
+    let logs: Vec<_> = fs::read_dir(lost.path().join("wal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    let mut b = fs::read(&logs[0]).unwrap();
+    assert_eq!(b.len(), 32 + 4 * 40);
+    b[32 + 40 + 20] ^= 1;
+    fs::write(&logs[0], &b).unwrap();
+
+    let refused = Engine::open_with(lost.path(), opts().assume_power_loss(true));
+    assert!(
+        matches!(refused, Err(timebloom::Error::Corrupt { .. })),
+        "{refused:?}"
+    );
+    drop(refused);
+    let e = Engine::open_with(lost.path(), opts().assume_power_loss(true).degraded(true)).unwrap();
+    assert!(
+        e.contains(key).unwrap(),
+        "a key logged before the damage was lost"
+    );
+}

@@ -631,14 +631,24 @@ impl Engine {
             .table_day
             .store(manifest.table_day.max(swept), Ordering::Relaxed);
         if !read_only {
-            if !left_out.is_empty() {
-                // The manifest stops naming the files of the windows left
-                // out (lost, or expired and missing).
-                let m = engine.maint.lock();
-                engine.store_manifest(&m, &engine.current.load())?;
+            let r = (|| {
+                if !left_out.is_empty() {
+                    // The manifest stops naming the files of the windows
+                    // left out (lost, or expired and missing).
+                    let m = engine.maint.lock();
+                    engine.store_manifest(&m, &engine.current.load())?;
+                }
+                engine.remove_unnamed_files(&named)?;
+                engine.start_durability(assume_power_loss, degraded)
+            })();
+            if r.is_err() {
+                // Until recovery is done, the bodies may lack what the log
+                // holds: the engine is dropped without its close, which
+                // would seal every window but the newest as it is (the
+                // next recovery then skips them) and mark the rest clean.
+                engine.failed.store(true, Ordering::Relaxed);
             }
-            engine.remove_unnamed_files(&named)?;
-            engine.start_durability(assume_power_loss, degraded)?;
+            r?;
         }
         engine.maintain_at(now, engine.allow_clock_jump, false)?;
         Ok(engine)
