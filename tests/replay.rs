@@ -165,3 +165,59 @@ fn an_open_refused_before_recovery_seals_no_window() {
         "a key logged before the damage was lost"
     );
 }
+
+/// A recovery ran before the open's clock-jump guard. When the clock read
+/// at that open had jumped far ahead (a machine back from a power loss
+/// with a wrong clock), the recovery swept the fingerprint table restored
+/// from its shadow copy against that day and skipped every logged insert
+/// as too old for it: every key of the table was cleared, and its
+/// checkpoint made that durable. The sweep also moved the table's day to
+/// the jumped one, so the guard then saw no jump and the open went on:
+/// an open without a recovery refuses the same clock.
+#[test]
+fn a_recovery_with_a_clock_that_jumped_ahead_clears_no_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(3));
+    let cfg = Config {
+        sync: SyncPolicy::Always,
+        ..config(&[Tier::fingerprint(30)], 2_000, 0.01)
+    };
+    let e = Engine::create_with(dir.path(), cfg, Options::default().clock(clock.clone())).unwrap();
+    let keys: Vec<Vec<u8>> = (0..50).map(|i| url(41, i)).collect();
+    for k in &keys {
+        assert!(e.insert(k).unwrap());
+    }
+    // A crash, then a power loss assumed at the next open.
+    std::mem::forget(e);
+    let ahead = ManualClock::new(day(3 + 400));
+    // Without a recovery, the open refuses the jump.
+    let same_boot = tempfile::tempdir().unwrap();
+    copy_tree(dir.path(), same_boot.path());
+    let refused = Engine::open_with(same_boot.path(), Options::default().clock(ahead.clone()));
+    assert!(
+        matches!(refused, Err(timebloom::Error::ClockJump { .. })),
+        "{refused:?}"
+    );
+    drop(refused);
+    let img = tempfile::tempdir().unwrap();
+    copy_tree(dir.path(), img.path());
+    let refused = Engine::open_with(
+        img.path(),
+        Options::default().clock(ahead).assume_power_loss(true),
+    );
+    assert!(
+        matches!(refused, Err(timebloom::Error::ClockJump { .. })),
+        "{refused:?}"
+    );
+    drop(refused);
+    let e = Engine::open_with(
+        img.path(),
+        Options::default()
+            .clock(clock.clone())
+            .assume_power_loss(true),
+    )
+    .unwrap();
+    for (i, k) in keys.iter().enumerate() {
+        assert!(e.contains(k).unwrap(), "key {i} lost");
+    }
+}

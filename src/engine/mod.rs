@@ -632,6 +632,14 @@ impl Engine {
             .store(manifest.table_day.max(swept), Ordering::Relaxed);
         if !read_only {
             let r = (|| {
+                // The clock-jump guard before anything is written: a
+                // recovery with a clock far ahead would sweep the
+                // fingerprint tables it restores against that day (clearing
+                // them, and moving their day there, so that the guard at
+                // the rotation below saw no jump).
+                if !engine.allow_clock_jump {
+                    engine.check_clock_jump(&engine.current.load(), now)?;
+                }
                 if !left_out.is_empty() {
                     // The manifest stops naming the files of the windows
                     // left out (lost, or expired and missing).
