@@ -172,6 +172,42 @@ impl Segment {
             .is_some_and(|t| t.header().kind == Kind::Bloom && t.state() == State::Open)
     }
 
+    /// Whether some sub-filter is not sealed on disk: the window takes a
+    /// replayed write (see [`Segment::replay_insert`]).
+    pub(crate) fn open_on_disk(&self) -> bool {
+        self.subs.iter().any(|s| !s.sealed_on_disk())
+    }
+
+    /// [`Segment::insert`] for recovery, into a window whose sub-filters
+    /// may be partly sealed on disk (a power loss between the seals of a
+    /// chain, which are synced one by one): the sub-filter the write goes
+    /// to is chosen as `insert` chooses it, and left alone when sealed on
+    /// disk (a seal holds every write made before it; written again, its
+    /// body would no longer match its checksum).
+    pub(crate) fn replay_insert(&self, x: &Exclusive, h: KeyHash, m: &mut KeyMasks) {
+        let Some((tail, older)) = self.subs.split_last() else {
+            return;
+        };
+        let target = match (tail.header().kind, older.iter().find(|s| s.contains(h))) {
+            (Kind::Fingerprint, _) | (Kind::Bloom, Some(_)) => return,
+            (Kind::Counting, Some(s)) => s,
+            (_, None) => tail,
+        };
+        if !target.sealed_on_disk() {
+            target.insert(x, h, m);
+        }
+    }
+
+    /// [`Segment::remove`] for recovery: as [`Segment::replay_insert`], a
+    /// sub-filter sealed on disk is left alone.
+    pub(crate) fn replay_remove(&self, x: &Exclusive, h: KeyHash) {
+        if let Some(s) = self.subs.iter().find(|s| s.contains(h)) {
+            if !s.sealed_on_disk() {
+                s.remove(x, h);
+            }
+        }
+    }
+
     /// Takes back one occurrence of the key (counting kind): decrements its
     /// counters in the oldest sub-filter that holds it (see `insert`).
     /// Returns whether one did; false also for a Bloom segment. A sealed

@@ -312,8 +312,14 @@ impl Engine {
                         // seal (a record staged under `interval` may reach
                         // the log only after the seal: its write is in the
                         // sealed body, which waited for the write's
-                        // stripe); an expired one is gone.
-                        let seg = t.segments.iter().find(|s| s.window == w && !s.is_sealed());
+                        // stripe); an expired one is gone. A chain's
+                        // sub-filters are sealed one by one: one whose seal
+                        // did not land takes the replay, the others are
+                        // left alone (`Segment::replay_insert`).
+                        let seg = t
+                            .segments
+                            .iter()
+                            .find(|s| s.window == w && s.open_on_disk());
                         *found = Some((w, seg));
                         seg
                     }
@@ -334,13 +340,13 @@ impl Engine {
                 Op::Insert => {
                     let mut m = KeyMasks::new(r.h.lo);
                     for seg in segs.iter() {
-                        seg.insert(x, r.h, &mut m);
+                        seg.replay_insert(x, r.h, &mut m);
                     }
                 }
                 Op::Remove => {
                     if !segs.is_empty() && segs.iter().all(|s| s.contains(r.h)) {
                         for seg in segs.iter() {
-                            seg.remove(x, r.h);
+                            seg.replay_remove(x, r.h);
                         }
                     }
                 }
