@@ -316,6 +316,8 @@ fn read_logs_listed(dir: &Path, from: u64, vanished: Vanished) -> Result<Logs> {
             continue;
         }
         let trailing = scan.trailing;
+        // The position the first record past the valid ones would have.
+        let end = scan.first_lsn.checked_add(scan.records.len() as u64);
         let mut records = scan.records;
         // Kept in place: the records from `from` on while each follows the
         // one before (the record after one at the last LSN has no number).
@@ -346,8 +348,13 @@ fn read_logs_listed(dir: &Path, from: u64, vanished: Vanished) -> Result<Logs> {
         } else {
             out.records.append(&mut records);
         }
-        // A torn tail ends the log: nothing after it was acknowledged.
-        ended |= trailing > 0;
+        // A torn tail ends the log: nothing after it was acknowledged. Not
+        // one at or below `from`: such a file is a leftover of a
+        // checkpoint at `from` that did not get to delete it (a crash
+        // between its manifest and the deletion), and the records from
+        // `from` on are in the files after it. Ended there, the replay
+        // dropped every acknowledged write of the sessions since.
+        ended |= trailing > 0 && end.is_none_or(|e| e > from);
     }
     Ok(out)
 }

@@ -290,3 +290,66 @@ fn replay_fills_the_open_tail_of_a_window_sealed_part_way() {
     let missing = keys.iter().filter(|k| !e.contains(k).unwrap()).count();
     assert_eq!(missing, 0, "{missing} of {} keys lost", keys.len());
 }
+
+/// A log file left below the checkpoint (a crash between a checkpoint's
+/// manifest and the deletion of the older files) whose tail a power loss
+/// tore: its records are all below the checkpoint, but its torn tail
+/// ended the reading of the log, so the records of the files after it,
+/// acknowledged writes of a later session, were never replayed.
+#[test]
+fn a_torn_log_below_the_checkpoint_does_not_end_the_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(3));
+    let cfg = Config {
+        sync: SyncPolicy::Always,
+        ..config(&[Tier::daily(7)], 2_000, 0.01)
+    };
+    let opts = || Options::default().clock(clock.clone());
+    let e = Engine::create_with(dir.path(), cfg, opts()).unwrap();
+    for i in 0..3 {
+        assert!(e.insert(&url(61, i)).unwrap());
+    }
+    std::mem::forget(e);
+    // A power loss tore the last record.
+    let a = tempfile::tempdir().unwrap();
+    copy_tree(dir.path(), a.path());
+    let logs = |d: &Path| -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = fs::read_dir(d.join("wal"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "log"))
+            .collect();
+        v.sort();
+        v
+    };
+    let torn = logs(a.path());
+    assert_eq!(torn.len(), 1, "{torn:?}");
+    let torn = torn[0].clone();
+    let b = fs::read(&torn).unwrap();
+    fs::write(&torn, &b[..b.len() - 10]).unwrap();
+    // The recovery's checkpoint writes its manifest; then the older file
+    // cannot be deleted (as a crash right there leaves it).
+    let target = torn.clone();
+    timebloom::testing::set_fault_hook(Some(Box::new(move |op, path: &Path| {
+        (op == "delete old log" && path == target)
+            .then(|| std::io::Error::other("crash before the deletion (injected)"))
+    })));
+    let failed = Engine::open_with(a.path(), opts().assume_power_loss(true));
+    timebloom::testing::set_fault_hook(None);
+    assert!(failed.is_err(), "the deletion did not run");
+    drop(failed);
+    assert!(torn.exists());
+    // A later session: an acknowledged key, then a power loss.
+    let e = Engine::open_with(a.path(), opts()).unwrap();
+    let key = b"https://example.com/acknowledged";
+    assert!(e.insert(key).unwrap());
+    std::mem::forget(e);
+    assert!(torn.exists(), "{:?}", logs(a.path()));
+    let lost = tempfile::tempdir().unwrap();
+    copy_losing_bodies(a.path(), lost.path());
+    let e = Engine::open_with(lost.path(), opts().assume_power_loss(true)).unwrap();
+    assert!(
+        e.contains(key).unwrap(),
+        "an acknowledged key was lost behind the torn tail of an older log file"
+    );
+}
