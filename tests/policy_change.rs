@@ -12,6 +12,9 @@ use common::*;
 use durable::{build_image, entries, Durable, Rng};
 use timebloom::{Engine, ManualClock, Options, SyncPolicy, Tier};
 
+/// The sync hook is the process's: the tests that install one take turns.
+static HOOK: Mutex<()> = Mutex::new(());
+
 fn shadows(dir: &Path) -> Vec<(std::ffi::OsString, Vec<u8>)> {
     fs::read_dir(dir.join("wal"))
         .unwrap()
@@ -125,6 +128,7 @@ fn stale_shadows(none_again: bool) {
 /// acknowledged key.
 #[test]
 fn a_log_made_by_an_open_under_always_survives_a_power_loss() {
+    let _turn = HOOK.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("root");
     fs::create_dir(&root).unwrap();
@@ -171,4 +175,51 @@ fn a_log_made_by_an_open_under_always_survives_a_power_loss() {
         e.contains(&key).unwrap(),
         "a key acknowledged under always was lost with the log's directory"
     );
+}
+
+/// A create into a path whose parents do not exist yet makes them. The
+/// create syncs the engine's parent (its entry), but made the parents
+/// above it with no sync: after a power loss the whole engine, and every
+/// key acknowledged under `always`, was gone with them.
+#[test]
+fn a_create_under_new_parents_survives_a_power_loss() {
+    let _turn = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    fs::create_dir(&root).unwrap();
+    let dir = root.join("a").join("b").join("crawl.tb");
+    let clock = ManualClock::new(day(0));
+    let durable = Arc::new(Mutex::new(Durable::default()));
+    durable
+        .lock()
+        .unwrap()
+        .dirs
+        .insert(tmp.path().to_path_buf(), entries(tmp.path()));
+    // `root` predates the engine too: its entries (none) are durable.
+    durable
+        .lock()
+        .unwrap()
+        .dirs
+        .insert(root.clone(), entries(&root));
+    let (hook, under) = (Arc::clone(&durable), root.clone());
+    timebloom::testing::set_sync_hook(Some(Box::new(move |p: &Path| {
+        if p.starts_with(&under) {
+            hook.lock().unwrap_or_else(|e| e.into_inner()).observe(p);
+        }
+    })));
+    let mut cfg = config(&[Tier::daily(7)], 1_000, 0.01);
+    cfg.sync = SyncPolicy::Always;
+    let opts = || Options::default().clock(clock.clone());
+    let e = Engine::create_with(&dir, cfg, opts()).unwrap();
+    let key = url(8, 1);
+    assert!(e.insert(&key).unwrap());
+    let kept = durable.lock().unwrap().clone();
+    timebloom::testing::set_sync_hook(None);
+    let image = tmp.path().join("image");
+    build_image(&kept, &Default::default(), tmp.path(), &image, &mut Rng(1));
+    std::mem::forget(e);
+    let img = image.join("root").join("a").join("b").join("crawl.tb");
+    let e = Engine::open_with(&img, opts().assume_power_loss(true))
+        .expect("the engine is gone after a power loss");
+    assert!(e.contains(&key).unwrap());
 }

@@ -250,9 +250,30 @@ fn window_name(tier: &Tier, w: i64) -> String {
 }
 
 /// Makes `dir` (and missing parents); true when this call made `dir` itself.
+///
+/// Each missing parent is made and its entry synced (an fsync of the
+/// directory above it): the create syncs the entry of `dir` in its parent,
+/// and a parent whose own entry a power loss took would take the engine
+/// with it.
 fn make_dir(dir: &Path) -> Result<bool> {
-    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
+    let mut missing = Vec::new();
+    let mut at = dir.parent().filter(|p| !p.as_os_str().is_empty());
+    while let Some(p) = at.filter(|p| !p.exists()) {
+        missing.push(p);
+        at = p.parent().filter(|p| !p.as_os_str().is_empty());
+    }
+    for p in missing.into_iter().rev() {
+        match fs::create_dir(p) {
+            Ok(()) => {
+                let above = p
+                    .parent()
+                    .filter(|a| !a.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."));
+                crate::file::fsync_dir(above)?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => {}
+            Err(e) => return Err(Error::io("create directory", p, e)),
+        }
     }
     match fs::create_dir(dir) {
         Ok(()) => Ok(true),
