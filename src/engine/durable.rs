@@ -148,17 +148,11 @@ impl Engine {
         // crash between the two left a checkpoint inside such a file's
         // records, and the next recovery replayed the ones past it as
         // writes of this engine's log.
+        let mut stale = None;
         if let (Some(n), Some((last, _))) = (next, wal::list(wal_dir)?.last()) {
             if *last > n {
                 next = last.checked_add(1);
-                for (first, path) in wal::list(wal_dir)? {
-                    if first > n {
-                        crate::file::check("delete stale log", &path)?;
-                        fs::remove_file(&path)
-                            .map_err(|e| Error::io("delete stale log", &path, e))?;
-                    }
-                }
-                crate::file::fsync_dir(wal_dir)?;
+                stale = Some(n);
             }
         }
         // A position no log reaches in centuries (2^62 records: 146 years
@@ -173,6 +167,15 @@ impl Engine {
                 ),
             )
         })?;
+        if let Some(n) = stale {
+            for (first, path) in wal::list(wal_dir)? {
+                if first > n {
+                    crate::file::check("delete stale log", &path)?;
+                    fs::remove_file(&path).map_err(|e| Error::io("delete stale log", &path, e))?;
+                }
+            }
+            crate::file::fsync_dir(wal_dir)?;
+        }
         let log = Arc::new(Wal::create(wal_dir, next)?);
         self.wal = Some(Arc::clone(&log));
         // Every counting sub-filter not sealed on disk needs a shadow copy
