@@ -3,6 +3,8 @@
 //! never a panic and never silent use.
 
 mod common;
+#[path = "common/durable.rs"]
+mod durable;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -498,4 +500,57 @@ fn a_degraded_open_that_loses_a_grown_open_window_makes_it_anew() {
     drop(e);
     let e = open_result(dir.path(), &clock, true).expect("reopens");
     assert!(e.contains(b"after").unwrap());
+}
+
+/// A quarantine made `quarantine/` and moved the file there, syncing both
+/// directories but not the engine's, which names `quarantine/`: after a
+/// power loss the file was gone from `seg/` and `quarantine/` was gone too.
+/// The manifest still named the file, and every later open, degraded or
+/// not, was refused with a bare "not found" (a missing file is no damage
+/// to leave out): the directory could not be opened again.
+#[test]
+fn a_quarantine_survives_a_power_loss() {
+    use durable::{build_image, entries, Durable, Rng};
+    use std::sync::{Arc, Mutex};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    fs::create_dir(&root).unwrap();
+    let dir = root.join("crawl.tb");
+    let kept = Arc::new(Mutex::new(Durable::default()));
+    kept.lock()
+        .unwrap()
+        .dirs
+        .insert(tmp.path().to_path_buf(), entries(tmp.path()));
+    let (hook, under) = (Arc::clone(&kept), root.clone());
+    timebloom::testing::set_sync_hook(Some(Box::new(move |p: &Path| {
+        if p.starts_with(&under) {
+            hook.lock().unwrap_or_else(|e| e.into_inner()).observe(p);
+        }
+    })));
+    let clock = small_engine(&dir);
+    // Damage on the disk: the file's durable bytes are the damaged ones.
+    let sealed = segment_files(&dir).remove(0);
+    let mut b = fs::read(&sealed).unwrap();
+    b[4096 + 100] ^= 0x08;
+    fs::write(&sealed, &b).unwrap();
+    kept.lock().unwrap().observe(&sealed);
+    let err = open_result(&dir, &clock, true).unwrap_err();
+    assert!(matches!(err, Error::Quarantined { .. }), "{err}");
+    let durable = kept.lock().unwrap().clone();
+    timebloom::testing::set_sync_hook(None);
+    let image = tmp.path().join("image");
+    build_image(
+        &durable,
+        &Default::default(),
+        tmp.path(),
+        &image,
+        &mut Rng(1),
+    );
+    let img = image.join("root").join("crawl.tb");
+    let e = Engine::open_with(&img, Options::default().clock(clock.clone()).degraded(true))
+        .expect("a degraded open after the power loss");
+    assert_eq!(
+        e.stats().unwrap().lost_windows,
+        vec!["3d 20260105".to_string()]
+    );
 }

@@ -232,7 +232,14 @@ fn quarantine(dir: &Path, name: &str, err: &Error, read_only: bool) -> Result<Op
         return Ok(None); // never moves anything; see `open_inner`
     }
     let qdir = dir.join(QUARANTINE);
+    // A `quarantine/` made here is named durably before a file moves into
+    // it: lost to a power loss, it took the file, which `seg/` no longer
+    // named, and every later open was refused with "not found".
+    let made = !qdir.is_dir();
     fs::create_dir_all(&qdir).map_err(|e| Error::io("create directory", &qdir, e))?;
+    if made {
+        crate::file::fsync_dir(dir)?;
+    }
     crate::file::check("quarantine segment", &from)?;
     fs::rename(&from, &to).map_err(|e| Error::io("quarantine segment", &from, e))?;
     crate::file::fsync_dir(&qdir)?;
