@@ -12,6 +12,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 /// A progress bar, or nothing when stderr is not a terminal.
 pub struct Progress {
     bar: Option<ProgressBar>,
+    /// Stdout is a terminal too (most likely the bar's): printed lines
+    /// take the bar off it first ([`Progress::suspend`]).
+    shared: bool,
     bytes: Rc<Cell<u64>>,
     start: Instant,
 }
@@ -24,6 +27,7 @@ impl Progress {
         if !io::stderr().is_terminal() {
             return Progress {
                 bar: None,
+                shared: false,
                 bytes,
                 start,
             };
@@ -52,6 +56,7 @@ impl Progress {
         bar.enable_steady_tick(Duration::from_millis(200));
         Progress {
             bar: Some(bar),
+            shared: io::stdout().is_terminal(),
             bytes,
             start,
         }
@@ -69,10 +74,12 @@ impl Progress {
     /// below what `f` printed. Output printed beside the bar (stdout on
     /// the same terminal) would otherwise share its row, and the bar's next
     /// redraw would clear the rows above it that it took for its own.
+    /// Stdout elsewhere (a pipe, a file) runs `f` with the bar left as it
+    /// is: no clearing and drawing again at every batch.
     pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
         match &self.bar {
-            Some(bar) => bar.suspend(f),
-            None => f(),
+            Some(bar) if self.shared => bar.suspend(f),
+            _ => f(),
         }
     }
 
