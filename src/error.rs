@@ -124,7 +124,8 @@ pub enum Error {
         /// The version found.
         got: u32,
     },
-    /// `insert_at` named an instant whose window has expired (or lies in the future).
+    /// `insert_at` or `remove_at` named an instant whose window has expired
+    /// (or lies in the future).
     WindowUnavailable {
         /// Why the instant cannot be written.
         reason: String,
@@ -136,7 +137,8 @@ pub enum Error {
         /// The longest horizon the engine can answer now, in seconds.
         max_secs: u64,
     },
-    /// `remove` on an engine whose tiers are not all counting tiers.
+    /// `remove` or `remove_at` on an engine with a plain Bloom tier (only
+    /// counting and fingerprint tiers can remove keys).
     RemoveUnsupported {
         /// The first tier that cannot remove keys.
         tier: String,
