@@ -21,7 +21,8 @@ use super::{Engine, WAL_DIR};
 
 impl Engine {
     /// Whether `key` is present in any live segment. Never a false negative
-    /// for a key inserted within the retention (and not removed); a false
+    /// for a key inserted within the retention (and not removed: a remove
+    /// can also take other keys with it, see [`Engine::remove`]); a false
     /// positive at most at the configured rate.
     ///
     /// A lookup takes no lock and never waits for a rotation: see
