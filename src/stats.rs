@@ -137,8 +137,33 @@ impl SegmentStats {
 }
 
 /// What one rotation changed ([`crate::Engine::maintain`]): the windows it
-/// opened, sealed and expired, each as `TIER WINDOW` (`1d 20261201`,
-/// `1w 2026W49`, `1mo 202612`).
+/// opened, sealed and expired, each as `TIER WINDOW`, the tier as written
+/// in `--tiers` (`7d 20261201`, `4w 2026W49`, `12m 202612`).
+///
+/// ```
+/// use std::time::{Duration, UNIX_EPOCH};
+/// use timebloom::{Config, Engine, ManualClock, Options, Tier};
+/// # fn main() -> timebloom::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// // Monday 2026-11-30, 12:00 UTC.
+/// let monday = UNIX_EPOCH + Duration::from_secs(1_796_040_000);
+/// let engine = Engine::create_with(
+///     dir.path().join("crawl.tb"),
+///     Config {
+///         tiers: vec![Tier::daily(7), Tier::weekly(4), Tier::monthly(12)],
+///         expected_items_per_day: 1_000,
+///         ..Config::default()
+///     },
+///     Options::default().clock(ManualClock::new(monday)),
+/// )?;
+/// // Tuesday is a new day and a new month, in the same ISO week.
+/// let m = engine.maintain(monday + Duration::from_secs(86_400))?;
+/// assert_eq!(m.opened, ["7d 20261201", "12m 202612"]);
+/// assert_eq!(m.sealed, ["7d 20261130", "12m 202611"]);
+/// assert!(m.expired.is_empty());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Maintenance {
     /// Windows created (they take inserts from now on).
