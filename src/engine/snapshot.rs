@@ -170,8 +170,10 @@ impl Source for Current {
     }
 }
 
-/// A per-thread view of an [`Engine`] for the hot path: lookups and
-/// inserts through a handle write no memory that other threads read.
+/// A per-thread view of an [`Engine`] for the hot path: lookups, and
+/// inserts of keys already present, through a handle write no memory that
+/// other threads read (an insert of a new key takes its stripe's lock and
+/// sets its cells, like [`Engine::insert`]).
 ///
 /// A handle keeps the snapshot of the live set it last saw and checks, with
 /// one atomic load per call, whether the engine has published a newer one
