@@ -37,9 +37,10 @@ impl Engine {
     /// the clock, and their files are deleted at the next write or
     /// `maintain`).
     ///
-    /// This is the one way to move the engine forward across a clock jump
-    /// that the writer refuses by itself ([`Error::ClockJump`]): it takes
-    /// any forward step, even one that expires every window.
+    /// It moves the engine forward across a clock jump that the writer
+    /// refuses by itself ([`Error::ClockJump`]): it takes any forward step,
+    /// even one that expires every window (the other way is opening with
+    /// [`crate::Options::allow_clock_jump`]).
     ///
     /// ```
     /// use std::time::{Duration, SystemTime};
