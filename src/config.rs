@@ -256,7 +256,9 @@ pub enum SyncPolicy {
     Interval(Duration),
     /// No write-ahead log: the operating system writes the mapped pages
     /// back when it chooses (Linux: within 30 s by default); a power loss
-    /// may lose any write since the last flush, close or rotation.
+    /// may lose any write since the last flush or close, except in the
+    /// windows a rotation sealed (a rotation does not sync the windows
+    /// that stay open, such as the weekly and monthly ones at a day's end).
     None,
 }
 
