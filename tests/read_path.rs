@@ -783,6 +783,46 @@ fn eventually(secs: u64, mut done: impl FnMut() -> bool) -> bool {
     done()
 }
 
+/// A window whose prefault thread has not finished when it expires (a
+/// clock that moves fast, or a thread at nice 10 that the scheduler has
+/// not run yet) is unmapped by the expiry itself: the rotation stops the
+/// thread and waits for it before it deletes the file, so the space
+/// returns before the new windows are created. The thread held the
+/// window, and its space came back only after the rotation needed it (a
+/// full disk then refused the new window: `full_disk.rs`, 1 run in 30).
+#[test]
+fn an_expiry_stops_the_prefault_of_the_window_it_deletes() {
+    let _g = HOOK.lock().unwrap_or_else(|e| e.into_inner());
+    let (_tmp, dir, clock) = temp_engine_dir();
+    // Parks the prefault of the new engine's first window.
+    let (go, parked) = park(&dir, "prefault");
+    let e =
+        Engine::create_with(&dir, config(&[Tier::daily(2)], 10_000, 0.001), opts(&clock)).unwrap();
+    let day0 = parked
+        .recv_timeout(Duration::from_secs(30))
+        .expect("no prefault of the new window");
+    e.insert(b"https://example.com/day-0").unwrap();
+    clock.set(day(1));
+    e.insert(b"https://example.com/day-1").unwrap();
+    // Lets the prefault go on a while after the expiry began.
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        drop(go);
+    });
+    clock.set(day(2));
+    e.insert(b"https://example.com/day-2").unwrap(); // expires day 0
+    let mapped = mapped_unlinked(&day0);
+    release.join().unwrap();
+    set_fault_hook(None);
+    assert!(!day0.exists(), "deleted");
+    assert!(
+        !mapped,
+        "the expired window was still mapped (by its prefault thread) when the rotation returned"
+    );
+    assert!(e.contains(b"https://example.com/day-1").unwrap());
+    assert!(!e.contains(b"https://example.com/day-0").unwrap());
+}
+
 /// A window that expires while an idle handle still holds its snapshot
 /// stays mapped (the handle reads valid memory), and is unmapped soon
 /// after the handle lets go: by the engine's release thread, which holds

@@ -179,18 +179,28 @@ impl Engine {
 /// thread stops within one 8 MiB step once `stop` is set (at close).
 /// Fingerprint tables are left out: at 10^7 keys a day one is a 12 GB
 /// file, and inserts touch it a page at a time anyway.
-pub(super) fn prefault_behind(mut subs: Vec<Arc<SubFilter>>, stop: &Arc<AtomicBool>) {
+///
+/// The thread's handle goes into `running` (finished ones leave it): an
+/// expiry stops and joins them first (`Engine::stop_prefaults`).
+pub(super) fn prefault_behind(
+    mut subs: Vec<Arc<SubFilter>>,
+    stop: &Arc<AtomicBool>,
+    running: &mut Vec<std::thread::JoinHandle<()>>,
+) {
+    running.retain(|h| !h.is_finished());
     subs.retain(|s| s.header().kind != Kind::Fingerprint);
     if subs.is_empty() || stop.load(Ordering::Relaxed) {
         return;
     }
     let stop = Arc::clone(stop);
     // No thread to be had: the inserts take the faults, as before.
-    let _ = spawn_background("timebloom-prefault", move || {
+    if let Ok(h) = spawn_background("timebloom-prefault", move || {
         for sub in &subs {
             sub.prefault(&stop);
         }
-    });
+    }) {
+        running.push(h);
+    }
 }
 
 /// Runs `work` on a new thread named `name` at the background priority of

@@ -48,6 +48,7 @@ impl Engine {
             Maint {
                 checkpoint_lsn: 0,
                 sealing: Vec::new(),
+                prefaulting: Vec::new(),
                 background: None,
                 failure: None,
             },

@@ -68,6 +68,9 @@ struct Maint {
     /// Seals running in the background (see `rotate`), joined before
     /// anything that needs them finished.
     sealing: Vec<JoinHandle<Result<()>>>,
+    /// Threads faulting in new windows (`ahead::prefault_behind`), stopped
+    /// and joined before an expiry deletes files (see `rotate`).
+    prefaulting: Vec<JoinHandle<()>>,
     /// A checkpoint running beside the writers (see `durable`): the
     /// generation of the snapshot it flushes, and its thread, which returns
     /// the log position it made durable.
@@ -734,6 +737,7 @@ impl Engine {
             maint: Mutex::new(Maint {
                 checkpoint_lsn,
                 sealing: Vec::new(),
+                prefaulting: Vec::new(),
                 background: None,
                 failure: None,
             }),

@@ -256,8 +256,11 @@ impl Engine {
         }
         if !self.read_only && !expired.is_empty() {
             // A seal still running holds its window's mapping: done first
-            // (it started a window or more ago).
+            // (it started a window or more ago). So does a prefault thread
+            // (a window made moments ago, on a clock that moves fast, or
+            // a thread the scheduler has not run yet): stopped.
             self.join_seals(m)?;
+            self.stop_prefaults(m);
             self.store_manifest(m, &next)?;
             // Published before the files go: no new call reads them.
             self.publish(next.clone());
@@ -430,7 +433,7 @@ impl Engine {
         }
         self.publish(next);
         drop(slot);
-        ahead::prefault_behind(fresh, &self.stop_prefault);
+        ahead::prefault_behind(fresh, &self.stop_prefault, &mut m.prefaulting);
         if !to_sweep.is_empty() {
             if background {
                 self.sweep_in_background(m, to_sweep, today);
@@ -609,6 +612,23 @@ impl Engine {
         move || day.load(Ordering::Relaxed).max(fallback)
     }
 
+    /// Stops the threads faulting in new windows and waits for them (each
+    /// stops within one 8 MiB step): they hold the windows they fault in,
+    /// whose space an expiry returns before it creates new windows. Under
+    /// the maintenance lock (`m`), which every spawner and `close` hold:
+    /// after this only `close` sets the flag. A window left part faulted
+    /// takes its first-write faults at its inserts instead.
+    fn stop_prefaults(&self, m: &mut Maint) {
+        if m.prefaulting.is_empty() {
+            return;
+        }
+        self.stop_prefault.store(true, Ordering::Relaxed);
+        for h in m.prefaulting.drain(..) {
+            let _ = h.join();
+        }
+        self.stop_prefault.store(false, Ordering::Relaxed);
+    }
+
     /// Waits for the seals running in the background; the first error.
     pub(super) fn join_seals(&self, m: &mut Maint) -> Result<()> {
         let mut r = Ok(());
@@ -737,7 +757,7 @@ impl Engine {
             self.store_manifest(m, &next)?;
         }
         self.publish(next);
-        ahead::prefault_behind(fresh, &self.stop_prefault);
+        ahead::prefault_behind(fresh, &self.stop_prefault, &mut m.prefaulting);
         Ok(())
     }
 
