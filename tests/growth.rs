@@ -262,3 +262,61 @@ fn a_growth_that_fails_part_way_leaves_the_engine_writable() {
         );
     }
 }
+
+/// A Bloom chain at its longest (64 sub-filters) takes no key into its
+/// full tail: the write that would need a 65th sub-filter is an error
+/// naming the window's file, every key acknowledged before it stays
+/// present, and the chain's rate stays within the configured one. Before,
+/// growth stopped at 64 and the tail took every later key: with a growth
+/// factor of 1 and a tightening of 0.9 (each sub-filter planned for 100
+/// keys, every plan a small file), 20,000 keys into a window planned for
+/// 100 were all acknowledged, and `contains` answered true for every one of
+/// 100,000 keys never inserted (a rate of 1 against 1%).
+#[test]
+fn a_chain_at_its_longest_refuses_keys_instead_of_overfilling() {
+    const P: f64 = 0.01;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let mut cfg = config(&[Tier::daily(1)], 100, P);
+    cfg.growth_factor = 1.0;
+    cfg.tightening = 0.9;
+    let e = create(dir.path(), cfg, &clock);
+    let mut acked = 0;
+    let err = loop {
+        match e.insert(&url(14, acked)) {
+            Ok(_) => acked += 1,
+            Err(err) => break Some(err),
+        }
+        if acked == 20_000 {
+            break None;
+        }
+    };
+    let negatives: Vec<Vec<u8>> = (0..100_000).map(|i| url(15, i)).collect();
+    let fp = e.contains_batch(&negatives).unwrap();
+    let rate = fp.iter().filter(|&&f| f).count() as f64 / negatives.len() as f64;
+    let s = e.stats().unwrap();
+    let seg = &s.tiers[0].segments[0];
+    let Some(err) = err else {
+        panic!(
+            "20,000 keys into a window planned for 100 were all taken by a chain of {} \
+             sub-filters: measured rate {rate} (configured {P})",
+            seg.subfilters
+        );
+    };
+    let msg = err.to_string();
+    assert!(msg.contains("seg/") && msg.contains("sub-filter"), "{msg}");
+    assert_eq!(seg.subfilters, 64, "{msg}");
+    for i in 0..acked {
+        assert!(e.contains(&url(14, i)).unwrap(), "key {i} of {acked} lost");
+    }
+    assert!(
+        seg.estimated_fpr <= s.tiers[0].segment_fpr,
+        "estimated {} > {P}",
+        seg.estimated_fpr
+    );
+    // The chain's rates add up to at most 1% (by the model, 0.87% here);
+    // 1.5% is far outside what 100,000 negatives measure from 1%.
+    assert!(rate <= 1.5 * P, "measured rate {rate} (configured {P})");
+    // The engine still writes where no growth is needed: a present key.
+    assert!(!e.insert(&url(14, 0)).unwrap(), "a present key");
+}

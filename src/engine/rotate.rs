@@ -726,6 +726,14 @@ impl Engine {
                 if !growth_due(seg) {
                     continue;
                 }
+                if seg.subs.len() >= MAX_CHAIN {
+                    // A full tail that may not grow: refused, not filled
+                    // past its plan (see `growth_due`).
+                    for made in &fresh {
+                        let _ = fs::remove_file(made.path());
+                    }
+                    return Err(chain_at_longest(seg));
+                }
                 let index = seg.next_index();
                 let sub = match self.new_subfilter(&t.tier, &t.code, seg.window, index) {
                     Ok(sub) => sub,
@@ -884,12 +892,37 @@ impl NewFile {
     }
 }
 
-/// True when an open segment's newest sub-filter is full and its chain may
-/// still grow. Writers grow such a chain before they write (so no key is
-/// recorded by a call that then fails on growth).
+/// True when an open segment's newest sub-filter is full. Writers grow such
+/// a chain before they write (so no key is recorded by a call that then
+/// fails on growth).
+///
+/// A Bloom or counting chain at its longest ([`MAX_CHAIN`]) is still due:
+/// its growth is an error ([`chain_at_longest`]), so that no key goes into
+/// a full tail, whose rate rises with every key past its plan (such a
+/// chain took every later key, and answered "present" for every key once
+/// its tail filled). A fingerprint chain at its longest is not due: an
+/// insert that finds no room in its newest table says so itself.
 #[inline]
 pub(super) fn growth_due(seg: &Segment) -> bool {
-    seg.needs_growth() && !seg.is_sealed() && seg.subs.len() < MAX_CHAIN
+    seg.needs_growth()
+        && !seg.is_sealed()
+        && (seg.subs.len() < MAX_CHAIN
+            || seg
+                .tail()
+                .is_some_and(|s| s.header().kind != Kind::Fingerprint))
+}
+
+/// The error of a write that needs another sub-filter in a Bloom or
+/// counting chain that holds [`MAX_CHAIN`] already: nothing is written.
+#[cold]
+fn chain_at_longest(seg: &Segment) -> Error {
+    let path = seg.tail().map(|s| s.path().display().to_string());
+    Error::config(format!(
+        "{}: this window's chain holds {MAX_CHAIN} sub-filters, the most it may, and its \
+         newest is full: another key would raise its false-positive rate past the configured \
+         one (raise the planned keys per day or the growth factor)",
+        path.unwrap_or_default()
+    ))
 }
 
 /// Whether `s` takes a chain's new keys (the newest sub-filter of the
