@@ -333,9 +333,9 @@ pub struct Config {
     pub utc_offset_secs: i32,
     /// How much larger each new sub-filter of a grown segment is (default 2).
     /// Each also has a lower rate (`tightening`), so a chain cannot grow
-    /// for ever: at 1, a window given about 47 times its plan at 0.1% asks
-    /// a rate no file can hold, and inserts that need another sub-filter
-    /// fail with an error saying so (the keys before stay).
+    /// for ever: at 1, a window given about 64 times its plan fills the
+    /// longest chain (64 sub-filters), and inserts that need another
+    /// sub-filter fail with an error saying so (the keys before stay).
     pub growth_factor: f64,
     /// How much tighter each new sub-filter's rate is (default 0.5): the
     /// rates of a chain add up to at most the segment's share.

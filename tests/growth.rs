@@ -141,8 +141,10 @@ fn a_deep_chain_stays_within_the_segment_share() {
 
 /// A chain cannot grow for ever: each sub-filter it grows has half the
 /// rate of the one before, and with a growth factor of 1 (every one sized
-/// for the plan) a window given about 47 times its plan asks a rate no file
-/// can hold. That is an error naming the window's file and saying what to
+/// for the plan) a window given about 64 times its plan fills the longest
+/// chain, 64 sub-filters (it stopped at about 47, where the rate, near
+/// 1e-18, was taken for one no file can hold: `filter::sizing`,
+/// `tiny_rates_are_planned_with_enough_probes`). That is an error naming the window's file and saying what to
 /// change (it once said only "segment too large"); every key acknowledged
 /// before it stays present, and the engine goes on answering.
 #[test]

@@ -190,6 +190,14 @@ fn plans() -> &'static Memo {
 }
 
 fn compute_plan(kind: Kind, capacity: u64, p: f64) -> Plan {
+    search(kind, capacity, p, false)
+}
+
+/// The plan search: each `k` in turn, stopping after three in a row that
+/// need more blocks than the best so far. With `every_k`, probe counts
+/// that find no load at all (a rate below what they reach at the
+/// bisection's finest step) do not count towards the three.
+fn search(kind: Kind, capacity: u64, p: f64, every_k: bool) -> Plan {
     let p = if p.is_finite() {
         p.clamp(1e-300, 1.0)
     } else {
@@ -201,6 +209,10 @@ fn compute_plan(kind: Kind, capacity: u64, p: f64) -> Plan {
     for k in 1..=MAX_K {
         let lambda = max_lambda(kind, k, p);
         match best {
+            // A load of 0 is below the bisection's finest step, not a
+            // worse plan: more probes may reach the rate (the chance that
+            // one key's cells hold a foreign key's falls with `k`).
+            Some((bl, _)) if every_k && lambda <= bl && bl == 0.0 => {}
             Some((bl, _)) if lambda <= bl => {
                 worse_in_a_row += 1;
                 if worse_in_a_row >= 3 {
@@ -235,8 +247,18 @@ const ALIGN_FROM: u64 = 4096;
 /// Counting bodies are written by compare-and-swap anyway. (The Redis
 /// layout keeps [`plan`]: its geometry is computed by every client and must
 /// not change under a deployment.)
+///
+/// A rate so low that the first probe counts find no load at all (below
+/// about 1e-18) is searched over every probe count: [`plan`] stops after
+/// three such counts and answers 2^64 blocks (a rate of 5e-19 for 100 keys
+/// takes 178 blocks with 24 probes). [`plan`] itself keeps its answer: the
+/// Redis layout refuses such a sub-filter, and a client must not start
+/// growing a chain that other clients of the same deployment cannot read.
 pub(crate) fn file_plan(kind: Kind, capacity: u64, p: f64) -> Plan {
     let mut plan = plan(kind, capacity, p);
+    if plan.nblocks == u64::MAX && kind != Kind::Fingerprint {
+        plan = search(kind, capacity, p, true);
+    }
     if kind == Kind::Bloom && plan.nblocks >= ALIGN_FROM {
         plan.nblocks = plan
             .nblocks
@@ -312,6 +334,32 @@ mod tests {
             );
         }
         assert_eq!(plan(Kind::Counting, 1, 0.9).nblocks, 1);
+    }
+
+    /// A sub-filter file at a rate below what one probe reaches at the
+    /// bisection's finest load (1024 / 2^40 keys a block) is still planned
+    /// with the probes that reach it: 100 keys at 5e-19 take 178 blocks. The
+    /// search once stopped after three probe counts in a row that found
+    /// no load (k = 1 to 3 there), kept k = 1 at a load of 0, and asked
+    /// 2^64 blocks: a daily tier at p = 1e-18 was refused as needing
+    /// 18446744073709551615 bytes where 1e-17 took 12 KiB, and a chain
+    /// with a growth factor of 1 stopped at about 47 sub-filters at 0.1%.
+    #[test]
+    fn tiny_rates_are_planned_with_enough_probes() {
+        let mut last = 0;
+        for e in 15..=30 {
+            let p = 0.5 * 10f64.powi(-e);
+            let pl = file_plan(Kind::Bloom, 100, p);
+            assert!(
+                pl.nblocks < 1_000_000 && pl.nblocks >= last,
+                "p = {p:e}: {pl:?} after {last} blocks"
+            );
+            assert!(
+                fpr(Kind::Bloom, pl.k, 100.0 / pl.nblocks as f64) <= p,
+                "p = {p:e}: {pl:?}"
+            );
+            last = pl.nblocks;
+        }
     }
 
     #[test]
