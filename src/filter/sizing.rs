@@ -105,17 +105,31 @@ pub(crate) fn fpr(kind: Kind, k: u32, lambda: f64) -> f64 {
         return (2.0 * lambda / ((1u64 << k.clamp(1, 63)) - 1) as f64).min(1.0);
     }
     let f = table(kind.cells_per_block(), k.clamp(1, MAX_K));
-    let hi = ((lambda + 12.0 * lambda.sqrt() + 40.0) as usize).min(TABLE_KEYS);
+    let reach = (lambda + 12.0 * lambda.sqrt() + 40.0) as usize;
+    let hi = reach.min(TABLE_KEYS);
     let lo = (lambda - 12.0 * lambda.sqrt() - 40.0).max(0.0) as usize;
+    // `F` does not fall with the keys of a block: a block past the table
+    // (an overfilled body, never a plan) answers at least `F` at its end,
+    // which is 1 to many digits. (The mass past the table went uncounted:
+    // a body whose every cell was set was estimated at 0.)
+    let last = f[TABLE_KEYS];
+    if lo > TABLE_KEYS {
+        return last.min(1.0);
+    }
     let ln_l = lambda.ln();
     // log of Poisson(lo; lambda), then stepped.
     let mut lp = -lambda + lo as f64 * ln_l - ln_factorial(lo);
-    let mut sum = 0.0;
+    let (mut sum, mut mass) = (0.0, 0.0);
     for (i, fi) in f.iter().enumerate().take(hi + 1).skip(lo) {
         if lp > -745.0 {
-            sum += lp.exp() * fi;
+            let pi = lp.exp();
+            sum += pi * fi;
+            mass += pi;
         }
         lp += ln_l - ((i + 1) as f64).ln();
+    }
+    if reach > TABLE_KEYS {
+        sum += (1.0 - mass).max(0.0) * last;
     }
     sum.min(1.0)
 }
@@ -306,6 +320,26 @@ mod tests {
         assert!((15.0..16.5).contains(&b01), "0.1%: {b01}");
         let k = plan(Kind::Bloom, 1_000_000, 0.01).k;
         assert!((4..=8).contains(&k), "k = {k}");
+    }
+
+    /// A block load past the tabulated keys (an overfilled sub-filter: a
+    /// Redis tail that keeps taking keys at its longest chain, a file an
+    /// older engine overfilled) is estimated near 1, not 0: the Poisson
+    /// mass past the table once went uncounted, so `stats` said 0.51 at
+    /// 1,536 keys a block, 1.6e-27 at 2,000 and 0 at 3,000 (k = 7), for a
+    /// body whose every cell was set.
+    #[test]
+    fn an_overfilled_body_is_estimated_near_one() {
+        for kind in [Kind::Bloom, Kind::Counting] {
+            let mut last = 0.0;
+            for l in [
+                500.0, 1_000.0, 1_400.0, 1_536.0, 2_000.0, 3_000.0, 1e4, 1e12,
+            ] {
+                let f = fpr(kind, 7, l);
+                assert!(f >= last && f > 0.99, "{kind:?} at {l} keys a block: {f}");
+                last = f;
+            }
+        }
     }
 
     #[test]
