@@ -22,7 +22,8 @@
 //! | 32 | 40 each | records |
 //!
 //! A record: LSN (8), instant in seconds (8, signed), key hash low (8) and
-//! high (8) halves, operation (1: insert, 2: remove), three zero bytes, and
+//! high (8) halves, operation (1: insert, 2: remove, 3: remove from the
+//! windows only, a fingerprint table left alone), three zero bytes, and
 //! the CRC32 of the 36 bytes before it. LSNs are consecutive. Replay stops
 //! at the first record that is short, fails its checksum or breaks the LSN
 //! sequence: the torn tail of the last write before a crash.
@@ -56,6 +57,12 @@ pub(crate) enum Op {
     Insert,
     /// One insert of the key made at the instant was taken back.
     Remove,
+    /// [`Op::Remove`] from the windows holding the instant alone: the
+    /// engine's fingerprint table no longer kept its day (a `remove_at` of
+    /// an instant only a counting tier keeps), so the table was left as it
+    /// was. Replay cannot tell that from the instant: it does not know the
+    /// table's day when the remove ran.
+    RemoveWindows,
 }
 
 /// One logged write.
@@ -86,6 +93,7 @@ impl Record {
         b[32] = match self.op {
             Op::Insert => 1,
             Op::Remove => 2,
+            Op::RemoveWindows => 3,
         };
         b
     }
@@ -101,6 +109,7 @@ impl Record {
         let op = match b[32] {
             1 => Op::Insert,
             2 => Op::Remove,
+            3 => Op::RemoveWindows,
             _ => return None,
         };
         Some(Record {

@@ -1098,3 +1098,54 @@ fn a_clock_jump_during_a_background_sweep_loses_no_key() {
         lost.last()
     );
 }
+
+/// A `remove_at` whose instant a counting tier keeps but the fingerprint
+/// tier no longer does takes the key from the counting window only: the
+/// table, which holds the key seen again since, keeps it. Replayed after
+/// a power loss, the remove took the key from the table too.
+#[test]
+fn a_replayed_remove_leaves_a_table_it_did_not_touch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    let clock = ManualClock::new(day(0));
+    let config = timebloom::Config {
+        sync: timebloom::SyncPolicy::Always,
+        ..config(
+            &[Tier::daily(30).counting(), Tier::fingerprint(7)],
+            200,
+            0.001,
+        )
+    };
+    let e = Engine::create_with(&dir, config, Options::default().clock(clock.clone())).unwrap();
+    let keys: Vec<Vec<u8>> = (0..50).map(|i| key(0, i)).collect();
+    for k in &keys {
+        assert!(e.insert(k).unwrap());
+    }
+    for d in 1..=20u64 {
+        clock.set(day(d));
+        e.maintain(day(d)).unwrap();
+    }
+    e.flush().unwrap();
+    // Seen again on day 20 (the table dates them today), then the day-0
+    // inserts taken back: the table keeps days 14 to 20 only, so those
+    // removes are the counting window's alone.
+    for k in &keys {
+        e.insert(k).unwrap();
+    }
+    for k in &keys {
+        assert!(e.remove_at(k, day(0)).unwrap());
+    }
+    let within = |e: &Engine| {
+        keys.iter()
+            .filter(|k| e.contains_within(k, DAY).unwrap())
+            .count()
+    };
+    assert_eq!(within(&e), keys.len());
+    let image = power_loss_image(tmp.path(), &dir, e);
+    let e = open_after_power_loss(&image, &clock).unwrap();
+    assert_eq!(
+        within(&e),
+        keys.len(),
+        "keys seen today lost to a replayed remove of day 0"
+    );
+}

@@ -279,6 +279,8 @@ impl Engine {
                             seg.table_remove(&x, r.h, today, days);
                             false
                         }
+                        // The table no longer kept the day: left alone.
+                        Op::RemoveWindows => false,
                     };
                     if !full {
                         break;
@@ -347,7 +349,7 @@ impl Engine {
                         seg.replay_insert(x, r.h, &mut m);
                     }
                 }
-                Op::Remove => {
+                Op::Remove | Op::RemoveWindows => {
                     if !segs.is_empty() && segs.iter().all(|s| s.contains(r.h)) {
                         for seg in segs.iter() {
                             seg.replay_remove(x, r.h);

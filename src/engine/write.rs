@@ -861,7 +861,18 @@ impl Engine {
                 return Ok(false);
             }
             if segs.iter().all(|s| !s.is_sealed()) {
-                self.logged(&x, Op::Remove, t, h, || {
+                // A fingerprint table that no longer keeps `t`'s day is
+                // left alone; replay learns it from the record, as it
+                // does not know the table's day now.
+                let untouched = snap.tiers.iter().enumerate().any(|(ti, tier)| {
+                    tier.tier.is_table() && !targets.iter().any(|&(target, _)| target == ti)
+                });
+                let op = if untouched {
+                    Op::RemoveWindows
+                } else {
+                    Op::Remove
+                };
+                self.logged(&x, op, t, h, || {
                     for (&(ti, _), seg) in targets.iter().zip(segs) {
                         match table(ti) {
                             true => seg.table_remove(&x, h, today, days(ti)),
