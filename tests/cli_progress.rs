@@ -22,6 +22,21 @@ fn in_terminal(shell_cmd: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// [`in_terminal`], or `None` after saying the test is skipped when
+/// `script(1)` is missing; in CI (scripts/test.sh sets CI) a missing
+/// `script(1)` fails the test instead of skipping it unseen.
+fn in_terminal_or_skip(shell_cmd: &str) -> Option<String> {
+    let shown = in_terminal(shell_cmd);
+    if shown.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "script(1) (util-linux) is needed to test the progress bar"
+        );
+        eprintln!("skipped: script(1) is not installed");
+    }
+    shown
+}
+
 #[test]
 fn progress_bar_on_a_terminal_only() {
     let tmp = tempfile::tempdir().unwrap();
@@ -37,14 +52,7 @@ fn progress_bar_on_a_terminal_only() {
             "{BIN} {command} {} {k} --items-per-day 1000000 --now {DAY0} > /dev/null",
             db.display()
         );
-        let Some(shown) = in_terminal(&line) else {
-            // In CI (scripts/test.sh sets CI) a missing script(1) fails
-            // the test instead of skipping it unseen.
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "script(1) (util-linux) is needed to test the progress bar"
-            );
-            eprintln!("skipped: script(1) is not installed");
+        let Some(shown) = in_terminal_or_skip(&line) else {
             return;
         };
         assert!(
@@ -155,6 +163,25 @@ fn screen(raw: &str, width: usize) -> Vec<String> {
         .collect()
 }
 
+/// Runs `filter-new` on `n` distinct URLs from a file, on a terminal 80
+/// columns wide (the bar's rows depend on it), its stdout redirected as
+/// `redirect` says (`""`: the terminal); what the terminal showed, or
+/// `None` when skipped ([`in_terminal_or_skip`]).
+fn filter_new_in_terminal(n: usize, redirect: &str) -> Option<String> {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = tmp.path().join("keys.txt");
+    let text: String = (0..n)
+        .map(|i| format!("https://example.com/{i}\n"))
+        .collect();
+    std::fs::write(&keys, text).unwrap();
+    let db = tmp.path().join("db");
+    in_terminal_or_skip(&format!(
+        "stty cols 80 rows 40; {BIN} filter-new {} {} --items-per-day 1000000 --now {DAY0}{redirect}",
+        db.display(),
+        keys.display()
+    ))
+}
+
 /// `filter-new` printing to the terminal that shows its progress bar: every
 /// line printed stays on the screen, on a row of its own. The bar was
 /// redrawn over the last line printed (cursor up, clear) and left copies of
@@ -162,26 +189,8 @@ fn screen(raw: &str, width: usize) -> Vec<String> {
 /// the terminal showed.
 #[test]
 fn the_progress_bar_never_hides_printed_lines() {
-    let tmp = tempfile::tempdir().unwrap();
-    let keys = tmp.path().join("keys.txt");
     let n = 200_000;
-    let text: String = (0..n)
-        .map(|i| format!("https://example.com/{i}\n"))
-        .collect();
-    std::fs::write(&keys, text).unwrap();
-    let db = tmp.path().join("db");
-    // A terminal of a known width: the bar's rows depend on it.
-    let line = format!(
-        "stty cols 80 rows 40; {BIN} filter-new {} {} --items-per-day 1000000 --now {DAY0}",
-        db.display(),
-        keys.display()
-    );
-    let Some(shown) = in_terminal(&line) else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "script(1) (util-linux) is needed to test the progress bar"
-        );
-        eprintln!("skipped: script(1) is not installed");
+    let Some(shown) = filter_new_in_terminal(n, "") else {
         return;
     };
     assert!(shown.contains("lines/s"), "no bar drawn");
@@ -207,26 +216,8 @@ fn the_progress_bar_never_hides_printed_lines() {
 /// printed, only at its own pace (a steady tick and rate-limited updates).
 #[test]
 fn the_bar_is_not_redrawn_per_batch_when_stdout_is_elsewhere() {
-    let tmp = tempfile::tempdir().unwrap();
-    let keys = tmp.path().join("keys.txt");
-    let n = 400_000;
-    let text: String = (0..n)
-        .map(|i| format!("https://example.com/{i}\n"))
-        .collect();
-    std::fs::write(&keys, text).unwrap();
-    let db = tmp.path().join("db");
-    let line = format!(
-        "stty cols 80 rows 40; {BIN} filter-new {} {} --items-per-day 1000000 --now {DAY0} > /dev/null",
-        db.display(),
-        keys.display()
-    );
     let start = std::time::Instant::now();
-    let Some(shown) = in_terminal(&line) else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "script(1) (util-linux) is needed to test the progress bar"
-        );
-        eprintln!("skipped: script(1) is not installed");
+    let Some(shown) = filter_new_in_terminal(400_000, " > /dev/null") else {
         return;
     };
     let secs = start.elapsed().as_secs_f64();

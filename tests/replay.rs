@@ -37,15 +37,33 @@ fn copy_losing_bodies(from: &Path, to: &Path) {
     }
 }
 
+/// A new engine of `tiers` under `always` in `dir`, on `clock` (at day 3
+/// in every test here), planned for `per_day` keys at `fpr`.
+fn always_engine(
+    dir: &Path,
+    clock: &ManualClock,
+    tiers: &[Tier],
+    per_day: u64,
+    fpr: f64,
+) -> Engine {
+    let cfg = Config {
+        sync: SyncPolicy::Always,
+        ..config(tiers, per_day, fpr)
+    };
+    Engine::create_with(dir, cfg, Options::default().clock(clock.clone())).unwrap()
+}
+
 #[test]
 fn replay_puts_alternating_records_into_their_own_windows() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(day(3));
-    let cfg = Config {
-        sync: SyncPolicy::Always,
-        ..config(&[Tier::daily(7), Tier::weekly(4)], 2_000, 0.01)
-    };
-    let e = Engine::create_with(dir.path(), cfg, Options::default().clock(clock.clone())).unwrap();
+    let e = always_engine(
+        dir.path(),
+        &clock,
+        &[Tier::daily(7), Tier::weekly(4)],
+        2_000,
+        0.01,
+    );
     // The windows first: a backfill into a window that does not exist yet
     // creates it, and a checkpoint follows (the log restarts there).
     for back in [2 * DAY, DAY] {
@@ -125,12 +143,8 @@ fn replay_puts_alternating_records_into_their_own_windows() {
 fn an_open_refused_before_recovery_seals_no_window() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(day(3));
-    let cfg = Config {
-        sync: SyncPolicy::Always,
-        ..config(&[Tier::daily(7)], 2_000, 0.01)
-    };
     let opts = || Options::default().clock(clock.clone());
-    let e = Engine::create_with(dir.path(), cfg, opts()).unwrap();
+    let e = always_engine(dir.path(), &clock, &[Tier::daily(7)], 2_000, 0.01);
     // A backfill creates yesterday's window (a checkpoint follows); the
     // key's record is the first of the log after it.
     let key = b"https://example.com/backfilled";
@@ -178,11 +192,7 @@ fn an_open_refused_before_recovery_seals_no_window() {
 fn a_recovery_with_a_clock_that_jumped_ahead_clears_no_table() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(day(3));
-    let cfg = Config {
-        sync: SyncPolicy::Always,
-        ..config(&[Tier::fingerprint(30)], 2_000, 0.01)
-    };
-    let e = Engine::create_with(dir.path(), cfg, Options::default().clock(clock.clone())).unwrap();
+    let e = always_engine(dir.path(), &clock, &[Tier::fingerprint(30)], 2_000, 0.01);
     let keys: Vec<Vec<u8>> = (0..50).map(|i| url(41, i)).collect();
     for k in &keys {
         assert!(e.insert(k).unwrap());
@@ -231,11 +241,7 @@ fn a_recovery_with_a_clock_that_jumped_ahead_clears_no_table() {
 fn replay_fills_the_open_tail_of_a_window_sealed_part_way() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(day(3));
-    let cfg = Config {
-        sync: SyncPolicy::Always,
-        ..config(&[Tier::daily(7)], 100, 0.01)
-    };
-    let e = Engine::create_with(dir.path(), cfg, Options::default().clock(clock.clone())).unwrap();
+    let e = always_engine(dir.path(), &clock, &[Tier::daily(7)], 100, 0.01);
     let keys: Vec<Vec<u8>> = (0..600).map(|i| url(51, i)).collect();
     for k in &keys {
         assert!(e.insert(k).unwrap());
@@ -300,12 +306,8 @@ fn replay_fills_the_open_tail_of_a_window_sealed_part_way() {
 fn a_torn_log_below_the_checkpoint_does_not_end_the_replay() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(day(3));
-    let cfg = Config {
-        sync: SyncPolicy::Always,
-        ..config(&[Tier::daily(7)], 2_000, 0.01)
-    };
     let opts = || Options::default().clock(clock.clone());
-    let e = Engine::create_with(dir.path(), cfg, opts()).unwrap();
+    let e = always_engine(dir.path(), &clock, &[Tier::daily(7)], 2_000, 0.01);
     for i in 0..3 {
         assert!(e.insert(&url(61, i)).unwrap());
     }
