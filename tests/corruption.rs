@@ -510,23 +510,12 @@ fn a_degraded_open_that_loses_a_grown_open_window_makes_it_anew() {
 /// to leave out): the directory could not be opened again.
 #[test]
 fn a_quarantine_survives_a_power_loss() {
-    use durable::{build_image, entries, Durable, Rng};
-    use std::sync::{Arc, Mutex};
+    use durable::{build_image, record_syncs, Rng};
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("root");
     fs::create_dir(&root).unwrap();
     let dir = root.join("crawl.tb");
-    let kept = Arc::new(Mutex::new(Durable::default()));
-    kept.lock()
-        .unwrap()
-        .dirs
-        .insert(tmp.path().to_path_buf(), entries(tmp.path()));
-    let (hook, under) = (Arc::clone(&kept), root.clone());
-    timebloom::testing::set_sync_hook(Some(Box::new(move |p: &Path| {
-        if p.starts_with(&under) {
-            hook.lock().unwrap_or_else(|e| e.into_inner()).observe(p);
-        }
-    })));
+    let kept = record_syncs(&root, &[tmp.path()]);
     let clock = small_engine(&dir);
     // Damage on the disk: the file's durable bytes are the damaged ones.
     let sealed = segment_files(&dir).remove(0);

@@ -13,12 +13,10 @@ mod durable;
 
 use std::collections::HashMap;
 use std::fs;
-use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use durable::{build_image, entries, Durable, Rng};
+use durable::{build_image, record_syncs, Rng};
 use timebloom::{Engine, ManualClock, Options, SyncPolicy, Tier};
 
 #[test]
@@ -27,18 +25,7 @@ fn keys_staged_by_several_threads_are_durable_one_interval_later() {
     let root = tmp.path().join("root");
     fs::create_dir(&root).unwrap();
     let dir = root.join("crawl.tb");
-    let durable = Arc::new(Mutex::new(Durable::default()));
-    durable
-        .lock()
-        .unwrap()
-        .dirs
-        .insert(tmp.path().to_path_buf(), entries(tmp.path()));
-    let (hook, under) = (Arc::clone(&durable), root.clone());
-    timebloom::testing::set_sync_hook(Some(Box::new(move |p: &Path| {
-        if p.starts_with(&under) {
-            hook.lock().unwrap_or_else(|e| e.into_inner()).observe(p);
-        }
-    })));
+    let durable = record_syncs(&root, &[tmp.path()]);
 
     let clock = ManualClock::new(day(0));
     let mut cfg = config(&[Tier::daily(2), Tier::weekly(2)], 100_000, 0.01);

@@ -6,10 +6,10 @@ mod durable;
 
 use std::fs;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use common::*;
-use durable::{build_image, entries, Durable, Rng};
+use durable::{build_image, record_syncs, Rng};
 use timebloom::{Engine, ManualClock, Options, SyncPolicy, Tier};
 
 /// The sync hook is the process's: the tests that install one take turns.
@@ -134,19 +134,8 @@ fn a_log_made_by_an_open_under_always_survives_a_power_loss() {
     fs::create_dir(&root).unwrap();
     let dir = root.join("crawl.tb");
     let clock = ManualClock::new(day(0));
-    let durable = Arc::new(Mutex::new(Durable::default()));
     // The root predates the engine: its entries are durable.
-    durable
-        .lock()
-        .unwrap()
-        .dirs
-        .insert(tmp.path().to_path_buf(), entries(tmp.path()));
-    let (hook, under) = (Arc::clone(&durable), root.clone());
-    timebloom::testing::set_sync_hook(Some(Box::new(move |p: &Path| {
-        if p.starts_with(&under) {
-            hook.lock().unwrap_or_else(|e| e.into_inner()).observe(p);
-        }
-    })));
+    let durable = record_syncs(&root, &[tmp.path()]);
     let mut cfg = config(&[Tier::daily(7)], 1_000, 0.01);
     cfg.sync = SyncPolicy::None;
     let opts = || Options::default().clock(clock.clone());
@@ -189,24 +178,8 @@ fn a_create_under_new_parents_survives_a_power_loss() {
     fs::create_dir(&root).unwrap();
     let dir = root.join("a").join("b").join("crawl.tb");
     let clock = ManualClock::new(day(0));
-    let durable = Arc::new(Mutex::new(Durable::default()));
-    durable
-        .lock()
-        .unwrap()
-        .dirs
-        .insert(tmp.path().to_path_buf(), entries(tmp.path()));
     // `root` predates the engine too: its entries (none) are durable.
-    durable
-        .lock()
-        .unwrap()
-        .dirs
-        .insert(root.clone(), entries(&root));
-    let (hook, under) = (Arc::clone(&durable), root.clone());
-    timebloom::testing::set_sync_hook(Some(Box::new(move |p: &Path| {
-        if p.starts_with(&under) {
-            hook.lock().unwrap_or_else(|e| e.into_inner()).observe(p);
-        }
-    })));
+    let durable = record_syncs(&root, &[tmp.path(), &root]);
     let mut cfg = config(&[Tier::daily(7)], 1_000, 0.01);
     cfg.sync = SyncPolicy::Always;
     let opts = || Options::default().clock(clock.clone());

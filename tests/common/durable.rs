@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// A file for the life of its inode: the inode number and the file's
 /// birth time. The number alone is not enough: a file system hands the
@@ -53,6 +54,25 @@ impl Durable {
         }
         true
     }
+}
+
+/// Installs the process's sync hook to record what each sync under
+/// `under` makes durable, with the directories of `predate` durable as
+/// they are now (they existed before the engine). The caller clears the
+/// hook (`set_sync_hook(None)`) once done.
+pub fn record_syncs(under: &Path, predate: &[&Path]) -> Arc<Mutex<Durable>> {
+    let durable = Arc::new(Mutex::new(Durable::default()));
+    for d in predate {
+        let dirs = &mut durable.lock().unwrap().dirs;
+        dirs.insert(d.to_path_buf(), entries(d));
+    }
+    let (hook, under) = (Arc::clone(&durable), under.to_path_buf());
+    timebloom::testing::set_sync_hook(Some(Box::new(move |p: &Path| {
+        if p.starts_with(&under) {
+            hook.lock().unwrap_or_else(|e| e.into_inner()).observe(p);
+        }
+    })));
+    durable
 }
 
 /// A directory's entries: name, and file (`None` for a directory).
