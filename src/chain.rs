@@ -88,16 +88,24 @@ impl Segment {
     /// (`KeyMasks::new(h.lo)` for a window alone).
     #[inline]
     pub(crate) fn insert(&self, x: &Exclusive, h: KeyHash, m: &mut KeyMasks) -> bool {
-        let Some((tail, older)) = self.subs.split_last() else {
-            return false;
-        };
-        let holder = older.iter().find(|s| s.contains(h));
-        match (tail.header().kind, holder) {
-            // Tables are written through `table_insert` (with a day).
-            (Kind::Fingerprint, _) => false,
-            (Kind::Bloom, Some(_)) => true,
-            (Kind::Counting, Some(s)) => s.insert(x, h, m),
-            (_, None) => tail.insert(x, h, m),
+        match self.insert_target(h) {
+            Some(s) => s.insert(x, h, m),
+            // A Bloom key an older sub-filter holds: recorded already.
+            None => self.tail().is_some_and(|t| t.header().kind == Kind::Bloom),
+        }
+    }
+
+    /// The sub-filter a write of the key goes to, by the rules of
+    /// [`Segment::insert`]; `None` for a Bloom key an older sub-filter
+    /// holds, for a table (written through `table_insert`, with a day) and
+    /// for a chain of none.
+    #[inline]
+    fn insert_target(&self, h: KeyHash) -> Option<&SubFilter> {
+        let (tail, older) = self.subs.split_last()?;
+        match (tail.header().kind, older.iter().find(|s| s.contains(h))) {
+            (Kind::Fingerprint, _) | (Kind::Bloom, Some(_)) => None,
+            (Kind::Counting, Some(s)) => Some(s),
+            (_, None) => Some(tail),
         }
     }
 
@@ -185,15 +193,7 @@ impl Segment {
     /// disk (a seal holds every write made before it; written again, its
     /// body would no longer match its checksum).
     pub(crate) fn replay_insert(&self, x: &Exclusive, h: KeyHash, m: &mut KeyMasks) {
-        let Some((tail, older)) = self.subs.split_last() else {
-            return;
-        };
-        let target = match (tail.header().kind, older.iter().find(|s| s.contains(h))) {
-            (Kind::Fingerprint, _) | (Kind::Bloom, Some(_)) => return,
-            (Kind::Counting, Some(s)) => s,
-            (_, None) => tail,
-        };
-        if !target.sealed_on_disk() {
+        if let Some(target) = self.insert_target(h).filter(|s| !s.sealed_on_disk()) {
             target.insert(x, h, m);
         }
     }
