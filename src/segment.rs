@@ -238,6 +238,15 @@ impl Header {
     /// or [`Error::UnsupportedVersion`] naming `path`.
     pub(crate) fn decode(b: &[u8], path: &Path) -> Result<Header> {
         let bad = |why: String| Error::corrupt(path, why);
+        // A reserved field is zero in every file this format writes: set,
+        // the file is of another format, whose other fields may mean
+        // something else.
+        let reserved = |b: &[u8], at: usize| match le_u32(b, at) {
+            0 => Ok(()),
+            v => Err(bad(format!(
+                "reserved field at byte {at}: expected 0, got {v} (a file of a newer format?)"
+            ))),
+        };
         if b.len() < HEADER_V1 {
             return Err(bad(format!(
                 "header is {} bytes, expected {HEADER_V1}",
@@ -288,12 +297,13 @@ impl Header {
             }
             retention = le_u32(b, 128);
             swept = le_u32(b, 132);
-            if !(1..=fingerprint::MAX_RETENTION).contains(&retention) || le_u32(b, 136) != 0 {
+            if !(1..=fingerprint::MAX_RETENTION).contains(&retention) {
                 return Err(bad(format!(
                     "table retention: expected 1..={}, got {retention}",
                     fingerprint::MAX_RETENTION
                 )));
             }
+            reserved(b, 136)?;
         }
         let k = le_u32(b, 20);
         let expected_cells = if table {
@@ -334,6 +344,7 @@ impl Header {
                 nblocks * BLOCK_BYTES
             )));
         }
+        reserved(b, 60)?;
         let secs = le_u64(b, 64);
         let span = match (le_u32(b, 56), secs) {
             (1, 0) => Span::Day,

@@ -543,3 +543,54 @@ fn a_quarantine_survives_a_power_loss() {
         vec!["3d 20260105".to_string()]
     );
 }
+
+/// The header's reserved fields (bytes 60..64 of every segment header,
+/// and 136..140 of a fingerprint table's) are zero in every file this
+/// format writes. A file with one set was written by another format
+/// (one that gave the field a meaning): read as this one, its other
+/// fields may mean something else. It is refused with an error naming the
+/// file and the field, like an unknown format version, not opened as if
+/// the field were zero.
+#[test]
+fn a_reserved_header_field_set_is_refused_by_name() {
+    let tiers: [(&str, usize); 2] = [("30d:fingerprint", 136), ("3d", 60)];
+    for (tier, at) in tiers {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(day(0));
+        let e = create(
+            dir.path(),
+            config(&[tier.parse().unwrap()], 50, 0.01),
+            &clock,
+        );
+        e.insert(b"a key").unwrap();
+        e.close().unwrap();
+        let file = segment_files(dir.path()).pop().unwrap();
+        let mut bytes = fs::read(&file).unwrap();
+        for copy in [0, 2048] {
+            let h = &mut bytes[copy..copy + 144];
+            if h[..8] != *b"TBLMSEG\0" {
+                continue;
+            }
+            h[at] = 1;
+            let crc = crc32(&h[..124]);
+            h[124..128].copy_from_slice(&crc.to_le_bytes());
+            if at >= 128 {
+                let crc = crc32(&h[..140]);
+                h[140..144].copy_from_slice(&crc.to_le_bytes());
+            }
+        }
+        fs::write(&file, &bytes).unwrap();
+        match open_result(dir.path(), &clock, false) {
+            Err(err @ Error::Quarantined { .. }) => {
+                assert_names(&err, &file);
+                let msg = err.to_string();
+                assert!(
+                    msg.contains(&format!("reserved field at byte {at}")),
+                    "{tier}: the error does not name the field: {msg}"
+                );
+            }
+            Err(err) => panic!("{tier}: expected Quarantined, got {err}"),
+            Ok(_) => panic!("{tier}: a header with byte {at} set was opened"),
+        }
+    }
+}
