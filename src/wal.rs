@@ -26,7 +26,8 @@
 //! windows only, a fingerprint table left alone), three zero bytes, and
 //! the CRC32 of the 36 bytes before it. LSNs are consecutive. Replay stops
 //! at the first record that is short, fails its checksum or breaks the LSN
-//! sequence: the torn tail of the last write before a crash.
+//! sequence: the torn tail of the last write before a crash. A file's name
+//! must be its header's first LSN (see [`read_logs`]).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
@@ -267,7 +268,10 @@ pub(crate) struct Logs {
 /// Reads every log file in `dir` once into one reused buffer (a log may
 /// hold millions of records; reading it twice, into new memory each time,
 /// was a third of a recovery's time). A bad file header is an error up to
-/// the end of the records kept, and `damaged` after it.
+/// the end of the records kept, and `damaged` after it. A file whose name
+/// is not the first LSN its header holds is refused by name wherever it
+/// is: the names order the files, and tell a file past the log from one
+/// read.
 pub(crate) fn read_logs(dir: &Path, from: u64) -> Result<Logs> {
     read_logs_listed(dir, from, Vanished::Fail)
 }
@@ -298,8 +302,19 @@ fn read_logs_listed(dir: &Path, from: u64, vanished: Vanished) -> Result<Logs> {
     let mut buf = Vec::new();
     let listed = list(dir)?;
     crate::file::pause("logs listed", dir);
-    for (_, path) in listed {
+    for (named, path) in listed {
         let scan = match read_log_into(&path, &mut buf) {
+            Ok(Some(scan)) if scan.first_lsn != named => {
+                return Err(Error::corrupt(
+                    &path,
+                    format!(
+                        "the log file's name says its first record is LSN {named:016x}, its \
+                         header says {:016x}: a log file is named after its first LSN (renamed \
+                         or copied under another name?)",
+                        scan.first_lsn
+                    ),
+                ));
+            }
             Ok(Some(scan)) => scan,
             Ok(None) => continue,
             Err(e) if vanished == Vanished::Skip && not_found(&e) => continue,

@@ -135,3 +135,84 @@ fn a_crash_before_the_file_past_the_log_is_deleted_replays_none_of_it() {
         "an acknowledged key was removed by a record of the file left past the log"
     );
 }
+
+/// A log file's header: magic, version 1, CRC32 of bytes 0..12 and 16..24,
+/// the first LSN, zeros.
+fn log_header(first: u64) -> Vec<u8> {
+    let mut b = vec![0u8; 32];
+    b[0..8].copy_from_slice(b"TBLMWAL\0");
+    b[8..12].copy_from_slice(&1u32.to_le_bytes());
+    b[16..24].copy_from_slice(&first.to_le_bytes());
+    let mut h = crc32fast::Hasher::new();
+    h.update(&b[0..12]);
+    h.update(&b[16..24]);
+    b[12..16].copy_from_slice(&h.finalize().to_le_bytes());
+    b
+}
+
+/// A log file's name is its first LSN, and recovery reads the files in
+/// name order. Two log files under each other's names (renamed or copied
+/// by hand) ended the replay at the first of them, silently: the
+/// acknowledged keys logged in both were dropped (the counting window set
+/// back to its checkpoint copy without them), and one of the files was
+/// deleted as a file past the log. A file whose name is not its header's
+/// first LSN is refused by name.
+#[test]
+fn a_log_file_under_another_name_is_refused_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("a");
+    let clock = ManualClock::new(day(3));
+    let opts = || Options::default().clock(clock.clone());
+    let cfg = timebloom::Config {
+        sync: SyncPolicy::Always,
+        ..config(&["7d:counting".parse::<Tier>().unwrap()], 2_000, 0.01)
+    };
+    let keys: Vec<Vec<u8>> = (0..5).map(|i| url(32, i)).collect();
+    let e = Engine::create_with(&dir, cfg, opts()).unwrap();
+    for k in &keys {
+        assert!(e.insert(k).unwrap());
+    }
+    std::mem::forget(e);
+    let dir = {
+        let crashed = tmp.path().join("crashed");
+        copy_tree(&dir, &crashed);
+        crashed
+    };
+    let name = logs(&dir).pop().unwrap();
+    let bytes = fs::read(dir.join("wal").join(&name)).unwrap();
+    let c = u64::from_str_radix(name.trim_end_matches(".log"), 16).unwrap();
+    let recs = |from: u64, n: usize| {
+        let at = 32 + 40 * (from - c) as usize;
+        let mut f = log_header(from);
+        f.extend_from_slice(&bytes[at..at + 40 * n]);
+        f
+    };
+    // The log as three files (as a checkpoint beside the writers leaves
+    // it), the last two under each other's names.
+    let wal = dir.join("wal");
+    fs::write(wal.join(format!("{c:016x}.log")), recs(c, 1)).unwrap();
+    fs::write(wal.join(format!("{:016x}.log", c + 3)), recs(c + 1, 2)).unwrap();
+    fs::write(wal.join(format!("{:016x}.log", c + 1)), recs(c + 3, 2)).unwrap();
+
+    match Engine::open_with(&dir, opts().assume_power_loss(true)) {
+        Err(timebloom::Error::Corrupt { path, reason }) => {
+            let named = format!("{:016x}.log", c + 1);
+            assert!(path.ends_with(&named), "{}: {reason}", path.display());
+            assert!(
+                reason.contains(&format!("{:016x}", c + 3)),
+                "the error does not say what the header holds: {reason}"
+            );
+        }
+        Err(e) => panic!("{e}"),
+        Ok(e) => {
+            for (i, k) in keys.iter().enumerate() {
+                assert!(
+                    e.contains(k).unwrap(),
+                    "acknowledged key {i} (LSN {}) was lost; log files now {:?}",
+                    c + i as u64,
+                    logs(&dir)
+                );
+            }
+        }
+    }
+}
