@@ -27,7 +27,8 @@
 //! the CRC32 of the 36 bytes before it. LSNs are consecutive. Replay stops
 //! at the first record that is short, fails its checksum or breaks the LSN
 //! sequence: the torn tail of the last write before a crash. A file's name
-//! must be its header's first LSN (see [`read_logs`]).
+//! must be its header's first LSN; a damaged file whose records all lie
+//! below the checkpoint is ignored (see [`read_logs`]).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
@@ -237,17 +238,19 @@ pub(crate) fn scan(bytes: &[u8], path: &Path) -> Result<Scan> {
 /// in `dir`: a bad file header, a valid record after a damaged one (damage
 /// in the middle, not a torn tail) or a bad shadow is [`Error::Corrupt`].
 pub(crate) fn verify(dir: &Path, checkpoint: u64) -> Result<()> {
-    verify_logs(dir)?;
+    verify_logs(dir, checkpoint)?;
     verify_shadows(dir, checkpoint)
 }
 
 /// The log files' part of [`verify`]: a bad header, or damage in the
 /// middle of a file (a valid record after an invalid one). A file that a
-/// checkpoint deleted after the listing is left out ([`Vanished::Skip`]).
-pub(crate) fn verify_logs(dir: &Path) -> Result<()> {
+/// checkpoint deleted after the listing is left out ([`Vanished::Skip`]),
+/// and so is the damage of a file whose records all lie below
+/// `checkpoint` (see [`read_logs`]).
+pub(crate) fn verify_logs(dir: &Path, checkpoint: u64) -> Result<()> {
     // Only the damage report is wanted: from the last LSN on, at most one
     // record is kept.
-    match read_logs_listed(dir, u64::MAX, Vanished::Skip)?.damaged {
+    match read_logs_listed(dir, u64::MAX, checkpoint, Vanished::Skip)?.damaged {
         Some(e) => Err(e),
         None => Ok(()),
     }
@@ -268,12 +271,18 @@ pub(crate) struct Logs {
 /// Reads every log file in `dir` once into one reused buffer (a log may
 /// hold millions of records; reading it twice, into new memory each time,
 /// was a third of a recovery's time). A bad file header is an error up to
-/// the end of the records kept, and `damaged` after it. A file whose name
-/// is not the first LSN its header holds is refused by name wherever it
-/// is: the names order the files, and tell a file past the log from one
-/// read.
+/// the end of the records kept, and `damaged` after it.
+///
+/// A file whose records all lie below `from` (the next file's name is at
+/// or below `from`, or it is the last file and its name is below `from`)
+/// is a leftover of the checkpoint at `from`, which did not get to delete
+/// it: no recovery needs a record of it, so damage to it (a bad header,
+/// damage in the middle) is neither an error nor reported; the next
+/// checkpoint deletes it. A file whose name is not the first LSN its
+/// header holds is refused by name wherever it is: the names order the
+/// files, and tell a file past the log from one read.
 pub(crate) fn read_logs(dir: &Path, from: u64) -> Result<Logs> {
-    read_logs_listed(dir, from, Vanished::Fail)
+    read_logs_listed(dir, from, from, Vanished::Fail)
 }
 
 /// What [`read_logs_listed`] and [`verify_shadows`] make of a file listed
@@ -296,17 +305,27 @@ fn not_found(e: &Error) -> bool {
     matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
 }
 
-fn read_logs_listed(dir: &Path, from: u64, vanished: Vanished) -> Result<Logs> {
+/// [`read_logs`], where the damage of a file whose records all lie below
+/// `below` is ignored.
+fn read_logs_listed(dir: &Path, from: u64, below: u64, vanished: Vanished) -> Result<Logs> {
     let mut out = Logs::default();
     let mut ended = false;
     let mut buf = Vec::new();
     let listed = list(dir)?;
     crate::file::pause("logs listed", dir);
-    for (named, path) in listed {
-        let scan = match read_log_into(&path, &mut buf) {
+    for (i, (named, path)) in listed.iter().enumerate() {
+        let (named, path) = (*named, path.as_path());
+        // Every record of the file lies below `below` (a file's records
+        // end where the next file's begin, and a checkpoint's position
+        // is where a file begins: the last file before it ends there).
+        let superseded = match listed.get(i + 1) {
+            Some((next, _)) => *next <= below,
+            None => named < below,
+        };
+        let scan = match read_log_into(path, &mut buf) {
             Ok(Some(scan)) if scan.first_lsn != named => {
                 return Err(Error::corrupt(
-                    &path,
+                    path,
                     format!(
                         "the log file's name says its first record is LSN {named:016x}, its \
                          header says {:016x}: a log file is named after its first LSN (renamed \
@@ -318,6 +337,8 @@ fn read_logs_listed(dir: &Path, from: u64, vanished: Vanished) -> Result<Logs> {
             Ok(Some(scan)) => scan,
             Ok(None) => continue,
             Err(e) if vanished == Vanished::Skip && not_found(&e) => continue,
+            // No recovery needs any record of it.
+            Err(e) if superseded && e.is_damage() => continue,
             // Past the end of what replay reads, a bad file is for
             // verification to report (the first problem in file order).
             Err(e) if ended => {
@@ -326,9 +347,9 @@ fn read_logs_listed(dir: &Path, from: u64, vanished: Vanished) -> Result<Logs> {
             }
             Err(e) => return Err(e),
         };
-        if scan.damaged_middle && out.damaged.is_none() {
+        if scan.damaged_middle && !superseded && out.damaged.is_none() {
             out.damaged = Some(Error::corrupt(
-                &path,
+                path,
                 format!(
                     "a damaged record after LSN {} is followed by valid ones",
                     // LSNs follow each other modulo 2^64, as in `scan`.

@@ -136,6 +136,78 @@ fn a_crash_before_the_file_past_the_log_is_deleted_replays_none_of_it() {
     );
 }
 
+/// The log file a checkpoint at `c` did not get to delete (a crash between
+/// its manifest and the deletion) holds only records below `c`: every one
+/// is in the checkpointed segments. Damaged later (cut short, a bit
+/// flipped in its header or in a record before others), it is not needed
+/// by any recovery, so the open ignores it rather than refusing the
+/// directory for ever; every acknowledged key is there.
+#[test]
+fn a_damaged_log_file_below_the_checkpoint_does_not_refuse_the_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(3));
+    let opts = || Options::default().clock(clock.clone());
+    let cfg = timebloom::Config {
+        sync: SyncPolicy::Always,
+        ..config(&["7d:counting".parse::<Tier>().unwrap()], 2_000, 0.01)
+    };
+    let base = tmp.path().join("base");
+    let keys: Vec<Vec<u8>> = (0..6).map(|i| url(31, i)).collect();
+    let e = Engine::create_with(&base, cfg, opts()).unwrap();
+    for k in &keys[..3] {
+        assert!(e.insert(k).unwrap());
+    }
+    // A crash: the log holds the three records.
+    std::mem::forget(e);
+    let old = logs(&base);
+    assert_eq!(old.len(), 1, "{old:?}");
+    let old_bytes = fs::read(base.join("wal").join(&old[0])).unwrap();
+    assert_eq!(old_bytes.len(), 32 + 3 * 40);
+    // The open checkpoints past those records and deletes the file; put
+    // back, it is what a crash before that deletion leaves.
+    let crashed = tmp.path().join("crashed");
+    copy_tree(&base, &crashed);
+    let e = Engine::open_with(&crashed, opts()).unwrap();
+    for k in &keys[3..] {
+        assert!(e.insert(k).unwrap());
+    }
+    std::mem::forget(e);
+    let base = crashed;
+    assert!(!logs(&base).contains(&old[0]), "{:?}", logs(&base));
+
+    let mut flipped_header = old_bytes.clone();
+    flipped_header[17] ^= 1;
+    let mut flipped_record = old_bytes.clone();
+    flipped_record[32 + 5] ^= 1;
+    let cases: [(&str, Vec<u8>); 4] = [
+        ("intact", old_bytes.clone()),
+        ("cut inside its header", old_bytes[..20].to_vec()),
+        ("a bit flipped in its header", flipped_header),
+        ("a bit flipped in its first record", flipped_record),
+    ];
+    for (i, (what, bytes)) in cases.iter().enumerate() {
+        let dir = tmp.path().join(format!("case{i}"));
+        copy_tree(&base, &dir);
+        let leftover = dir.join("wal").join(&old[0]);
+        fs::write(&leftover, bytes).unwrap();
+        let e = Engine::open_with(&dir, opts().assume_power_loss(true))
+            .unwrap_or_else(|err| panic!("{what}: the open was refused: {err}"));
+        for k in &keys {
+            assert!(
+                e.contains(k).unwrap(),
+                "{what}: an acknowledged key is lost"
+            );
+        }
+        assert!(e.verify_each().is_empty(), "{what}: {:?}", e.verify_each());
+        e.close().unwrap();
+        assert!(
+            !logs(&dir).contains(&old[0]),
+            "{what}: the checkpoint left the file below it: {:?}",
+            logs(&dir)
+        );
+    }
+}
+
 /// A log file's header: magic, version 1, CRC32 of bytes 0..12 and 16..24,
 /// the first LSN, zeros.
 fn log_header(first: u64) -> Vec<u8> {
