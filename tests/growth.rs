@@ -322,3 +322,39 @@ fn a_chain_at_its_longest_refuses_keys_instead_of_overfilling() {
     // The engine still writes where no growth is needed: a present key.
     assert!(!e.insert(&url(14, 0)).unwrap(), "a present key");
 }
+
+/// Once a window's chain is at its longest and its newest sub-filter full,
+/// every later write of a key the window does not hold fails the same way
+/// until the window ends: the error says so, names the window, and says
+/// what helps (the plan is fixed at create: a new engine with more keys a
+/// day or a larger growth factor), where it told the user to raise the
+/// plan of the engine, which no call or option can.
+#[test]
+fn a_chain_at_its_longest_says_writes_fail_until_its_window_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let mut cfg = config(&[Tier::daily(2)], 100, 0.01);
+    cfg.growth_factor = 1.0;
+    cfg.tightening = 0.9;
+    let e = create(dir.path(), cfg, &clock);
+    let mut i = 0;
+    let err = loop {
+        match e.insert(&url(16, i)) {
+            Ok(_) => i += 1,
+            Err(err) => break err,
+        }
+        assert!(i < 20_000, "no refusal after {i} keys");
+    };
+    let msg = err.to_string();
+    for want in ["until", "20260105", "create"] {
+        assert!(msg.contains(want), "the error does not say {want:?}: {msg}");
+    }
+    // Every later new key is refused alike until the window ends.
+    let again = e.insert(&url(16, i + 1)).unwrap_err();
+    assert_eq!(again.to_string(), msg);
+    clock.set(day(1));
+    assert!(
+        e.insert(&url(16, i + 1)).unwrap(),
+        "the next window refused"
+    );
+}

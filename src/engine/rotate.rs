@@ -732,7 +732,7 @@ impl Engine {
                     for made in &fresh {
                         let _ = fs::remove_file(made.path());
                     }
-                    return Err(chain_at_longest(seg));
+                    return Err(chain_at_longest(&t.tier, seg));
                 }
                 let index = seg.next_index();
                 let sub = match self.new_subfilter(&t.tier, &t.code, seg.window, index) {
@@ -914,14 +914,19 @@ pub(super) fn growth_due(seg: &Segment) -> bool {
 
 /// The error of a write that needs another sub-filter in a Bloom or
 /// counting chain that holds [`MAX_CHAIN`] already: nothing is written.
+/// Every later write of a key the window does not hold gets it too, until
+/// the window ends; the plan is fixed at create, so the message says so.
 #[cold]
-fn chain_at_longest(seg: &Segment) -> Error {
+fn chain_at_longest(tier: &Tier, seg: &Segment) -> Error {
     let path = seg.tail().map(|s| s.path().display().to_string());
     Error::config(format!(
-        "{}: this window's chain holds {MAX_CHAIN} sub-filters, the most it may, and its \
+        "{}: window {}'s chain holds {MAX_CHAIN} sub-filters, the most it may, and its \
          newest is full: another key would raise its false-positive rate past the configured \
-         one (raise the planned keys per day or the growth factor)",
-        path.unwrap_or_default()
+         one, so every write of a key the window does not hold fails until the window ends \
+         and the next one takes writes (the plan is fixed at create: for this many keys, \
+         create an engine with more planned keys per day or a larger growth factor)",
+        path.unwrap_or_default(),
+        window_name(tier, seg.window)
     ))
 }
 
