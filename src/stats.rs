@@ -87,14 +87,18 @@ pub struct SegmentStats {
     pub occupied: u64,
     /// `occupied / cells`.
     pub fill: f64,
-    /// Distinct keys estimated from the fill.
+    /// Distinct keys estimated from the fill. For a fingerprint table,
+    /// its live slots: a key seen again after the chain grew holds a slot
+    /// in an older table and one in the newest until the older one
+    /// expires, and counts once in each (30,000 keys that grew a chain, all
+    /// seen again the next day, counted 59,980).
     pub estimated_items: u64,
     /// The false-positive rate the segment has now (sum over its chain).
     pub estimated_fpr: f64,
     /// Counters stuck at 15 (counting segments).
     pub saturated: u64,
     /// Bytes of the segment's files per estimated key, in bits (for a
-    /// fingerprint table: per live key).
+    /// fingerprint table: per live slot, see `estimated_items`).
     pub bits_per_key: f64,
     /// Fingerprint tables: entries relocated to make room since the engine
     /// was opened (0 for other kinds).

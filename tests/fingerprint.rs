@@ -1149,3 +1149,74 @@ fn a_replayed_remove_leaves_a_table_it_did_not_touch() {
         "keys seen today lost to a replayed remove of day 0"
     );
 }
+
+/// A key seen again after the chain grew holds a slot in an older table
+/// and one in the newest: `stats` counts live slots, so it counts such a
+/// key once per table (docs: `SegmentStats::estimated_items`), while a
+/// remove deletes it from every table.
+#[test]
+fn a_key_seen_again_after_growth_is_in_two_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, clock) = table_engine(dir.path(), 10, 1_000, 0.001);
+    let n = 30_000u64;
+    for i in 0..n {
+        e.insert(&key(0, i)).unwrap();
+    }
+    let grown = e.stats().unwrap().tiers[0].segments[0].clone();
+    assert!(grown.subfilters >= 2, "chain of {}", grown.subfilters);
+    let est = grown.estimated_items as f64;
+    assert!((est - n as f64).abs() < n as f64 * 0.01, "{est} of {n}");
+    clock.set(day(1));
+    for i in 0..n {
+        assert!(!e.insert(&key(0, i)).unwrap(), "key {i}");
+    }
+    let again = e.stats().unwrap().tiers[0].segments[0].clone();
+    // Live slots: the keys that the older tables hold count twice.
+    assert_eq!(again.estimated_items, again.occupied);
+    assert!(
+        again.estimated_items as f64 > 1.5 * n as f64,
+        "{} live slots for {n} keys",
+        again.estimated_items
+    );
+    for i in 0..n {
+        assert!(e.remove(&key(0, i)).unwrap(), "key {i}");
+    }
+    let left = (0..n).filter(|&i| e.contains(&key(0, i)).unwrap()).count();
+    assert!(left <= 3, "{left} of {n} removed keys still present");
+}
+
+/// A table that answered `Full` grew the chain once: the newest table
+/// takes the inserts after, in the same process and after a reopen, and
+/// a chain whose old keys expired grows no more for a load within its
+/// newest table's plan.
+#[test]
+fn a_full_answer_grows_the_chain_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, clock) = table_engine(dir.path(), 10, 1_000, 0.001);
+    for i in 0..15_000u64 {
+        e.insert(&key(0, i)).unwrap();
+    }
+    let grown = e.stats().unwrap().tiers[0].segments[0].subfilters;
+    assert_eq!(grown, 2);
+    // Within the second table's plan (twice the first's), day after day.
+    for d in 1..4 {
+        clock.set(day(d));
+        for i in 0..1_000u64 {
+            e.insert(&key(d, i)).unwrap();
+        }
+        assert_eq!(e.stats().unwrap().tiers[0].segments[0].subfilters, grown);
+    }
+    drop(e);
+    let e = open(dir.path(), &clock);
+    for d in 4..25 {
+        clock.set(day(d));
+        for i in 0..1_000u64 {
+            e.insert(&key(d, i)).unwrap();
+        }
+        let subs = e.stats().unwrap().tiers[0].segments[0].subfilters;
+        assert!(subs <= grown, "day {d}: chain of {subs}");
+    }
+    for i in 0..1_000u64 {
+        assert!(e.contains(&key(24, i)).unwrap());
+    }
+}
