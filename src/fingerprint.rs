@@ -262,7 +262,8 @@ pub(crate) enum Insert {
     /// A live slot matched; its day is now today.
     Updated,
     /// Both buckets are full and no relocation path was found within the
-    /// kick limit: nothing was written; the caller grows a chain.
+    /// kick limit (or concurrent writers spoiled four paths): the key was
+    /// not written; the caller grows a chain.
     Full,
 }
 
@@ -280,6 +281,10 @@ pub(crate) struct Shared {
     /// Test hook: body stores done.
     #[cfg(test)]
     stores: AtomicU64,
+    /// Test hook: kick paths still to spoil, as a concurrent writer that
+    /// fills the path's free end between the search and the moves does.
+    #[cfg(test)]
+    spoils: AtomicU64,
 }
 
 impl Default for Shared {
@@ -292,6 +297,8 @@ impl Default for Shared {
             budget: AtomicU64::new(u64::MAX),
             #[cfg(test)]
             stores: AtomicU64::new(0),
+            #[cfg(test)]
+            spoils: AtomicU64::new(0),
         }
     }
 }
@@ -687,19 +694,47 @@ impl<'a> Table<'a> {
             }
         }
         let _kick = self.shared.kick.lock();
-        for _ in 0..MAX_ATTEMPTS {
+        // One look more than searches: the last path's moves may have made
+        // the room (answering `Full` then grew the chain with room here).
+        for attempt in 0..=MAX_ATTEMPTS {
             {
                 let _held = self.lock(b1, b2);
                 if let Some(done) = self.insert_locked(fp, b1, b2, day, today) {
                     return done;
                 }
             }
+            if attempt == MAX_ATTEMPTS {
+                break;
+            }
             let Some(path) = self.search(b1, b2, today) else {
                 return Insert::Full;
             };
+            #[cfg(test)]
+            self.spoil(&path, today);
             self.relocate(&path, today);
         }
         Insert::Full
+    }
+
+    /// Test hook ([`Shared::spoils`]): fills every free slot of the path's
+    /// last bucket with another fingerprint, as concurrent inserts would.
+    #[cfg(test)]
+    fn spoil(&self, path: &[(u64, u32)], today: u32) {
+        if self.shared.spoils.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        self.shared.spoils.fetch_sub(1, Ordering::Relaxed);
+        let Some(&(end, _)) = path.last() else {
+            return;
+        };
+        let _held = self.lock(end, end);
+        let block = &self.body[end as usize];
+        for i in 0..self.geo.slots {
+            if self.free(block, i, today) {
+                let fp = 1 + (end * 31 + u64::from(i)) % (self.geo.fp_mask() - 1);
+                self.write_slot(block, i, fp, today & DAY_MASK as u32);
+            }
+        }
     }
 
     /// Insert with both buckets' stripes held; `None` when both are full.

@@ -949,3 +949,39 @@ fn sweep_agrees_with_a_slot_by_slot_sweep() {
         }
     }
 }
+
+/// An insert whose kick paths concurrent writers spoiled three times, and
+/// whose fourth path completes, finds the room that path made: before, it
+/// answered `Full` after the fourth relocation without looking, and the
+/// engine grew its chain with room in the table.
+#[test]
+fn a_fourth_completed_relocation_is_used() {
+    let geo = Geometry::for_fpr(0.001);
+    let nb = 64;
+    let b = body(nb);
+    let shared = Shared::default();
+    let t = Table::new(&b, geo, RETENTION, &shared);
+    let slots = nb * u64::from(geo.slots);
+    let mut i = 0;
+    while t.count_occupied() < slots * 96 / 100 {
+        assert_ne!(t.insert(url(i), 7), Insert::Full, "key {i}");
+        i += 1;
+    }
+    // A key both of whose buckets are full: its insert kicks.
+    let full = |b: u64| (0..geo.slots).all(|j| !t.free(&t.body[b as usize], j, 7));
+    let h = (i..)
+        .map(url)
+        .find(|&h| {
+            let (_, b1, b2) = t.locate(h);
+            full(b1) && full(b2) && !t.contains_since(h, 0, 7)
+        })
+        .unwrap();
+    shared
+        .spoils
+        .store(MAX_ATTEMPTS as u64 - 1, Ordering::Relaxed);
+    let moves = shared.moves();
+    assert_eq!(t.insert(h, 7), Insert::New);
+    assert!(shared.moves() > moves, "no relocation");
+    assert_eq!(shared.spoils.load(Ordering::Relaxed), 0);
+    assert!(t.contains_since(h, 7, 7));
+}
