@@ -1014,6 +1014,14 @@ impl SubFilter {
         }
     }
 
+    /// Fingerprint table: forgets a `Full` answer (see
+    /// `Engine::drop_drained`), so that only the next one grows the chain.
+    pub(crate) fn clear_full(&self) {
+        if let Some(t) = &self.table {
+            t.full.store(false, Ordering::Relaxed);
+        }
+    }
+
     #[inline]
     pub(crate) fn is_full(&self) -> bool {
         match &self.table {

@@ -1220,3 +1220,41 @@ fn a_full_answer_grows_the_chain_once() {
         assert!(e.contains(&key(24, i)).unwrap());
     }
 }
+
+/// A chain at its longest refuses a key its newest table has no room for;
+/// once its older tables drained and left, the newest table, whose keys
+/// expired too, takes new keys without growing the chain. Before, the
+/// `Full` it answered at 64 tables stayed noted, and the first insert
+/// after the drop grew the chain to 2 tables with the newest one nearly
+/// empty.
+#[test]
+fn a_full_answer_at_the_longest_chain_grows_nothing_after_the_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let mut cfg = config(&[Tier::fingerprint(2)], 1, 0.01);
+    cfg.growth_factor = 1.0;
+    let e = create(dir.path(), cfg, &clock);
+    let mut acked = 0u64;
+    while e.insert(&url(11, acked)).is_ok() {
+        acked += 1;
+    }
+    let chain = |e: &Engine| e.stats().unwrap().tiers[0].segments[0].subfilters;
+    assert_eq!(chain(&e), 64);
+    for d in 3..6u64 {
+        clock.set(day(d));
+        e.maintain(day(d)).unwrap();
+        let before = chain(&e);
+        for i in 0..3 {
+            assert!(e.insert(&key(d, i)).unwrap());
+        }
+        assert!(
+            before == 64 || chain(&e) == 1,
+            "day {d}: a chain of {before} grew to {}",
+            chain(&e)
+        );
+    }
+    assert_eq!(chain(&e), 1);
+    for i in 0..3 {
+        assert!(e.contains(&key(5, i)).unwrap());
+    }
+}

@@ -492,11 +492,20 @@ impl Engine {
             let Some(seg) = t.segments.last_mut() else {
                 continue;
             };
+            let before = dropped.len();
             while due(seg) {
                 let sub = seg.subs.remove(0);
                 done.expired
                     .push(format!("{} table {}", t.tier, sub.header().id.index));
                 dropped.push(sub);
+            }
+            // A `Full` the newest table answered while the chain was at its
+            // longest grew nothing, and its keys may have expired since:
+            // the chain grows again on its next `Full`, not on that one.
+            if dropped.len() > before {
+                if let Some(tail) = seg.tail() {
+                    tail.clear_full();
+                }
             }
         }
         if dropped.is_empty() {
