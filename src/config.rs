@@ -362,6 +362,42 @@ impl Default for Config {
 }
 
 impl Config {
+    /// Whether a new engine of this configuration, created at `now`, keeps
+    /// `horizon`: the [`Error::HorizonTooLong`] that its
+    /// `Engine::contains_within` would return, found before anything is
+    /// created (the command line refuses `filter-new --within` this way
+    /// rather than leave a new engine behind). An engine that exists
+    /// answers for itself: its clock may have stepped back behind the
+    /// days its tables took.
+    pub fn check_new_horizon(&self, now: std::time::SystemTime, horizon: Duration) -> Result<()> {
+        let now = crate::clock::instant(now)?;
+        let off = self.utc_offset_secs;
+        let secs = i64::try_from(horizon.as_secs()).unwrap_or(i64::MAX);
+        let since = now.saturating_sub(secs).max(0);
+        let mut max_cover = 0u64;
+        for t in &self.tiers {
+            // A fingerprint tier's "windows" are its days (one table).
+            let span = if t.is_table() { Span::Day } else { t.span };
+            let Some(cur) = window::index(span, now, off) else {
+                continue;
+            };
+            let oldest = if t.is_table() {
+                cur - i64::from(t.table_days())
+            } else {
+                t.oldest_live(cur)
+            };
+            let start = window::start(span, oldest, off).unwrap_or(i64::MIN);
+            max_cover = max_cover.max(now.saturating_sub(start).max(0) as u64);
+            if window::index(span, since, off).is_some_and(|first| first >= oldest) {
+                return Ok(());
+            }
+        }
+        Err(Error::HorizonTooLong {
+            horizon_secs: horizon.as_secs(),
+            max_secs: max_cover,
+        })
+    }
+
     /// Checks every field; the engine writes nothing for an invalid config.
     pub fn validate(&self) -> Result<()> {
         if self.tiers.is_empty() {

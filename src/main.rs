@@ -620,6 +620,17 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let inputs = open_inputs(files)?;
             let reader = KeyReader::new(inputs, keys.rules(&lines), "filter-new");
             signals::install();
+            // A horizon that a new engine would not keep is refused before
+            // the engine is made, as a missing input is.
+            if let (Some(h), false, Target::Dir(dir)) = (within, dry_run, &target) {
+                if !dir.join("MANIFEST").exists() {
+                    let config = sizing.apply(Config::default());
+                    let at = now.unwrap_or_else(SystemTime::now);
+                    if let Err(e @ Error::HorizonTooLong { .. }) = config.check_new_horizon(at, h) {
+                        return Err(store::horizon_too_long(&dir.display(), h, &e));
+                    }
+                }
+            }
             // A dry run records nothing: it reads beside a running writer.
             let engine = if dry_run {
                 open_read_only(&target, Some(&sizing), opts, now)?

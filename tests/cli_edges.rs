@@ -563,3 +563,36 @@ fn a_dash_is_not_taken_for_the_engine_directory() {
         assert!(!tmp.path().join("-").exists(), "{args:?} made ./-");
     }
 }
+
+/// `filter-new --within` with a horizon that the engine it would create
+/// does not keep is refused before the engine is made: a refused command
+/// left a new engine of the default configuration behind.
+#[test]
+fn a_refused_horizon_creates_no_engine() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (db, sizing) in [
+        (tmp.path().join("new"), &[][..]),
+        (tmp.path().join("short"), &["--tiers", "7d"][..]),
+    ] {
+        let within = if sizing.is_empty() { "400d" } else { "30d" };
+        let mut args = vec!["--within", within];
+        args.extend_from_slice(sizing);
+        let out = cmd("filter-new", &db, &args, b"a\n");
+        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        let err = stderr(&out);
+        let d = db.to_str().unwrap();
+        assert!(
+            err.contains(&format!("{d}: --within {within}:")) && err.contains("longer than"),
+            "{err}"
+        );
+        assert!(!err.contains("created"), "{err}");
+        assert!(out.stdout.is_empty());
+        assert!(!db.exists(), "{d} was left behind");
+        // A horizon the new engine keeps goes on and creates it.
+        let mut args = vec!["--within", "3d"];
+        args.extend_from_slice(sizing);
+        let out = cmd("filter-new", &db, &args, b"a\n");
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_eq!(stdout(&out), "a\n");
+    }
+}

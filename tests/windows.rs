@@ -401,3 +401,50 @@ fn a_clock_behind_brings_back_no_expired_window() {
     assert!(e.contains(b"day 4").unwrap() && e.contains(b"day 10").unwrap());
     assert!(e.stats().unwrap().tiers[0].segments.len() <= 7);
 }
+
+/// `Config::check_new_horizon` answers as a new engine of that
+/// configuration does (the command line asks it before creating one, so
+/// that a refused `--within` leaves nothing behind): the same horizons
+/// refused, with the same longest horizon kept, at several instants and
+/// offsets, for window and fingerprint tiers.
+#[test]
+fn check_new_horizon_answers_as_a_new_engine_does() {
+    let tier_sets: [&[Tier]; 4] = [
+        &[Tier::daily(7)],
+        &[Tier::daily(7), Tier::weekly(4), Tier::monthly(12)],
+        &[Tier::custom(Duration::from_secs(3600), 48)],
+        &[Tier::fingerprint(30), Tier::daily(3)],
+    ];
+    for tiers in tier_sets {
+        for offset in [0, 2 * 3600, -5 * 3600 - 1800] {
+            for at in [day(0), day(3), at(T0 + 40 * 86_400 + 23 * 3600 + 59 * 60)] {
+                let mut cfg = config(tiers, 1000, 0.01);
+                cfg.utc_offset_secs = offset;
+                let dir = tempfile::tempdir().unwrap();
+                let e = create(dir.path(), cfg.clone(), &ManualClock::new(at));
+                for hours in [
+                    1,
+                    23,
+                    24,
+                    25,
+                    71,
+                    72,
+                    7 * 24,
+                    8 * 24,
+                    29 * 24,
+                    40 * 24,
+                    400 * 24,
+                ] {
+                    let h = Duration::from_secs(hours * 3600);
+                    let engine = e.contains_within(b"k", h).map(|_| ());
+                    let pre = cfg.check_new_horizon(at, h);
+                    assert_eq!(
+                        format!("{engine:?}"),
+                        format!("{pre:?}"),
+                        "{tiers:?} offset {offset} horizon {hours}h"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -139,6 +139,18 @@ pub fn no_redis(url: &str) -> CliError {
     ))
 }
 
+/// The error of a `--within` horizon that no tier of the engine `name` keeps.
+pub fn horizon_too_long(
+    name: &dyn std::fmt::Display,
+    horizon: Duration,
+    e: &dyn std::fmt::Display,
+) -> CliError {
+    CliError(format!(
+        "{name}: --within {}: {e}",
+        crate::units::fmt_secs(horizon.as_secs()).replace(' ', "")
+    ))
+}
+
 /// An open engine: embedded or in Redis. A process holds one, so the
 /// variants' sizes do not matter.
 #[allow(clippy::large_enum_variant)]
@@ -206,10 +218,7 @@ impl Store {
     /// batch were read, and an empty input passed, before).
     pub fn check_horizon(&self, horizon: Duration) -> CliResult<()> {
         let too_long = |name: &dyn std::fmt::Display, e: &dyn std::fmt::Display| {
-            CliError(format!(
-                "{name}: --within {}: {e}",
-                crate::units::fmt_secs(horizon.as_secs()).replace(' ', "")
-            ))
+            horizon_too_long(name, horizon, e)
         };
         match self {
             Store::Dir(e) => match e.contains_within(b"", horizon) {
