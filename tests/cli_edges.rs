@@ -596,3 +596,50 @@ fn a_refused_horizon_creates_no_engine() {
         assert_eq!(stdout(&out), "a\n");
     }
 }
+
+/// A line with no end under `--long-lines error` (`yes | tr -d '\n'`) is
+/// an error once it has run far past the limit: the command read it for
+/// ever (memory bounded, but no answer and no exit).
+#[test]
+fn an_endless_line_is_an_error_under_long_lines_error() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let mut child = Command::new(BIN)
+        .args(["filter-new", db.to_str().unwrap(), "--now", DAY0])
+        .args(SMALL)
+        .args(["--max-line-bytes", "100", "--long-lines", "error"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // Writes until the command stops reading (its end of the pipe closes).
+    let writer = std::thread::spawn(move || {
+        let block = vec![b'x'; 1 << 16];
+        let _ = stdin.write_all(b"before\n");
+        while stdin.write_all(&block).is_ok() {}
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("filter-new still reading an endless line after 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("stdin:2: a line of more than ")
+            && err.contains(" bytes is longer than the limit of 100"),
+        "{err}"
+    );
+    assert_eq!(stdout(&out), "before\n");
+}

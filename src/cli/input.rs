@@ -234,12 +234,33 @@ enum Line {
     Key,
     /// A line of this many bytes was longer than the limit and was skipped.
     TooLong(u64),
+    /// A line longer than the limit went on past this many bytes, where
+    /// reading it stopped (its end was not read).
+    Longer(u64),
     /// The input has no more lines.
     End,
 }
 
 /// Reads one line into `buf`, keeping at most `max + 2` bytes of it.
+#[cfg(test)]
 fn read_line(r: &mut dyn BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<Line> {
+    read_line_upto(r, buf, max, u64::MAX)
+}
+
+/// How far a line over the limit is measured under `--long-lines error`,
+/// in multiples of the limit: the error gives its length, but a line with
+/// no end (`yes | tr -d '\n'`) must not keep the command reading forever.
+pub const MEASURE_LIMITS: u64 = 2048;
+
+/// Reads one line into `buf`, keeping at most `max + 2` bytes of it; a
+/// longer line is skipped to its end, or, past `measure` bytes, left
+/// unread ([`Line::Longer`]).
+fn read_line_upto(
+    r: &mut dyn BufRead,
+    buf: &mut Vec<u8>,
+    max: usize,
+    measure: u64,
+) -> io::Result<Line> {
     buf.clear();
     let cap = max as u64 + 2;
     let n = (&mut *r).take(cap).read_until(b'\n', buf)?;
@@ -263,6 +284,9 @@ fn read_line(r: &mut dyn BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<L
             };
             if avail.is_empty() {
                 break;
+            }
+            if len > measure {
+                return Ok(Line::Longer(len));
             }
             match avail.iter().position(|&b| b == b'\n') {
                 Some(i) => {
@@ -457,7 +481,13 @@ impl KeyReader {
                 chunk.lines.push(Vec::new());
             }
             let buf = &mut chunk.lines[chunk.len];
-            let line = match read_line(&mut **reader, buf, self.rules.max_line) {
+            // Under `--long-lines error` an overlong line ends the command:
+            // it is measured only so far.
+            let measure = match self.rules.long_lines {
+                LongLines::Error => (self.rules.max_line as u64).saturating_mul(MEASURE_LIMITS),
+                LongLines::Skip => u64::MAX,
+            };
+            let line = match read_line_upto(&mut **reader, buf, self.rules.max_line, measure) {
                 Ok(l) => l,
                 Err(e) => {
                     let e = CliError::io(&src.name, "read", e);
@@ -468,19 +498,23 @@ impl KeyReader {
                 Line::End => {
                     self.inputs.sources.pop_front();
                 }
-                Line::TooLong(len) => {
+                Line::TooLong(_) | Line::Longer(_) => {
                     src.line += 1;
-                    match self.rules.long_lines {
-                        LongLines::Skip => self.counts.too_long += 1,
-                        LongLines::Error => {
-                            let e = CliError(format!(
-                                "{}:{}: a line of {len} bytes is longer than the limit of {} \
-                                 (--max-line-bytes; --long-lines skip skips such lines)",
-                                src.name, src.line, self.rules.max_line
-                            ));
-                            return self.defer(chunk, e);
-                        }
+                    if self.rules.long_lines == LongLines::Skip {
+                        self.counts.too_long += 1;
+                        continue;
                     }
+                    let size = match line {
+                        Line::Longer(len) => format!("more than {len}"),
+                        Line::TooLong(len) => len.to_string(),
+                        Line::Key | Line::End => String::new(),
+                    };
+                    let e = CliError(format!(
+                        "{}:{}: a line of {size} bytes is longer than the limit of {} \
+                         (--max-line-bytes; --long-lines skip skips such lines)",
+                        src.name, src.line, self.rules.max_line
+                    ));
+                    return self.defer(chunk, e);
                 }
                 Line::Key => {
                     src.line += 1;
