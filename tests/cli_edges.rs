@@ -643,3 +643,32 @@ fn an_endless_line_is_an_error_under_long_lines_error() {
     );
     assert_eq!(stdout(&out), "before\n");
 }
+
+/// An empty key argument is an error (exit 2) before anything is looked
+/// up: skipped as an empty line of input is, `check DIR ""` (an unset
+/// `"$url"`) answered exit 0, "every key was seen". Empty lines of input
+/// are still skipped.
+#[test]
+fn an_empty_key_argument_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    assert_eq!(code(&cmd("add", &db, &[], b"a\n")), 0);
+    for args in [&[""][..], &["a", ""], &["--trim", "a", " \t"]] {
+        let out = cmd("check", &db, args, b"");
+        assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("an empty key"), "{}", stderr(&out));
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    let counting = tmp.path().join("counting");
+    assert_eq!(code(&cmd("add", &counting, &["--counting"], b"a\n")), 0);
+    let out = cmd("remove", &counting, &["a", ""], b"");
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("an empty key"), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
+    // `a` was not taken back.
+    assert_eq!(code(&cmd("check", &counting, &["a"], b"")), 0);
+    // Empty lines of stdin are skipped, as by every command.
+    let out = cmd("check", &db, &[], b"\na\n\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout(&out), "a\tseen\n");
+}

@@ -414,14 +414,21 @@ impl KeyReader {
         rules: KeyRules,
         command: &'static str,
     ) -> CliResult<KeyReader> {
+        let args: Vec<Vec<u8>> = args.into_iter().map(os_bytes).collect();
+        // An empty line of input is skipped, but a key given as an empty
+        // argument is most likely an unset shell variable (`check DIR
+        // "$url"`): skipped, `check` answered "every key seen" (exit 0).
+        let empty = |a: &Vec<u8>| a.is_empty() || (rules.trim && a.trim_ascii().is_empty());
+        if let Some(n) = args.iter().position(empty) {
+            return Err(CliError(format!(
+                "argument {}: an empty key (an empty line of input is skipped; an empty \
+                 argument is an error)",
+                n + 1
+            )));
+        }
         let mut r = KeyReader::new(open_inputs(Vec::new())?, rules, command);
         if !args.is_empty() {
-            r.args = Some(
-                args.into_iter()
-                    .map(os_bytes)
-                    .collect::<Vec<_>>()
-                    .into_iter(),
-            );
+            r.args = Some(args.into_iter());
         }
         Ok(r)
     }
