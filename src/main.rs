@@ -570,7 +570,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             // Inputs first: nothing is created for a missing file.
             let inputs = open_inputs(files)?;
             let reader = KeyReader::new(inputs, keys.rules(&lines), "add");
-            let engine = open_or_create(&target, &sizing, opts, now)?;
+            let engine = open_or_create(&target, &sizing, opts, now, None)?;
             let mut reader = reader.with_batch(engine.batch_lines(sizing.sync));
             let progress = Progress::new(
                 "add",
@@ -620,22 +620,11 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let inputs = open_inputs(files)?;
             let reader = KeyReader::new(inputs, keys.rules(&lines), "filter-new");
             signals::install();
-            // A horizon that a new engine would not keep is refused before
-            // the engine is made, as a missing input is.
-            if let (Some(h), false, Target::Dir(dir)) = (within, dry_run, &target) {
-                if !dir.join("MANIFEST").exists() {
-                    let config = sizing.apply(Config::default());
-                    let at = now.unwrap_or_else(SystemTime::now);
-                    if let Err(e @ Error::HorizonTooLong { .. }) = config.check_new_horizon(at, h) {
-                        return Err(store::horizon_too_long(&dir.display(), h, &e));
-                    }
-                }
-            }
             // A dry run records nothing: it reads beside a running writer.
             let engine = if dry_run {
                 open_read_only(&target, Some(&sizing), opts, now)?
             } else {
-                open_or_create(&target, &sizing, opts, now)?
+                open_or_create(&target, &sizing, opts, now, within)?
             };
             if let Some(Err(e)) = within.map(|h| engine.check_horizon(h)) {
                 engine.close()?;
@@ -978,16 +967,37 @@ fn open_read_only(
 }
 
 /// Opens the engine of `target`, or creates it from the defaults and
-/// `sizing` when there is none.
+/// `sizing` when there is none (unless it would not keep the horizon
+/// `within`: see [`check_new_horizon`]).
 fn open_or_create(
     target: &Target,
     sizing: &Sizing,
     opts: Options,
     now: Option<SystemTime>,
+    within: Option<Duration>,
 ) -> CliResult<Store> {
     match target {
-        Target::Dir(dir) => Ok(Store::Dir(open_or_create_dir(dir, sizing, opts)?)),
-        Target::Redis { url, prefix } => redis_store(url, prefix, now, Some(sizing)),
+        Target::Dir(dir) => Ok(Store::Dir(open_or_create_dir(
+            dir, sizing, opts, now, within,
+        )?)),
+        Target::Redis { url, prefix } => redis_store(url, prefix, now, Some((sizing, within))),
+    }
+}
+
+/// An error naming the engine `name` when a new engine of `config`,
+/// created at `now`, would not keep the horizon `within` (`filter-new
+/// --within`): refused before the engine is made, which the check of an
+/// open engine came too late for.
+fn check_new_horizon(
+    name: &dyn std::fmt::Display,
+    config: &Config,
+    within: Option<Duration>,
+    now: Option<SystemTime>,
+) -> CliResult<()> {
+    let Some(h) = within else { return Ok(()) };
+    match config.check_new_horizon(now.unwrap_or_else(SystemTime::now), h) {
+        Err(e @ Error::HorizonTooLong { .. }) => Err(store::horizon_too_long(name, h, &e)),
+        _ => Ok(()),
     }
 }
 
@@ -1011,23 +1021,28 @@ fn create_in_redis(
 }
 
 /// The engine in Redis at `url` and `prefix`: opened, or with `sizing`,
-/// opened or created.
+/// opened or created (see [`open_or_create`] for the horizon).
 #[cfg(feature = "redis")]
 fn redis_store(
     url: &str,
     prefix: &str,
     now: Option<SystemTime>,
-    sizing: Option<&Sizing>,
+    sizing: Option<(&Sizing, Option<Duration>)>,
 ) -> CliResult<Store> {
     let place = redis_cli::Place::new(url, prefix, now);
     Ok(Store::Redis(match sizing {
-        Some(sizing) => place.open_or_create(sizing)?,
+        Some((sizing, within)) => place.open_or_create(sizing, within)?,
         None => place.open()?,
     }))
 }
 
 #[cfg(not(feature = "redis"))]
-fn redis_store(url: &str, _: &str, _: Option<SystemTime>, _: Option<&Sizing>) -> CliResult<Store> {
+fn redis_store(
+    url: &str,
+    _: &str,
+    _: Option<SystemTime>,
+    _: Option<(&Sizing, Option<Duration>)>,
+) -> CliResult<Store> {
     Err(store::no_redis(url))
 }
 
@@ -1080,10 +1095,17 @@ fn engine_dir(dir: Option<PathBuf>) -> CliResult<PathBuf> {
 
 /// Opens the engine in `dir`, or creates it from the defaults and `sizing`
 /// when the directory holds none.
-fn open_or_create_dir(dir: &std::path::Path, sizing: &Sizing, opts: Options) -> CliResult<Engine> {
+fn open_or_create_dir(
+    dir: &std::path::Path,
+    sizing: &Sizing,
+    opts: Options,
+    now: Option<SystemTime>,
+    within: Option<Duration>,
+) -> CliResult<Engine> {
     let engine = match Engine::open_with(dir, opts.clone()) {
         Err(Error::NotFound { .. }) => {
             let config = sizing.apply(Config::default());
+            check_new_horizon(&dir.display(), &config, within, now)?;
             match Engine::create_with(dir, config, opts.clone()) {
                 Ok(engine) => {
                     note(format_args!("created new engine at {}", summary(&engine)?));

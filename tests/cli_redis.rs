@@ -605,3 +605,32 @@ fn without_the_redis_feature_redis_is_refused() {
         stderr(&out)
     );
 }
+
+/// `filter-new --within` with a horizon that the engine it would create
+/// does not keep is refused before the engine is made in Redis, as with a
+/// directory: the refused command left a new engine under the prefix.
+#[cfg(feature = "redis")]
+#[test]
+fn a_refused_horizon_creates_no_engine_in_redis() {
+    if !require("a_refused_horizon_creates_no_engine_in_redis") {
+        return;
+    }
+    let server = Server::start();
+    let target = in_redis(&server, &prefix("horizon"));
+    let out = at_day("filter-new", &target, 0, &["--within", "400d"], b"a\n");
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("--within 400d:") && err.contains("longer than"),
+        "{err}"
+    );
+    assert!(!err.contains("created"), "{err}");
+    assert!(out.stdout.is_empty());
+    let stats = at_day("stats", &target, 0, &[], b"");
+    assert_eq!(code(&stats), 2, "an engine was created: {}", stdout(&stats));
+    assert!(
+        stderr(&stats).contains("no timebloom engine in Redis"),
+        "{}",
+        stderr(&stats)
+    );
+}

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use timebloom::redis::{RedisEngine, RedisError, RedisOptions};
 use timebloom::{Config, ManualClock, Stats};
 
-use crate::{describe, note, per_key, CliError, CliResult, Sizing};
+use crate::{check_new_horizon, describe, note, per_key, CliError, CliResult, Sizing};
 
 /// Where the engine in Redis is, and how to connect to it.
 pub struct Place<'a> {
@@ -16,6 +16,8 @@ pub struct Place<'a> {
     options: RedisOptions,
     /// `URL (prefix P)` with the password masked.
     label: String,
+    /// `--now`, if given.
+    now: Option<SystemTime>,
 }
 
 impl<'a> Place<'a> {
@@ -30,6 +32,7 @@ impl<'a> Place<'a> {
             prefix,
             options,
             label: format!("{} (prefix {prefix})", timebloom::redact_url(url)),
+            now,
         }
     }
 
@@ -65,12 +68,18 @@ impl<'a> Place<'a> {
     /// Opens the engine, or creates it from the defaults and `sizing` when
     /// there is none (another process may create it meanwhile: then it is
     /// opened). Configuration flags that disagree with an existing engine
-    /// are an error: the processes sharing an engine must agree on it.
-    pub fn open_or_create(&self, sizing: &Sizing) -> CliResult<RedisStore> {
+    /// are an error: the processes sharing an engine must agree on it. A
+    /// new engine that would not keep the horizon `within` is not created.
+    pub fn open_or_create(
+        &self,
+        sizing: &Sizing,
+        within: Option<Duration>,
+    ) -> CliResult<RedisStore> {
         let opened = RedisEngine::open_with(self.url, self.prefix, self.options.clone());
         let store = match opened {
             Err(RedisError::NotFound { .. }) => {
                 let config = sizing.apply(Config::default());
+                check_new_horizon(&self.label, &config, within, self.now)?;
                 match self.created(config) {
                     Ok(e) => {
                         let store = self.store(e);
