@@ -184,10 +184,19 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let mut total: u64 = 0;
     while !rest.is_empty() {
         let n = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let count: u64 = rest[..n].parse().map_err(|_| bad("expected a number"))?;
+        let count: u64 = match rest[..n].parse() {
+            Ok(c) => c,
+            // All digits, but more than a u64 holds.
+            Err(_) if n > 0 => return Err(bad("too long")),
+            Err(_) => return Err(bad("expected a number")),
+        };
         rest = &rest[n..];
         let u = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
         let unit = match &rest[..u] {
+            "" if rest.starts_with(['.', ',']) => {
+                return Err(bad("whole numbers only: write 1d12h for 1.5d"))
+            }
+            "" => return Err(bad("a unit is needed")),
             "s" => 1,
             "min" => 60,
             "h" => 3600,
@@ -272,6 +281,17 @@ mod tests {
             "é",
         ] {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+        // Each error says what is wrong with the number or the unit.
+        for (bad, why) in [
+            ("99999999999999999999d", "too long"),
+            ("1.5d", "whole numbers only"),
+            ("3", "a unit is needed"),
+            ("-1d", "expected a number"),
+            ("3y", "unknown unit"),
+        ] {
+            let err = parse_duration(bad).unwrap_err();
+            assert!(err.starts_with(why), "{bad:?}: {err}");
         }
         assert_eq!(parse_offset("+02:00"), Ok(7200));
         assert_eq!(parse_offset("-05:30"), Ok(-19_800));
