@@ -91,3 +91,45 @@ fn the_rate_at_the_plan_stays_within_the_configured_bound() {
     let sd = (fpr * probes as f64).sqrt() / probes as f64;
     assert!(rate <= fpr + 3.0 * sd, "rate {rate:e} over {fpr:e}");
 }
+
+/// A rate the Redis layout cannot plan (below about 3.5e-18 for a
+/// sub-filter: the embedded engine plans such files with more probes; the
+/// Redis layout keeps the sizing every client of a deployment computes
+/// alike) is refused naming the rate and what to change. It was refused
+/// as a window needing more than 512 MiB per shard string, "use more
+/// shards", which no shard count helps; and the byte count overflowed (a
+/// panic with overflow checks, 0 bytes without).
+#[test]
+fn a_rate_below_the_layouts_reach_is_refused_naming_the_rate() {
+    if !require("a_rate_below_the_layouts_reach_is_refused_naming_the_rate") {
+        return;
+    }
+    let server = Server::start();
+    for (fpr, shards) in [(1e-18, 16), (1e-18, 1), (1e-30, 16384)] {
+        let config = Config {
+            tiers: vec![Tier::daily(7)],
+            expected_items_per_day: 1_000,
+            fpr,
+            ..Config::default()
+        };
+        // The embedded engine takes it.
+        config.validate().expect("an embedded engine plans it");
+        let mut opts = RedisOptions::default();
+        opts.shards = shards;
+        let err = RedisEngine::create_with(&server.url(), &prefix("tiny"), config, opts)
+            .expect_err("the Redis layout cannot plan it");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("7d") && msg.contains("raise fpr") && !msg.contains("more shards"),
+            "fpr {fpr:e}, {shards} shards: {msg}"
+        );
+    }
+    // A rate the layout plans is taken (7d at 1e-15: 7.1e-17 a sub-filter).
+    let config = Config {
+        tiers: vec![Tier::daily(7)],
+        expected_items_per_day: 1_000,
+        fpr: 1e-15,
+        ..Config::default()
+    };
+    RedisEngine::create(&server.url(), &prefix("low"), config).expect("create");
+}

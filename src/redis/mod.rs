@@ -382,13 +382,28 @@ impl RedisEngine {
                 .into());
             }
             for t in &config.tiers {
+                // The layout keeps the sizing every client of a deployment
+                // computes alike, which plans no rate below about 3.5e-18
+                // (`sizing::plan` answers 2^64 blocks); the embedded engine
+                // plans lower ones with more probes (`sizing::file_plan`).
+                let (capacity, rate) = config.subfilter_plan(t, 0);
+                if sizing::plan(t.kind, capacity, rate).nblocks == u64::MAX {
+                    return Err(RedisError::Unsupported {
+                        reason: format!(
+                            "tier {t}: its first sub-filter's rate, {rate:.1e} (fpr {} shared \
+                             over the tier's windows and its chain), is below the lowest the \
+                             Redis layout plans, about 3.5e-18; raise fpr",
+                            config.fpr
+                        ),
+                    });
+                }
                 let g = Geom::of(&config, t, 0, options.shards);
                 if g.nbs > MAX_SHARD_BLOCKS {
                     return Err(RedisError::Unsupported {
                         reason: format!(
                             "tier {t}: one window needs {} bytes per shard string, more than \
                              Redis's 512 MiB; use more shards",
-                            g.nbs * 64
+                            g.nbs.saturating_mul(64)
                         ),
                     });
                 }
