@@ -117,3 +117,76 @@ fn a_wait_shorter_than_a_millisecond_or_longer_than_the_io_timeout_still_reports
         );
     }
 }
+
+/// The process id of a server (`INFO server`).
+fn pid(server: &Server) -> String {
+    server
+        .cli(&["INFO", "server"])
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .expect("process_id in INFO")
+        .trim()
+        .to_string()
+}
+
+/// A `WAIT` whose connection is lost (here killed while the replica, stopped,
+/// had not acknowledged the batch) fails the call, naming `WAIT`; sent
+/// again, the batch resumes from the answers Redis stored and reports every
+/// key new once (not "present", which a run of the script would say for the
+/// keys the first send inserted). The resend's `WAIT` covers the first
+/// send's writes although the resend writes nothing (on Redis 7.0, after
+/// any command on a new connection, `WAIT` waits for the master's stream):
+/// the replica still has not acknowledged them, so it is `NotReplicated`,
+/// not `Ok`. (A `WAIT` as a connection's first command counts every replica
+/// at once.)
+#[test]
+fn a_batch_sent_again_after_a_lost_wait_waits_for_its_writes() {
+    if !require("a_batch_sent_again_after_a_lost_wait_waits_for_its_writes") {
+        return;
+    }
+    let master = Server::start();
+    let replica = master.replica();
+    let clock = ManualClock::new(day(0));
+    let config = Config {
+        tiers: vec![Tier::daily(2)],
+        expected_items_per_day: 10_000,
+        ..Config::default()
+    };
+    let mut opts = RedisOptions::default().clock(clock);
+    opts.wait_replicas = 1;
+    opts.wait_timeout = Duration::from_secs(2);
+    let e = RedisEngine::create_with(&master.url(), &prefix("lost-wait"), config, opts)
+        .expect("create");
+    assert!(e.insert(b"warm-up").expect("insert"));
+    let replica_pid = pid(&replica);
+    let signal = |sig: &str| {
+        let ok = std::process::Command::new("kill")
+            .args([sig, &replica_pid])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill {sig} {replica_pid}");
+    };
+    signal("-STOP");
+    let killer = {
+        let port = master.port;
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(500));
+            cli(port, &["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"])
+        })
+    };
+    let keys: Vec<Vec<u8>> = (0..300).map(|i| url(99, i)).collect();
+    let first = e.insert_batch(&keys);
+    killer.join().expect("killer");
+    let err = first.expect_err("the WAIT's connection was killed");
+    assert!(err.to_string().contains("WAIT"), "{err}");
+    let again = e.insert_batch(&keys);
+    signal("-CONT");
+    match again {
+        Err(RedisError::NotReplicated {
+            acked: 0,
+            wanted: 1,
+            answers,
+        }) => assert_eq!(answers, vec![true; keys.len()], "resumed answers"),
+        other => panic!("the replica has not acknowledged the batch, got {other:?}"),
+    }
+}
