@@ -311,6 +311,10 @@ pub(crate) fn instant_of(obj: &Bound<'_, PyAny>) -> PyResult<SystemTime> {
         return Err(PyTypeError::new_err(
             "an instant is an aware datetime or seconds since the Unix epoch",
         ));
+    } else if obj.is_instance_of::<pyo3::types::PyInt>() {
+        // An int too large for a float is a number, not a wrong type.
+        obj.extract()
+            .map_err(|_| PyValueError::new_err(format!("instant {obj} is out of range")))?
     } else {
         obj.extract().map_err(|_| {
             PyTypeError::new_err("an instant is an aware datetime or seconds since the Unix epoch")

@@ -910,6 +910,25 @@ def test_arguments_out_of_range_are_value_errors_not_panics(tmp_path):
             timebloom.RedisEngine.create("redis://127.0.0.1:1", "p", **{option: 0})
 
 
+def test_an_instant_too_large_for_a_float_is_a_value_error(tmp_path):
+    # An int instant past what a float holds is a number out of range, as
+    # for durations, not a TypeError saying it is not a number.
+    c = ManualClock(T0)
+    e = Engine.create(tmp_path / "e", clock=c)
+    try:
+        for call in (
+            lambda: ManualClock(10**400),
+            lambda: c.set(10**400),
+            lambda: e.insert_at("k", 10**400),
+            lambda: e.maintain(10**400),
+        ):
+            with pytest.raises(ValueError, match="out of range"):
+                call()
+        assert c.timestamp() == int(T0.timestamp())
+    finally:
+        e.close()
+
+
 def test_every_public_item_has_a_docstring():
     for name in timebloom.__all__:
         obj = getattr(timebloom, name)
