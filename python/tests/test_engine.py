@@ -910,6 +910,22 @@ def test_arguments_out_of_range_are_value_errors_not_panics(tmp_path):
             timebloom.RedisEngine.create("redis://127.0.0.1:1", "p", **{option: 0})
 
 
+def test_a_generator_that_raises_part_way_records_nothing(tb_dir):
+    # docs/python.md: an iterable that is not a list is read whole first.
+    def keys():
+        yield "g1"
+        yield "g2"
+        raise RuntimeError("the source failed")
+
+    with Engine.create(tb_dir, "7d", items_per_day=1000) as e:
+        with pytest.raises(RuntimeError, match="the source failed"):
+            e.insert_many(keys())
+        with pytest.raises(RuntimeError, match="the source failed"):
+            e.insert_within_many(keys(), 3600)
+        assert e.contains_many(["g1", "g2"]) == [False, False]
+        assert e.insert_many(k for k in ("g1", "g2", "g1")) == [True, True, False]
+
+
 def test_an_instant_too_large_for_a_float_is_a_value_error(tmp_path):
     # An int instant past what a float holds is a number out of range, as
     # for durations, not a TypeError saying it is not a number.
