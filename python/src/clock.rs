@@ -33,7 +33,9 @@ impl PyManualClock {
     }
 
     /// Moves the clock forward by `by` (a timedelta or seconds), stopping at
-    /// the last second a signed 64-bit count holds.
+    /// the last second a signed 64-bit count holds. A `by` of more seconds
+    /// than an unsigned 64-bit count holds (2**64) is a `ValueError`, and
+    /// the clock does not move.
     fn advance(&self, by: &Bound<'_, PyAny>) -> PyResult<()> {
         self.inner.advance(duration_of(by)?);
         Ok(())

@@ -905,6 +905,12 @@ def test_arguments_out_of_range_are_value_errors_not_panics(tmp_path):
     c = ManualClock(1_700_000_000)
     c.advance(2**63)
     assert c.timestamp() == 2**63 - 1
+    # Past an unsigned 64-bit count of seconds: refused, as the docstring says.
+    c = ManualClock(1_700_000_000)
+    for by in (2**64, 10**400):
+        with pytest.raises(ValueError, match="not a valid duration"):
+            c.advance(by)
+        assert c.timestamp() == 1_700_000_000
     for option in ("connect_timeout", "io_timeout"):
         with pytest.raises(ValueError, match=option):
             timebloom.RedisEngine.create("redis://127.0.0.1:1", "p", **{option: 0})

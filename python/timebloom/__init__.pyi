@@ -119,7 +119,8 @@ class ManualClock:
         """Shows ``now`` from now on."""
     def advance(self, by: _Seconds) -> None:
         """Moves the clock forward by ``by`` (stopping at the last second a
-        signed 64-bit count holds)."""
+        signed 64-bit count holds); a ``by`` of 2**64 seconds or more is a
+        ``ValueError`` and the clock does not move."""
     def timestamp(self) -> int:
         """The time shown, in whole seconds since the Unix epoch."""
 
