@@ -11,7 +11,7 @@ use std::time::SystemTime;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyString, PyTuple};
 
 use timebloom::{Config, SyncPolicy};
 
@@ -369,10 +369,13 @@ impl PyEngine {
         self.slot.close(py, timebloom::Engine::close)
     }
 
-    /// The engine directory.
+    /// The engine directory, as `os.fsdecode` names it: a name that is not
+    /// UTF-8 keeps its bytes (as surrogate escapes), so it opens the same
+    /// directory again.
     #[getter]
-    fn path(&self) -> String {
-        self.slot.place().display().to_string()
+    fn path<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
+        let Ok(s) = self.slot.place().as_os_str().into_pyobject(py);
+        s
     }
 
     /// Whether `close` has been called.

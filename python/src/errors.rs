@@ -284,12 +284,13 @@ impl Failure for timebloom::redis::RedisError {
     }
 }
 
-/// Sets the exception's `path` attribute (the message names it too).
+/// Sets the exception's `path` attribute (the message names it too), as
+/// `os.fsdecode` names it: a name that is not UTF-8 keeps its bytes.
 pub(crate) fn with_path(e: PyErr, path: &Path) -> PyErr {
     Python::attach(|py| {
         // Setting an attribute on a fresh exception object does not fail;
         // if it did, the message still names the path.
-        let _ = e.value(py).setattr("path", path.display().to_string());
+        let _ = e.value(py).setattr("path", path.as_os_str());
     });
     e
 }

@@ -206,6 +206,23 @@ def test_pathlike_and_path_attribute(tmp_path):
     assert repr(e).endswith("closed>")
 
 
+def test_a_path_that_is_not_utf8_round_trips_through_the_path_attributes(tmp_path):
+    # A directory named in Latin-1 (b"caf\xe9.tb"), as os.listdir gives it:
+    # `path` and the errors' `path` are os.fsdecode's name, which opens the
+    # same directory again, not a lossy one with U+FFFD in it.
+    p = os.path.join(os.fsdecode(tmp_path), os.fsdecode(b"caf\xe9.tb"))
+    e = Engine.create(p, "7d", items_per_day=100)
+    try:
+        assert e.path == p
+        with pytest.raises(timebloom.LockedError) as info:
+            Engine.open(e.path)
+        assert info.value.path == p
+    finally:
+        e.close()
+    with Engine.open(e.path) as again:
+        assert again.path == p
+
+
 def test_close_is_idempotent_and_later_calls_raise(tb_dir):
     e = Engine.create(tb_dir, items_per_day=10)
     e.close()
