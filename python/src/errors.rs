@@ -62,13 +62,13 @@ create_exception!(
     timebloom,
     WindowUnavailableError,
     TimebloomError,
-    "`insert_at` named an instant whose window has expired in every tier, or lies in the future."
+    "`insert_at` or `remove_at` named an instant whose window has expired in every tier, or lies in the future."
 );
 create_exception!(
     timebloom,
     HorizonTooLongError,
     TimebloomError,
-    "`contains_within` asked for a horizon longer than any tier keeps."
+    "`contains_within` or `insert_within` (or their batches) asked for a horizon longer than any tier keeps."
 );
 create_exception!(
     timebloom,

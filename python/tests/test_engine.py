@@ -968,6 +968,23 @@ def test_an_instant_too_large_for_a_float_is_a_value_error(tmp_path):
         e.close()
 
 
+def test_the_calls_that_raise_horizon_and_window_errors(tb_dir):
+    # The exceptions' docstrings name these calls.
+    with Engine.create(tb_dir, "7d:counting", items_per_day=100) as e:
+        for call in (
+            lambda: e.contains_within("a", 30 * 86400),
+            lambda: e.insert_within("a", 30 * 86400),
+            lambda: e.insert_within_many(["a"], 30 * 86400),
+        ):
+            with pytest.raises(timebloom.HorizonTooLongError):
+                call()
+        for when in (1000, 4e9):
+            with pytest.raises(timebloom.WindowUnavailableError):
+                e.remove_at("a", when)
+    assert "insert_within" in timebloom.HorizonTooLongError.__doc__
+    assert "remove_at" in timebloom.WindowUnavailableError.__doc__
+
+
 def test_every_public_item_has_a_docstring():
     for name in timebloom.__all__:
         obj = getattr(timebloom, name)

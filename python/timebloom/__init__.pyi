@@ -45,10 +45,10 @@ class UnsupportedVersionError(TimebloomError):
     """A file was written by a format version this build does not read."""
 
 class WindowUnavailableError(TimebloomError):
-    """``insert_at`` named an instant whose window has expired, or lies in the future."""
+    """``insert_at`` or ``remove_at`` named an instant whose window has expired, or lies in the future."""
 
 class HorizonTooLongError(TimebloomError):
-    """``contains_within`` asked for a horizon longer than any tier keeps."""
+    """``contains_within`` or ``insert_within`` (or their batches) asked for a horizon longer than any tier keeps."""
 
 class RemoveUnsupportedError(TimebloomError):
     """``remove`` on an engine whose tiers are not all counting tiers."""
