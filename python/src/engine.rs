@@ -403,7 +403,9 @@ impl PyEngine {
         self.policy.to_string()
     }
 
-    /// The tiers, as given to `create` (`"7d,4w,12m"`).
+    /// The tiers, in the form `create` takes (`"7d,4w,12m"`): spaces
+    /// dropped, and a window of hours written in seconds (`"4x6h"` reads
+    /// back as `"4x21600s"`).
     #[getter]
     fn tiers(&self) -> PyResult<String> {
         self.slot.get(|e| tiers_text(e.config()))
