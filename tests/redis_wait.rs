@@ -14,6 +14,15 @@ use redis_support::*;
 use timebloom::redis::{RedisEngine, RedisError, RedisOptions};
 use timebloom::{Config, ManualClock, Tier};
 
+/// The engine every test here creates: two daily windows of 10,000 keys.
+fn two_days() -> Config {
+    Config {
+        tiers: vec![Tier::daily(2)],
+        expected_items_per_day: 10_000,
+        ..Config::default()
+    }
+}
+
 #[test]
 fn wait_for_replicas() {
     if !require("wait_for_replicas") {
@@ -22,11 +31,7 @@ fn wait_for_replicas() {
     let master = Server::start();
     let replica = master.replica();
     let clock = ManualClock::new(day(0));
-    let config = Config {
-        tiers: vec![Tier::daily(2)],
-        expected_items_per_day: 10_000,
-        ..Config::default()
-    };
+    let config = two_days();
     let pre = prefix("wait");
     let mut opts = RedisOptions::default().clock(clock.clone());
     opts.wait_replicas = 1;
@@ -79,11 +84,7 @@ fn a_wait_shorter_than_a_millisecond_or_longer_than_the_io_timeout_still_reports
     }
     let master = Server::start();
     let clock = ManualClock::new(day(0));
-    let config = Config {
-        tiers: vec![Tier::daily(2)],
-        expected_items_per_day: 10_000,
-        ..Config::default()
-    };
+    let config = two_days();
     let pre = prefix("wait-bounds");
     for (i, wait) in [
         Duration::ZERO,
@@ -147,11 +148,7 @@ fn a_batch_sent_again_after_a_lost_wait_waits_for_its_writes() {
     let master = Server::start();
     let replica = master.replica();
     let clock = ManualClock::new(day(0));
-    let config = Config {
-        tiers: vec![Tier::daily(2)],
-        expected_items_per_day: 10_000,
-        ..Config::default()
-    };
+    let config = two_days();
     let mut opts = RedisOptions::default().clock(clock);
     opts.wait_replicas = 1;
     opts.wait_timeout = Duration::from_secs(2);
