@@ -370,29 +370,48 @@ impl Config {
     /// answers for itself: its clock may have stepped back behind the
     /// days its tables took.
     pub fn check_new_horizon(&self, now: std::time::SystemTime, horizon: Duration) -> Result<()> {
-        let now = crate::clock::instant(now)?;
+        self.horizon_tier(crate::clock::instant(now)?, horizon)
+            .map(|_| ())
+    }
+
+    /// The tier and first window that answer "seen within `horizon`" at
+    /// `now` (seconds), for windows numbered from `now` (a table's day is
+    /// today's): the finest windows first, then the fewest of them. See
+    /// docs/design.md, "Horizons". The Redis engine answers by it; the
+    /// embedded one by the same rule, from its tables' own day.
+    pub(crate) fn horizon_tier(&self, now: i64, horizon: Duration) -> Result<(usize, i64)> {
         let off = self.utc_offset_secs;
         let secs = i64::try_from(horizon.as_secs()).unwrap_or(i64::MAX);
         let since = now.saturating_sub(secs).max(0);
+        let mut best: Option<(u64, i64, usize, i64)> = None; // (window secs, segments, tier, first)
         let mut max_cover = 0u64;
-        for t in &self.tiers {
+        for (ti, t) in self.tiers.iter().enumerate() {
             // A fingerprint tier's "windows" are its days (one table).
             let span = if t.is_table() { Span::Day } else { t.span };
-            let Some(cur) = window::index(span, now, off) else {
-                continue;
-            };
+            let cur = window::index(span, now, off).ok_or_else(|| Error::WindowUnavailable {
+                reason: format!("no {span:?} window holds instant {now}"),
+            })?;
             let oldest = if t.is_table() {
                 cur - i64::from(t.table_days())
             } else {
                 t.oldest_live(cur)
             };
-            let start = window::start(span, oldest, off).unwrap_or(i64::MIN);
-            max_cover = max_cover.max(now.saturating_sub(start).max(0) as u64);
-            if window::index(span, since, off).is_some_and(|first| first >= oldest) {
-                return Ok(());
+            if let Some(start) = window::start(span, oldest, off) {
+                max_cover = max_cover.max(now.saturating_sub(start).max(0) as u64);
+            }
+            let Some(first) = window::index(span, since, off) else {
+                continue;
+            };
+            if first < oldest {
+                continue;
+            }
+            let segments = if t.is_table() { 1 } else { cur - first + 1 };
+            let cand = (window::nominal_secs(span), segments, ti, first);
+            if best.is_none_or(|b| (cand.0, cand.1) < (b.0, b.1)) {
+                best = Some(cand);
             }
         }
-        Err(Error::HorizonTooLong {
+        best.map(|b| (b.2, b.3)).ok_or(Error::HorizonTooLong {
             horizon_secs: horizon.as_secs(),
             max_secs: max_cover,
         })

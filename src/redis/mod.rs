@@ -918,34 +918,7 @@ impl RedisEngine {
     /// The tier and first window that answer a horizon: the finest windows
     /// first, then the fewest of them (the embedded engine's rule).
     fn pick_tier(&self, now: i64, horizon: Duration) -> Result<(usize, i64)> {
-        let secs = i64::try_from(horizon.as_secs()).unwrap_or(i64::MAX);
-        let since = now.saturating_sub(secs);
-        let mut best: Option<(u64, i64, usize, i64)> = None;
-        let mut max_cover = 0u64;
-        for (ti, t) in self.stored.config.tiers.iter().enumerate() {
-            let cur = self.window_index(t.span, now)?;
-            let oldest = t.oldest_live(cur);
-            if let Some(start) = window::start(t.span, oldest, self.off()) {
-                max_cover = max_cover.max(now.saturating_sub(start).max(0) as u64);
-            }
-            let Some(first) = window::index(t.span, since.max(0), self.off()) else {
-                continue;
-            };
-            if first < oldest {
-                continue;
-            }
-            let cand = (window::nominal_secs(t.span), cur - first + 1, ti, first);
-            if best.is_none_or(|b| (cand.0, cand.1) < (b.0, b.1)) {
-                best = Some(cand);
-            }
-        }
-        best.map(|b| (b.2, b.3)).ok_or_else(|| {
-            crate::Error::HorizonTooLong {
-                horizon_secs: horizon.as_secs(),
-                max_secs: max_cover,
-            }
-            .into()
-        })
+        Ok(self.stored.config.horizon_tier(now, horizon)?)
     }
 
     // ---- the batch machinery ------------------------------------------------
