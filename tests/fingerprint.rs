@@ -1159,8 +1159,11 @@ fn a_key_seen_again_after_growth_is_in_two_tables() {
     let dir = tempfile::tempdir().unwrap();
     let (e, clock) = table_engine(dir.path(), 10, 1_000, 0.001);
     let n = 30_000u64;
+    // Keys whose insert matched another key's fingerprint (false
+    // positives at 0.1%: 6-25 of 30,000 in 100 runs) took no slot.
+    let mut shared = 0;
     for i in 0..n {
-        e.insert(&key(0, i)).unwrap();
+        shared += usize::from(!e.insert(&key(0, i)).unwrap());
     }
     let grown = e.stats().unwrap().tiers[0].segments[0].clone();
     assert!(grown.subfilters >= 2, "chain of {}", grown.subfilters);
@@ -1178,9 +1181,15 @@ fn a_key_seen_again_after_growth_is_in_two_tables() {
         "{} live slots for {n} keys",
         again.estimated_items
     );
-    for i in 0..n {
-        assert!(e.remove(&key(0, i)).unwrap(), "key {i}");
-    }
+    // A key that shares a fingerprint with one removed before it finds
+    // none left (the documented hazard of removes beside false
+    // positives): at most one of 30,000 in 100 runs, never more than
+    // the keys that shared a slot.
+    let failed = (0..n).filter(|&i| !e.remove(&key(0, i)).unwrap()).count();
+    assert!(
+        failed <= shared.min(3),
+        "{failed} removes found no key ({shared} shared a slot)"
+    );
     let left = (0..n).filter(|&i| e.contains(&key(0, i)).unwrap()).count();
     assert!(left <= 3, "{left} of {n} removed keys still present");
 }
