@@ -213,6 +213,19 @@ fn a_fingerprint_chain_at_its_longest_answers_an_error_not_a_hang() {
     for i in 0..acked {
         assert!(e.contains(&url(11, i)).unwrap(), "key {i} of {acked} lost");
     }
+    // The message says what the user of this engine can do: the plan is
+    // fixed at create, and advice to raise it (all the message once said)
+    // named nothing that helps. Keys expiring frees room: once the tier's
+    // days have passed, new keys are taken again.
+    for want in ["until keys expire", "2 days", "fixed at create"] {
+        assert!(msg.contains(want), "the error does not say {want:?}: {msg}");
+    }
+    clock.set(day(3));
+    e.maintain(day(3)).unwrap();
+    assert!(
+        e.insert(&url(11, acked + 1)).unwrap(),
+        "a new key refused after every key expired"
+    );
 }
 
 /// A growth that creates one window's next sub-filter and then fails on

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::chain::{Lookup, Probes, Segment, MAX_GROUP, WRITE_LOADS};
 use crate::clock::instant;
-use crate::config::SyncPolicy;
+use crate::config::{SyncPolicy, Tier};
 use crate::error::{Error, Result};
 use crate::filter::{Exclusive, KeyMasks, Kind};
 use crate::fingerprint::Insert;
@@ -434,7 +434,9 @@ impl Engine {
                 None => return Err(read_only(seg)),
                 // A chain at its longest grows no more (`growth_due`):
                 // asking for growth again would retry for ever.
-                Some(Insert::Full) if seg.subs.len() >= MAX_CHAIN => return Err(chain_full(seg)),
+                Some(Insert::Full) if seg.subs.len() >= MAX_CHAIN => {
+                    return Err(chain_full(&t.tier, seg))
+                }
                 Some(Insert::Full) => return Ok(Some(Step::Grow)),
                 Some(_) => {}
             }
@@ -991,13 +993,22 @@ fn read_only(seg: &Segment) -> Error {
 
 /// The error of a table write that found no room in the newest table of a
 /// chain at its longest ([`MAX_CHAIN`] tables): nothing was written.
+///
+/// The plan is fixed at create, so the message says what frees room in the
+/// engine as it is: keys expiring (a table whose every key has expired
+/// leaves the chain at a day's rotation, and the chain grows again).
 #[cold]
-fn chain_full(seg: &Segment) -> Error {
+fn chain_full(tier: &Tier, seg: &Segment) -> Error {
     let path = seg.tail().map(|s| s.path().display().to_string());
     Error::config(format!(
         "{}: the fingerprint chain holds {MAX_CHAIN} tables, the most it may, and its \
-         newest has no room for the key (raise the planned keys per day or the growth factor)",
-        path.unwrap_or_default()
+         newest has no room for the key: writes of new keys fail until keys expire (after \
+         the tier's {} days) and free room (a table whose every key has expired leaves the \
+         chain at a day's rotation, and the chain grows again) (the plan is fixed at create: \
+         for this many keys, create an engine with more planned keys per day or a larger \
+         growth factor)",
+        path.unwrap_or_default(),
+        tier.retention
     ))
 }
 
