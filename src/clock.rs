@@ -214,6 +214,13 @@ impl Options {
     /// without that window; `stats` lists the windows lost
     /// ([`crate::Stats::lost_windows`]). Off by default: such an open
     /// fails with [`crate::Error::Quarantined`].
+    ///
+    /// Also recovers after a power loss past a damaged shadow copy of a
+    /// counting window or fingerprint table (which otherwise fails with
+    /// [`crate::Error::Corrupt`] naming it): the window keeps its body as
+    /// the disk holds it and takes the log again, and `stats` lists it
+    /// ([`crate::Stats::unrestored_windows`]; its counts may be off, see
+    /// docs/operations.md, "Checking and recovering").
     pub fn degraded(mut self, yes: bool) -> Options {
         self.degraded = yes;
         self

@@ -13,6 +13,14 @@ pub struct Stats {
     /// Windows this open went on without (`TIER WINDOW`): their files
     /// failed their checks and are in `quarantine/` ([`crate::Options::degraded`]).
     pub lost_windows: Vec<String>,
+    /// Windows (and fingerprint tables) this open recovered after a power
+    /// loss without their shadow copy, which was damaged
+    /// ([`crate::Options::degraded`]; a copy of it is in `quarantine/`):
+    /// each kept its body as the disk held it and took the log's writes
+    /// again, so its counts may be too high (a removed key may still read
+    /// present) or too low (a key may read absent). See
+    /// docs/operations.md, "Checking and recovering".
+    pub unrestored_windows: Vec<String>,
     /// The configured false-positive rate of one query.
     pub fpr: f64,
     /// The configured keys per day.

@@ -476,6 +476,53 @@ fn every_bit_flip_in_a_shadow_copy_is_refused_when_it_is_needed() {
     }
 }
 
+/// A damaged shadow copy refused every open that recovers after a power
+/// loss, `Options::degraded` too: a directory refused for ever, with no way
+/// out documented. The plain open still refuses, and says the way out; a
+/// degraded open recovers the window from its body as the disk holds it
+/// and the log, keeps a copy of the damaged shadow in `quarantine/`, and
+/// lists the window in `Stats::unrestored_windows`.
+#[test]
+fn a_damaged_shadow_copy_opens_degraded_and_says_so() {
+    let t = counting();
+    let rel = t.shadow.clone().expect("a counting tier has a shadow copy");
+    let mut b = bytes_of(&t.files, &rel).to_vec();
+    b[SHADOW_HEADER + 10] ^= 0x04;
+    let dir = write_case(t, &rel, &b, Mode::PowerLoss);
+    let err = open(dir.path(), Mode::PowerLoss).unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    assert_names(&err, &rel);
+    assert!(err.to_string().contains("--degraded"), "{err}");
+    let degraded = |dir: &Path| {
+        Engine::open_with(
+            dir,
+            Options::default()
+                .clock(ManualClock::new(day(0)))
+                .assume_power_loss(true)
+                .degraded(true),
+        )
+    };
+    let e = degraded(dir.path()).unwrap_or_else(|err| panic!("degraded open: {err}"));
+    let stats = e.stats().unwrap();
+    assert_eq!(stats.unrestored_windows.len(), 1, "{stats:?}");
+    assert!(stats.lost_windows.is_empty(), "{stats:?}");
+    // The bodies lost every page (`Mode::PowerLoss`): the log alone
+    // brings the keys back.
+    for (i, k) in t.keys.iter().enumerate() {
+        assert!(e.contains(k).unwrap(), "key {i} lost");
+    }
+    let kept = dir.path().join("quarantine").join(rel.file_name().unwrap());
+    assert_eq!(fs::read(&kept).unwrap(), b, "the damaged copy is kept");
+    e.close().unwrap();
+    // The recovery's checkpoint replaced the damaged copy: plain opens
+    // work again.
+    let e = open(dir.path(), Mode::PowerLoss).unwrap_or_else(|err| panic!("reopen: {err}"));
+    assert!(e.stats().unwrap().unrestored_windows.is_empty());
+    for k in &t.keys {
+        assert!(e.contains(k).unwrap());
+    }
+}
+
 // ---- fuzz seeds --------------------------------------------------------------
 
 /// Writes the seed corpora of the `log_replay`, `manifest` and

@@ -31,6 +31,13 @@ pub fn stats_table(name: &str, place: &str, s: &Stats) -> String {
             s.lost_windows.join(", ")
         );
     }
+    if !s.unrestored_windows.is_empty() {
+        let _ = writeln!(
+            t,
+            "RECOVERED WITHOUT A DAMAGED SHADOW COPY (opened degraded; counts may be off): {}",
+            s.unrestored_windows.join(", ")
+        );
+    }
     if s.clock_behind_secs > 0 {
         let _ = writeln!(
             t,

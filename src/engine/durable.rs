@@ -17,7 +17,22 @@ use crate::window;
 
 use super::snapshot::Snapshot;
 use super::write::AHEAD;
-use super::{Engine, Maint, Syncer, BOOT, MANIFEST, MAX_CHAIN, SEG_DIR, WAL_DIR};
+use super::{
+    window_name, Engine, Maint, Syncer, BOOT, MANIFEST, MAX_CHAIN, QUARANTINE, SEG_DIR, WAL_DIR,
+};
+
+/// Copies a damaged shadow copy that a degraded recovery goes on without
+/// to `quarantine/`, for inspection: the copy in `wal/` stays until the
+/// recovery's checkpoint deletes it, so that an open that fails before
+/// then finds it again (and refuses again unless degraded).
+fn keep_damaged_shadow(dir: &Path, shadow: &Path) -> Result<()> {
+    let qdir = dir.join(QUARANTINE);
+    fs::create_dir_all(&qdir).map_err(|e| Error::io("create directory", &qdir, e))?;
+    let to = qdir.join(shadow.file_name().unwrap_or_default());
+    fs::copy(shadow, &to).map_err(|e| Error::io("quarantine shadow copy", shadow, e))?;
+    crate::file::fsync_dir(&qdir)?;
+    crate::file::fsync_dir(dir)
+}
 
 /// Msyncs every body not sealed on disk and rewrites its header.
 fn flush_bodies(snap: &Snapshot) -> Result<()> {
@@ -103,7 +118,7 @@ impl Engine {
                 }
             }
             if !records.is_empty() {
-                self.replay(m, snap, wal_dir, c, &records)?;
+                self.unrestored = self.replay(m, snap, wal_dir, c, &records, degraded)?;
             }
         }
         // A replay that grew a fingerprint chain published a new set.
@@ -203,6 +218,12 @@ impl Engine {
 
     /// Recovery after a possible power loss: counting windows back to their
     /// shadow copies at checkpoint `c`, then every logged write since.
+    ///
+    /// A damaged shadow copy refuses the recovery, unless `degraded`: the
+    /// copy is then copied to `quarantine/`, the sub-filter keeps its body
+    /// as the disk holds it and takes the replay (docs/operations.md,
+    /// "Checking and recovering"). Returns the windows recovered so
+    /// (`TIER WINDOW`).
     fn replay(
         &self,
         m: &Maint,
@@ -210,14 +231,20 @@ impl Engine {
         wal_dir: &Path,
         c: u64,
         records: &[wal::Record],
-    ) -> Result<()> {
+        degraded: bool,
+    ) -> Result<Vec<String>> {
         let x = self.stripes.lock_all();
         let mut restored = Vec::new();
+        let mut unrestored = Vec::new();
         for t in &snap.tiers {
             if !t.tier.kind.needs_shadow() {
                 continue;
             }
-            for s in t.segments.iter().flat_map(|s| &s.subs) {
+            for (seg, s) in t
+                .segments
+                .iter()
+                .flat_map(|seg| seg.subs.iter().map(move |s| (seg, s)))
+            {
                 if s.sealed_on_disk() {
                     continue;
                 }
@@ -229,7 +256,31 @@ impl Engine {
                 if !p.exists() {
                     continue;
                 }
-                let (body, swept) = wal::read_shadow(&p, s.body().len())?;
+                let window = window_name(&t.tier, seg.window);
+                let (body, swept) = match wal::read_shadow(&p, s.body().len()) {
+                    Ok(read) => read,
+                    Err(Error::Corrupt { path, reason }) if !degraded => {
+                        return Err(Error::corrupt(
+                            path,
+                            format!(
+                                "{reason}: recovery after a power loss needs this copy of \
+                                 window {window}'s body; restore wal/ from the same copy as \
+                                 MANIFEST, or open with --degraded (Options::degraded) to \
+                                 recover the window from its body as the disk holds it, whose \
+                                 counts may then be too high or too low \
+                                 (docs/operations.md, \"Checking and recovering\")"
+                            ),
+                        ));
+                    }
+                    Err(err) if err.is_damage() => {
+                        keep_damaged_shadow(&self.dir, &p)?;
+                        if !unrestored.contains(&window) {
+                            unrestored.push(window);
+                        }
+                        continue;
+                    }
+                    Err(err) => return Err(err),
+                };
                 s.restore(&x, &body);
                 if let Some(day) = swept.filter(|_| s.swept().is_some()) {
                     s.restored_swept(day);
@@ -292,7 +343,7 @@ impl Engine {
         // The windows after the tables: the two share no state, and the
         // records keep their order within each.
         self.replay_windows(&cur, &x, records);
-        Ok(())
+        Ok(unrestored)
     }
 
     /// Replays `records` into the Bloom and counting windows holding their

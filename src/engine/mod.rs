@@ -118,6 +118,9 @@ pub struct Engine {
     manifest_generation: AtomicU64,
     /// Windows left out at a degraded open (`TIER WINDOW`).
     lost: Vec<String>,
+    /// Windows a degraded open recovered without their damaged shadow
+    /// copy (`TIER WINDOW`; see [`crate::Stats::unrestored_windows`]).
+    unrestored: Vec<String>,
     /// Serializes rotation, growth, unsealing, checkpoints and close.
     maint: Mutex<Maint>,
     /// The thread creating the next boundary's windows ahead of it (see
@@ -734,6 +737,7 @@ impl Engine {
             table_day: Arc::new(AtomicU32::new(0)),
             manifest_generation: AtomicU64::new(generation),
             lost,
+            unrestored: Vec::new(),
             maint: Mutex::new(Maint {
                 checkpoint_lsn,
                 sealing: Vec::new(),

@@ -379,6 +379,7 @@ impl Engine {
         Ok(Stats {
             now,
             lost_windows: self.lost.clone(),
+            unrestored_windows: self.unrestored.clone(),
             fpr: self.config.fpr,
             expected_items_per_day: self.config.expected_items_per_day,
             generation: self.manifest_generation.load(Ordering::Relaxed),

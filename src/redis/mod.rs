@@ -1326,6 +1326,7 @@ impl RedisEngine {
             now,
             // Redis keeps no files to quarantine: a window is there or not.
             lost_windows: Vec::new(),
+            unrestored_windows: Vec::new(),
             fpr: self.stored.config.fpr,
             expected_items_per_day: self.stored.config.expected_items_per_day,
             generation: 0,
