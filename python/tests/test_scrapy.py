@@ -209,6 +209,16 @@ def test_a_horizon_longer_than_the_tiers_fails_at_start(tmp_path):
     timebloom.Engine.open(tmp_path / "tb").close()
 
 
+def test_a_horizon_past_what_a_duration_holds_is_too_long_too(tmp_path):
+    # Found in review: 1e30 seconds failed with the engine's ValueError
+    # "not a valid duration" (past 2**64 s) instead of HorizonTooLongError.
+    for i, value in enumerate((1e30, 2**64, "99999999999999999999w", timedelta.max)):
+        d = tmp_path / f"tb-{i}"
+        with pytest.raises(timebloom.HorizonTooLongError):
+            make_filter({"TIMEBLOOM_DIR": str(d), "TIMEBLOOM_TIERS": "7d", "TIMEBLOOM_RECRAWL_AFTER": value})
+        timebloom.Engine.open(d).close()
+
+
 def test_a_locked_directory_is_a_locked_error(tmp_path):
     d = tmp_path / "tb"
     with timebloom.Engine.create(d, items_per_day=100):

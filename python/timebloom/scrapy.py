@@ -113,6 +113,9 @@ def parse_duration(value: Union[str, int, float, timedelta]) -> float:
 
 _T = TypeVar("_T")
 
+# Longer than any tier keeps (2**63 s), and short enough for the engine.
+_LONGEST_HORIZON = float(2**63)
+
 
 def _setting(value: Optional[_T]) -> Optional[_T]:
     """A setting's value, or ``None`` when it is unset or empty (a 0 is a
@@ -226,8 +229,10 @@ class TimebloomDupeFilter(BaseDupeFilter):
                 engine = _open_dir(self.path, tiers, items_per_day, fpr, clock, sync)
             if self.recrawl_after is not None:
                 # Fails now, not at the first request, when no tier keeps
-                # the horizon (HorizonTooLongError).
-                engine.contains_within(b"", self.recrawl_after)
+                # the horizon (HorizonTooLongError). A horizon past what the
+                # engine's durations hold (2**64 s, a ValueError there) is
+                # asked as 2**63 s: no tier keeps that either.
+                engine.contains_within(b"", min(self.recrawl_after, _LONGEST_HORIZON))
         except BaseException:
             if engine is not None:
                 engine.close()
