@@ -43,19 +43,23 @@ impl Clock for SystemClock {
 
 /// A clock that moves only when told to (whole seconds); clones share it.
 ///
-/// Instants before 1970 read as 1970-01-01 (the engine refuses them anyway).
+/// It shows any instant it is given, to the second (within what an `i64`
+/// counts), also one before 1970 or after 9999: an engine reading such an
+/// instant refuses the call ([`crate::Error::WindowUnavailable`]), however
+/// the clock got there ([`ManualClock::new`], [`ManualClock::set`] or
+/// [`ManualClock::advance`]).
 #[derive(Clone, Debug)]
 pub struct ManualClock(Arc<AtomicI64>);
 
 impl ManualClock {
     /// A clock showing `t`.
     pub fn new(t: SystemTime) -> ManualClock {
-        ManualClock(Arc::new(AtomicI64::new(to_secs(t).unwrap_or(0))))
+        ManualClock(Arc::new(AtomicI64::new(signed_secs(t))))
     }
 
     /// Shows `t` from now on.
     pub fn set(&self, t: SystemTime) {
-        self.0.store(to_secs(t).unwrap_or(0), Ordering::SeqCst);
+        self.0.store(signed_secs(t), Ordering::SeqCst);
     }
 
     /// Moves the clock forward by `d` (stopping at the last second an
@@ -73,7 +77,15 @@ impl ManualClock {
 
 impl Clock for ManualClock {
     fn now(&self) -> SystemTime {
-        from_secs(self.0.load(Ordering::SeqCst))
+        let s = self.0.load(Ordering::SeqCst);
+        let d = Duration::from_secs(s.unsigned_abs());
+        match s >= 0 {
+            true => UNIX_EPOCH.checked_add(d),
+            false => UNIX_EPOCH.checked_sub(d),
+        }
+        // Only where `SystemTime` holds fewer seconds than an `i64`; the
+        // engine reads `now_secs`, which refuses such an instant anyway.
+        .unwrap_or(UNIX_EPOCH)
     }
 
     fn now_secs(&self) -> Option<i64> {
@@ -252,8 +264,17 @@ pub(crate) fn to_secs(t: SystemTime) -> Option<i64> {
     i64::try_from(s).ok().filter(|s| *s <= MAX_INSTANT)
 }
 
-pub(crate) fn from_secs(s: i64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_secs(s.max(0).unsigned_abs())
+/// Whole seconds since the Unix epoch, rounded down (an instant 0.5 s
+/// before 1970 is second -1), saturating at what an `i64` counts.
+fn signed_secs(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        Err(e) => {
+            let d = e.duration();
+            let s = d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0));
+            i64::try_from(s).map_or(i64::MIN, |s| -s)
+        }
+    }
 }
 
 pub(crate) fn instant(t: SystemTime) -> Result<i64> {

@@ -125,7 +125,12 @@ pub enum Error {
         got: u32,
     },
     /// `insert_at` or `remove_at` named an instant whose window has expired
-    /// (or lies in the future).
+    /// (or lies in the future), or an instant (also `maintain`'s) before
+    /// 1970 or after 9999. Every call that reads the engine's clock
+    /// (`create`, `open`, `insert`, `contains`, `remove`, `stats`, `flush`,
+    /// their batch and `_within` forms) returns it while the clock reads
+    /// before 1970 or after 9999, whether the system clock or a
+    /// [`crate::ManualClock`] created, set or advanced there.
     WindowUnavailable {
         /// Why the instant cannot be written.
         reason: String,

@@ -448,3 +448,55 @@ fn check_new_horizon_answers_as_a_new_engine_does() {
         }
     }
 }
+
+/// A clock set or created past 9999 (or before 1970) is refused by every
+/// call that reads it, as one advanced there is: it used to read as
+/// 1970-01-01, so an engine made at 2^62 seconds took inserts.
+#[test]
+fn a_clock_outside_1970_to_9999_is_refused_however_it_got_there() {
+    use std::time::UNIX_EPOCH;
+    use timebloom::Clock;
+    let far = UNIX_EPOCH + Duration::from_secs(1 << 62);
+    let before = UNIX_EPOCH - Duration::from_secs(1);
+    let cfg = || config(&[Tier::daily(7)], 1000, 0.01);
+    let refused = |r: timebloom::Result<bool>, how: &str| {
+        assert!(
+            matches!(r, Err(Error::WindowUnavailable { .. })),
+            "{how}: {r:?}"
+        );
+    };
+
+    // Advanced, set, or shown from the start.
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let e = create(dir.path(), cfg(), &clock);
+    clock.advance(Duration::from_secs(1 << 62));
+    refused(e.insert(b"https://example.com/a"), "advanced past 9999");
+    clock.set(far);
+    refused(e.insert(b"https://example.com/a"), "set past 9999");
+    refused(
+        e.contains(b"https://example.com/a"),
+        "lookup, set past 9999",
+    );
+    clock.set(before);
+    refused(e.insert(b"https://example.com/a"), "set before 1970");
+    clock.set(day(0));
+    assert!(e.insert(b"https://example.com/a").unwrap());
+    drop(e);
+
+    for (t, how) in [(far, "created past 9999"), (before, "created before 1970")] {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(t);
+        let made = timebloom::Engine::create_with(
+            dir.path(),
+            cfg(),
+            timebloom::Options::default().clock(clock.clone()),
+        );
+        assert!(
+            matches!(made, Err(Error::WindowUnavailable { .. })),
+            "{how}: {:?}",
+            made.map(|_| ())
+        );
+        assert_eq!(clock.now(), t, "{how}: the clock shows what it was given");
+    }
+}
