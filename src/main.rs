@@ -210,6 +210,11 @@ enum Command {
     /// Take back one insert of each key (made now, or at --at) and print how
     /// many were taken back (engines with no plain Bloom tier: counting
     /// tiers, `create --counting`, and fingerprint tiers, `365d:fingerprint`).
+    ///
+    /// A key counts as taken back when every window it is taken from holds
+    /// it. A counting key inserted 15 times or more has saturated counters,
+    /// which are never decremented: it counts as taken back every time and
+    /// stays present.
     #[command(
         after_help = "Example:\n  timebloom remove crawl.tb --canonical 'https://example.com/retry-me'"
     )]

@@ -358,3 +358,30 @@ fn removes_of_outstanding_inserts_match_an_exact_model() {
         e.verify().unwrap();
     }
 }
+
+/// `remove` answers whether every window held the key: for a key whose
+/// counters all saturated (inserted 15 times) that is every call, although
+/// nothing is decremented and the key stays present, as `Engine::remove`
+/// documents. A key below saturation answers `false` once taken back.
+#[test]
+fn a_saturated_key_answers_true_to_every_remove_and_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, _clock) = counting_engine(dir.path(), &[Tier::daily(1)], 1_000, 0.01);
+    let hot = b"https://example.com/hot";
+    for _ in 0..15 {
+        e.insert(hot).unwrap();
+    }
+    for i in 0..30 {
+        assert!(e.remove(hot).unwrap(), "remove {i} of a saturated key");
+    }
+    assert!(e.contains(hot).unwrap(), "a saturated key stays present");
+    let cold = b"https://example.com/cold";
+    for _ in 0..14 {
+        e.insert(cold).unwrap();
+    }
+    for i in 0..14 {
+        assert!(e.remove(cold).unwrap(), "remove {i} of 14 inserts");
+    }
+    assert!(!e.remove(cold).unwrap(), "a 15th remove of 14 inserts");
+    assert!(!e.contains(cold).unwrap());
+}

@@ -743,7 +743,11 @@ impl Engine {
 
     /// Takes back one insert of `key` made now: decrements its counters in
     /// the windows inserts go to now (the open window of every tier), and
-    /// only if every one of them holds the key. Returns whether it did.
+    /// only if every one of them holds the key. Returns whether it did:
+    /// `true` when every one of them held the key, also when none of its
+    /// counters could be decremented because all of them are saturated (a
+    /// key inserted 15 times or more answers `true` to every remove and
+    /// stays present, see below).
     ///
     /// Only for engines without a plain Bloom tier (every tier a counting
     /// tier, [`Tier::counting`](crate::Tier::counting), or a fingerprint
@@ -759,8 +763,9 @@ impl Engine {
     /// (about the product of their false-positive rates); then it takes
     /// one count from the keys that share its counters, which may make one
     /// of them disappear. Remove only keys you inserted. Saturated counters
-    /// stay saturated: a key removed as often as inserted may still test
-    /// present where its counters saturated.
+    /// (a counter reaches 15 and then never moves) stay saturated: a key
+    /// removed as often as inserted may still test present where its
+    /// counters saturated, and the remove still answers `true`.
     ///
     /// A fingerprint tier deletes one slot holding the key's fingerprint in
     /// its bucket pair: the key is gone for every horizon. Keys that share
