@@ -672,3 +672,74 @@ fn an_empty_key_argument_is_an_error() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(stdout(&out), "a\tseen\n");
 }
+
+/// A key argument that `--not-url skip` would skip is an error, as an
+/// empty one is: skipped, `check` had nothing to answer, printed nothing
+/// and exited 0 ("every key seen"). Lines of input are still skipped.
+#[test]
+fn a_key_argument_that_not_url_skip_would_skip_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    assert_eq!(code(&cmd("add", &db, &[], b"https://example.com/a\n")), 0);
+    let skip = ["--canonical", "--not-url", "skip"];
+    for keys in [&["not a url"][..], &["https://example.com/a", "not a url"]] {
+        let args: Vec<&str> = skip.iter().chain(keys).copied().collect();
+        let out = cmd("check", &db, &args, b"");
+        assert_eq!(code(&out), 2, "{keys:?}: {}", stderr(&out));
+        let n = keys.len();
+        assert!(
+            stderr(&out).contains(&format!("argument {n}: not a URL")),
+            "{}",
+            stderr(&out)
+        );
+        assert!(out.stdout.is_empty(), "{keys:?}: {}", stdout(&out));
+    }
+    // Under --trim, the trimmed argument is what is checked.
+    let args: Vec<&str> = skip
+        .iter()
+        .chain(&["--trim", " https://example.com/a "])
+        .copied()
+        .collect();
+    assert_eq!(code(&cmd("check", &db, &args, b"")), 0);
+    // Keep and error answer as before.
+    let out = cmd("check", &db, &["--canonical", "not a url"], b"");
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_eq!(stdout(&out), "not a url\tnew\n");
+    let out = cmd(
+        "check",
+        &db,
+        &["--canonical", "--not-url", "error", "not a url"],
+        b"",
+    );
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    // `remove` the same way: nothing taken back.
+    let counting = tmp.path().join("counting");
+    let out = cmd(
+        "add",
+        &counting,
+        &["--counting"],
+        b"https://example.com/a\n",
+    );
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let args: Vec<&str> = skip
+        .iter()
+        .chain(&["https://example.com/a", "not a url"])
+        .copied()
+        .collect();
+    let out = cmd("remove", &counting, &args, b"");
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("argument 2: not a URL"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(stdout(&out), "");
+    assert_eq!(
+        code(&cmd("check", &counting, &["https://example.com/a"], b"")),
+        0
+    );
+    // Lines of stdin that are not URLs are skipped, as documented.
+    let out = cmd("check", &db, &skip, b"not a url\nhttps://example.com/a\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout(&out), "https://example.com/a\tseen\n");
+}

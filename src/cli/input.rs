@@ -426,6 +426,22 @@ impl KeyReader {
                 n + 1
             )));
         }
+        // The same for an argument that `--not-url skip` would skip:
+        // `check` had nothing to answer and said "every key seen".
+        if let (Some(c), NotUrl::Skip) = (&rules.canonical, rules.not_url) {
+            let mut out = Vec::new();
+            for (n, a) in args.iter().enumerate() {
+                let text = if rules.trim { a.trim_ascii() } else { &a[..] };
+                out.clear();
+                if let Err(e) = c.canonicalize_into_if_changed(text, &mut out) {
+                    return Err(CliError(format!(
+                        "argument {}: {e} (--not-url skip skips lines of input, not \
+                         arguments; --not-url keep uses it as it is)",
+                        n + 1
+                    )));
+                }
+            }
+        }
         let mut r = KeyReader::new(open_inputs(Vec::new())?, rules, command);
         if !args.is_empty() {
             r.args = Some(args.into_iter());
