@@ -743,3 +743,30 @@ fn a_key_argument_that_not_url_skip_would_skip_is_an_error() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(stdout(&out), "https://example.com/a\tseen\n");
 }
+
+/// An input that fails mid-stream names the line it was reading: the
+/// lines before it were read and recorded (a truncated .gz said only
+/// "FILE: read failed: REASON").
+#[test]
+fn a_read_failure_names_the_line_being_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let mut text = String::new();
+    for i in 0..20_000 {
+        text.push_str(&format!("https://example.com/{i}\n"));
+    }
+    let whole = gzip(text.as_bytes());
+    let cut = tmp.path().join("cut.gz");
+    std::fs::write(&cut, &whole[..whole.len() / 2]).unwrap();
+    let out = cmd("add", &db, &[cut.to_str().unwrap()], b"");
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    let at = err
+        .split("cut.gz: read failed at line ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no line named: {err}"));
+    let line: u64 = at[..at.find(':').unwrap()].parse().unwrap();
+    let added = line - 1;
+    assert!(added > 0 && added < 20_000, "{err}");
+    assert_eq!(stdout(&out), format!("added {added} new of {added} keys\n"));
+}

@@ -513,7 +513,12 @@ impl KeyReader {
             let line = match read_line_upto(&mut **reader, buf, self.rules.max_line, measure) {
                 Ok(l) => l,
                 Err(e) => {
-                    let e = CliError::io(&src.name, "read", e);
+                    // The lines before it were read whole, and used.
+                    let e = CliError(format!(
+                        "{}: read failed at line {}: {e}",
+                        src.name,
+                        src.line + 1
+                    ));
                     return self.defer(chunk, e);
                 }
             };
