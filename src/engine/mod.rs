@@ -476,7 +476,9 @@ impl Engine {
     ///
     /// A read-only engine never writes a byte: it takes no lock (a writer
     /// may keep running; the read-only engine sees the segments named by
-    /// the manifest at open, and the writer's later inserts into them),
+    /// the manifest at open, and the writer's later inserts into them, but
+    /// for a backfill into a sealed window the writer copied into large
+    /// pages after this open: docs/operations.md, "Read-only opens"),
     /// never rotates, expires or recounts, and works on read-only media.
     /// A lookup at an instant past some windows' retention does not read
     /// them, but their files stay. Writes return [`Error::ReadOnly`].
