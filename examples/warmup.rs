@@ -196,6 +196,9 @@ fn main() {
         }
         progress.update(done, lines);
     }
+    // The last lines may have been skipped (blank, malformed) before they
+    // reached the update above: finish at 100%, and end a terminal's bar.
+    progress.update(done, lines);
     or_die(engine.flush(), "flushing");
     say!(
         "loaded {lines} lines: {new} new keys, {known} seen before, \

@@ -222,3 +222,30 @@ fn warmup_names_only_an_engine_that_outlives_it() {
     }
     assert!(out.contains("--dir"), "{out}");
 }
+
+/// Progress reaches 100% (and, on a terminal, ends its bar's line) even
+/// when the log's last line is skipped: malformed, or blank.
+#[test]
+fn warmup_progress_ends_at_100_percent_after_a_skipped_last_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, tail) in [("malformed", "not a line\n"), ("blank", "\n")] {
+        let log = dir.path().join(name);
+        std::fs::write(
+            &log,
+            format!("2026-11-01T08:00:00Z\thttps://a.example/1\n{tail}"),
+        )
+        .unwrap();
+        let out = Command::new(example("warmup"))
+            .args([
+                "--log",
+                log.to_str().unwrap(),
+                "--now",
+                "2026-11-02T00:00:00Z",
+            ])
+            .output()
+            .expect("run the example");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{name}: {stderr}");
+        assert!(stderr.contains("warmup: 100%"), "{name}: {stderr}");
+    }
+}
