@@ -1,13 +1,16 @@
 //! Runs every program in `examples/` with small inputs and checks what it
 //! prints. `cargo test` builds the examples before it runs the tests; a
 //! test run limited to this file (`cargo test --test examples`) builds them
-//! first with `cargo build --examples`.
+//! with `cargo build --examples` only when they are missing, so after
+//! changing an example run `cargo build --examples` (with `--release` for a
+//! release test run) first, or this file tests the example's old binary.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::Once;
 
-/// The compiled example `name`, built if `cargo test` did not build it.
+/// The compiled example `name`, built if `cargo test` did not build it
+/// (an existing binary is used as it is, even if older than its source).
 fn example(name: &str) -> PathBuf {
     static BUILD: Once = Once::new();
     // The test binary is target/<profile>/deps/examples-<hash>.
