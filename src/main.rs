@@ -66,7 +66,8 @@ struct Cli {
     now: Option<SystemTime>,
     /// Open even when a segment file fails its checks: it is moved to
     /// quarantine/ (as without this flag) and the engine goes on without
-    /// that window; `stats` lists the windows lost.
+    /// that window; a writing command names the windows lost on stderr,
+    /// `stats --degraded` lists them and changes nothing.
     #[arg(long, global = true)]
     degraded: bool,
     #[command(subcommand)]
@@ -575,7 +576,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             // Inputs first: nothing is created for a missing file.
             let inputs = open_inputs(files)?;
             let reader = KeyReader::new(inputs, keys.rules(&lines), "add");
-            let engine = open_or_create(&target, &sizing, opts, now, None)?;
+            let engine = open_or_create(&target, &sizing, opts, now, None, degraded)?;
             let mut reader = reader.with_batch(engine.batch_lines(sizing.sync));
             let progress = Progress::new(
                 "add",
@@ -629,7 +630,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let engine = if dry_run {
                 open_read_only(&target, Some(&sizing), opts, now)?
             } else {
-                open_or_create(&target, &sizing, opts, now, within)?
+                open_or_create(&target, &sizing, opts, now, within, degraded)?
             };
             if let Some(Err(e)) = within.map(|h| engine.check_horizon(h)) {
                 engine.close()?;
@@ -701,6 +702,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let opts = write.apply(opts);
             let mut reader = KeyReader::args_or_stdin(keys, key_flags.rules(&lines), "remove")?;
             let engine = Engine::open_with(&dir, opts).map_err(|e| named(&dir, e))?;
+            note_degraded(&dir, &engine, degraded)?;
             if let Some(t) = engine.config().tiers.iter().find(|t| t.kind == Kind::Bloom) {
                 let e = Error::RemoveUnsupported {
                     tier: t.to_string(),
@@ -980,10 +982,11 @@ fn open_or_create(
     opts: Options,
     now: Option<SystemTime>,
     within: Option<Duration>,
+    degraded: bool,
 ) -> CliResult<Store> {
     match target {
         Target::Dir(dir) => Ok(Store::Dir(open_or_create_dir(
-            dir, sizing, opts, now, within,
+            dir, sizing, opts, now, within, degraded,
         )?)),
         Target::Redis { url, prefix } => redis_store(url, prefix, now, Some((sizing, within))),
     }
@@ -1106,6 +1109,7 @@ fn open_or_create_dir(
     opts: Options,
     now: Option<SystemTime>,
     within: Option<Duration>,
+    degraded: bool,
 ) -> CliResult<Engine> {
     let engine = match Engine::open_with(dir, opts.clone()) {
         Err(Error::NotFound { .. }) => {
@@ -1126,7 +1130,34 @@ fn open_or_create_dir(
         r => r.map_err(|e| named(dir, e))?,
     };
     note_kept(dir, &engine, sizing)?;
+    note_degraded(dir, &engine, degraded)?;
     Ok(engine)
+}
+
+/// After a writing open with `--degraded`: names on stderr the windows the
+/// open went on without and those it recovered without their shadow copy.
+/// The manifest stops naming a lost window, so no later `stats` lists it:
+/// this note is the command's only word of it.
+fn note_degraded(dir: &std::path::Path, engine: &Engine, degraded: bool) -> CliResult<()> {
+    if !degraded {
+        return Ok(());
+    }
+    let s = engine.stats().map_err(|e| named(dir, e))?;
+    if !s.lost_windows.is_empty() {
+        note(format_args!(
+            "{}: opened degraded without these windows (their files are in quarantine/): {}",
+            dir.display(),
+            s.lost_windows.join(", ")
+        ));
+    }
+    if !s.unrestored_windows.is_empty() {
+        note(format_args!(
+            "{}: opened degraded; recovered without a damaged shadow copy (counts may be off): {}",
+            dir.display(),
+            s.unrestored_windows.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 /// Notes that the configuration flags of `sizing` that differ from the

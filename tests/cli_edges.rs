@@ -272,6 +272,37 @@ fn maintain_honours_degraded() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
 
+/// A writing command opened with `--degraded` names on stderr the window
+/// it goes on without: the manifest stops naming it, so no later `stats`
+/// lists it, and the command said nothing of it.
+#[test]
+fn a_degraded_write_names_the_window_it_lost() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let out = cmd("add", &db, &["--tiers", "3d"], b"a\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let dir = db.to_str().unwrap();
+    let out = run(&["add", dir, "--now", "2026-11-03T12:00:00Z"], b"b\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let sealed = db.join("seg/d-20261102-0.seg");
+    let mut b = std::fs::read(&sealed).unwrap();
+    b[10] ^= 0x40;
+    b[2048 + 10] ^= 0x40;
+    std::fs::write(&sealed, &b).unwrap();
+    let later = ["--now", "2026-11-03T13:00:00Z"];
+    let out = run(&[&["add", dir, "--degraded"][..], &later].concat(), b"c\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("opened degraded without these windows") && err.contains("20261102"),
+        "{err}"
+    );
+    // Nothing lost at the next degraded open: nothing to say.
+    let out = run(&[&["add", dir, "--degraded"][..], &later].concat(), b"d\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(!stderr(&out).contains("degraded"), "{}", stderr(&out));
+}
+
 /// `maintain` without `--now` rotates to the system clock; a system clock
 /// that jumped past every window is refused there as at every other
 /// writing command (exit 2, nothing expired), and only `maintain --now T`
