@@ -62,7 +62,7 @@ create_exception!(
     timebloom,
     WindowUnavailableError,
     TimebloomError,
-    "`insert_at` or `remove_at` named an instant whose window has expired in every tier, or lies in the future."
+    "`insert_at` or `remove_at` named an instant whose window has expired in every tier, or lies in the future; or the clock (a `ManualClock` set so) reads before 1970 or after 9999, which every call refuses."
 );
 create_exception!(
     timebloom,
