@@ -122,7 +122,9 @@ pub fn wal_replay(dir: &Path, from: u64) -> Result<usize> {
 /// from several LSNs. With one piece, the replay must be exactly the
 /// records of the scan from `from` on (or nothing when `from` precedes the
 /// first LSN), and a file that does not scan must fail the replay too,
-/// unless it is all zeros (a header that never reached the disk).
+/// unless it is all zeros (a header that never reached the disk) or its
+/// first LSN is below `from` (a checkpoint's leftover, which the replay
+/// leaves out: see `wal::read_logs`).
 pub fn wal_log(bytes: &[u8], dir: &Path) {
     let mut starts: Vec<usize> = bytes
         .windows(LOG_MAGIC.len())
@@ -169,8 +171,10 @@ pub fn wal_log(bytes: &[u8], dir: &Path) {
             }
             (Ok(_), Err(e)) => panic!("a log that scans does not replay: {e}"),
             (Err(_), Ok(got)) => {
+                // Left out: a file that holds nothing, or a leftover of a
+                // checkpoint at `from` (its records all lie below it).
                 assert!(
-                    piece.iter().all(|&b| b == 0),
+                    piece.iter().all(|&b| b == 0) || first < from,
                     "a log that does not scan replays"
                 );
                 assert_eq!(*got, 0);
