@@ -510,7 +510,7 @@ fn a_degraded_open_that_loses_a_grown_open_window_makes_it_anew() {
 /// to leave out): the directory could not be opened again.
 #[test]
 fn a_quarantine_survives_a_power_loss() {
-    use durable::{build_image, record_syncs, Rng};
+    use durable::{power_fail, record_syncs};
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("root");
     fs::create_dir(&root).unwrap();
@@ -525,17 +525,7 @@ fn a_quarantine_survives_a_power_loss() {
     kept.lock().unwrap().observe(&sealed);
     let err = open_result(&dir, &clock, true).unwrap_err();
     assert!(matches!(err, Error::Quarantined { .. }), "{err}");
-    let durable = kept.lock().unwrap().clone();
-    timebloom::testing::set_sync_hook(None);
-    let image = tmp.path().join("image");
-    build_image(
-        &durable,
-        &Default::default(),
-        tmp.path(),
-        &image,
-        &mut Rng(1),
-    );
-    let img = image.join("root").join("crawl.tb");
+    let img = power_fail(&kept, tmp.path()).join("root").join("crawl.tb");
     let e = Engine::open_with(&img, Options::default().clock(clock.clone()).degraded(true))
         .expect("a degraded open after the power loss");
     assert_eq!(

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use common::*;
-use durable::{build_image, record_syncs, Rng};
+use durable::{power_fail, record_syncs};
 use timebloom::{Engine, ManualClock, Options, SyncPolicy, Tier};
 
 /// The sync hook is the process's: the tests that install one take turns.
@@ -149,10 +149,7 @@ fn a_log_made_by_an_open_under_always_survives_a_power_loss() {
     assert!(e.insert(&key).unwrap());
     // The power fails once the insert is acknowledged: only what the
     // syncs made durable is left.
-    let kept = durable.lock().unwrap().clone();
-    timebloom::testing::set_sync_hook(None);
-    let image = tmp.path().join("image");
-    build_image(&kept, &Default::default(), tmp.path(), &image, &mut Rng(1));
+    let image = power_fail(&durable, tmp.path());
     std::mem::forget(e);
     let img = image.join("root").join("crawl.tb");
     let e = Engine::open_with(
@@ -186,10 +183,7 @@ fn a_create_under_new_parents_survives_a_power_loss() {
     let e = Engine::create_with(&dir, cfg, opts()).unwrap();
     let key = url(8, 1);
     assert!(e.insert(&key).unwrap());
-    let kept = durable.lock().unwrap().clone();
-    timebloom::testing::set_sync_hook(None);
-    let image = tmp.path().join("image");
-    build_image(&kept, &Default::default(), tmp.path(), &image, &mut Rng(1));
+    let image = power_fail(&durable, tmp.path());
     std::mem::forget(e);
     let img = image.join("root").join("a").join("b").join("crawl.tb");
     let e = Engine::open_with(&img, opts().assume_power_loss(true))

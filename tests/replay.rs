@@ -382,7 +382,7 @@ fn observe_all(d: &mut durable::Durable, root: &Path) {
 /// every acknowledged key.
 #[test]
 fn a_same_boot_open_past_log_damage_keeps_the_keys_through_a_power_loss() {
-    use durable::{build_image, record_syncs, Rng};
+    use durable::{power_fail, record_syncs};
     let tmp = tempfile::tempdir().unwrap();
     let crashed = tmp.path().join("crashed");
     let clock = ManualClock::new(day(0));
@@ -432,17 +432,7 @@ fn a_same_boot_open_past_log_damage_keeps_the_keys_through_a_power_loss() {
     }
     // The power fails before any later checkpoint.
     std::mem::forget(e);
-    let durable = kept.lock().unwrap().clone();
-    timebloom::testing::set_sync_hook(None);
-    let image = tmp.path().join("image");
-    build_image(
-        &durable,
-        &Default::default(),
-        tmp.path(),
-        &image,
-        &mut Rng(1),
-    );
-    let img = image.join("root").join("crawl.tb");
+    let img = power_fail(&kept, tmp.path()).join("root").join("crawl.tb");
     let e = Engine::open_with(
         &img,
         Options::default().clock(clock).assume_power_loss(true),

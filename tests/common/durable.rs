@@ -115,6 +115,19 @@ impl Rng {
     }
 }
 
+/// The power fails now: stops recording syncs and builds, under
+/// `tmp/image`, what the disk holds of `tmp` after the syncs that `kept`
+/// recorded (unsynced bytes lost, as `build_image` with no current bytes
+/// makes them). Returns the image's directory; `tmp/X` is at
+/// `image/root/X`.
+pub fn power_fail(kept: &Mutex<Durable>, tmp: &Path) -> PathBuf {
+    let durable = kept.lock().unwrap().clone();
+    timebloom::testing::set_sync_hook(None);
+    let image = tmp.join("image");
+    build_image(&durable, &Default::default(), tmp, &image, &mut Rng(1));
+    image
+}
+
 /// Writes into `to` the crash image of the tree under `from`: the entries
 /// and bytes `durable` holds, plus a random choice of what `current` (the
 /// files as they were at the crash) had not synced yet: each
