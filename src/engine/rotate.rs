@@ -773,7 +773,16 @@ impl Engine {
         } else {
             self.store_manifest(m, &next)?;
         }
+        // A counting (or table) chain is published under every stripe: a
+        // writer that checked the old chain under its stripe writes before
+        // the new tail takes a key, and later ones find the generation
+        // moved. A write into the old tail after a newer key went to the
+        // new one could turn that key into a false positive of the old
+        // tail, whose remove would then take from the old tail (the oldest
+        // holder) and leave the new one's count behind.
+        let all = counting.then(|| self.stripes.lock_all());
         self.publish(next);
+        drop(all);
         ahead::prefault_behind(fresh, &self.stop_prefault, &mut m.prefaulting);
         Ok(())
     }

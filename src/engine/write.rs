@@ -4,8 +4,9 @@
 //! window holds already (most keys of a crawl) is answered from the
 //! snapshot alone, with no lock and no write. Otherwise the writer takes
 //! the key's stripe (`filter::Stripes`) and, under it, checks that its
-//! snapshot is still the current one (a rotation or growth bumps the
-//! generation and then waits for every stripe), checks the key again and
+//! snapshot is still the current one (a rotation bumps the generation and
+//! then waits for every stripe; a growth of a counting or table chain bumps
+//! it under every stripe), checks the key again and
 //! writes it with atomic read-modify-writes. So writers of different keys
 //! share no lock, and of several threads inserting the same new key
 //! exactly one is told it was new.
@@ -1034,5 +1035,133 @@ fn incomplete(answers: Vec<bool>, cause: Error) -> Error {
             answers,
             cause: Box::new(cause),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+    use std::time::{Duration, Instant, SystemTime};
+
+    use super::*;
+    use crate::clock::{ManualClock, Options};
+    use crate::config::Config;
+    use crate::filter::stripe_of;
+
+    /// Writers whose check passed before a counting chain grew, and who
+    /// write after it grew (paused between the two, holding their keys'
+    /// stripes), meet a chain that other writers already wrote past: the
+    /// growth waits for them before it publishes. Otherwise their keys
+    /// would land in the old tail after newer keys went to the new one, and
+    /// such a newer key that the late write turned into a false positive
+    /// of the old tail would have its remove taken from the old tail (the
+    /// oldest holder) instead of the new one: a count left behind, and one
+    /// taken from keys still inserted.
+    #[test]
+    fn a_counting_growth_waits_for_writers_that_checked_the_old_chain() {
+        const LATE: usize = 48;
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = Config {
+            tiers: vec![Tier::daily(1).counting()],
+            expected_items_per_day: 300,
+            fpr: 0.05,
+            sync: SyncPolicy::None,
+            ..Config::default()
+        };
+        let clock = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(86_400 * 20_000));
+        let e = Engine::create_with(dir.path(), cfg, Options::default().clock(clock)).unwrap();
+        let chain = |e: &Engine| e.current.load().tiers[0].segments[0].subs.len();
+        // One key per stripe for the late writers; the other keys avoid
+        // those stripes (the late writers hold them).
+        let mut late: Vec<Vec<u8>> = Vec::new();
+        let mut held = [false; crate::filter::STRIPES as usize];
+        for i in 0.. {
+            let k = format!("https://late.example/{i}").into_bytes();
+            let s = stripe_of(e.hash(&k));
+            if !held[s] {
+                held[s] = true;
+                late.push(k);
+                if late.len() == LATE {
+                    break;
+                }
+            }
+        }
+        let free = |k: &[u8]| !held[stripe_of(e.hash(k))];
+        let fill: Vec<Vec<u8>> = (0..)
+            .map(|i| format!("https://fill.example/{i}").into_bytes())
+            .filter(|k| free(k))
+            .take(2_000)
+            .collect();
+        let fresh: Vec<Vec<u8>> = (0..)
+            .map(|i| format!("https://fresh.example/{i}").into_bytes())
+            .filter(|k| free(k))
+            .take(300)
+            .collect();
+        let ready = std::sync::Barrier::new(LATE + 1);
+        let go = AtomicBool::new(false);
+        let mut filled = 0;
+        std::thread::scope(|s| {
+            for k in &late {
+                let (e, ready, go) = (&e, &ready, &go);
+                s.spawn(move || {
+                    // A writer's check: its stripe, the current snapshot,
+                    // and no growth due.
+                    let h = e.hash(k);
+                    let x = e.stripes.lock(h);
+                    let old = e.current.load_full();
+                    let now = e.now().unwrap();
+                    assert!(e.recheck::<bool>(&old, &x).is_none());
+                    ready.wait();
+                    // Paused until the chain grew and took newer keys (or,
+                    // when the growth waits for this writer, a while).
+                    let until = Instant::now() + Duration::from_millis(500);
+                    while !go.load(Ordering::Acquire) && Instant::now() < until {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    let again = || e.seen(&old, h, now, Seen::Live);
+                    let step = e.write_locked(&old, &x, h, false, again, Seen::Live, now);
+                    assert!(matches!(step, Ok(Step::Done(_))));
+                });
+            }
+            ready.wait();
+            // Other writers fill the tail until the chain grows, then
+            // write keys that go to the new tail.
+            for k in &fill {
+                e.insert(k).unwrap();
+                filled += 1;
+                if chain(&e) == 2 {
+                    break;
+                }
+            }
+            for k in &fresh {
+                e.insert(k).unwrap();
+            }
+            go.store(true, Ordering::Release);
+        });
+        assert_eq!(chain(&e), 2);
+        // Every key was inserted once. Taking back the fresh keys leaves
+        // every other key present, and taking back every key leaves no
+        // count behind (but in saturated counters).
+        let removed = |keys: &[Vec<u8>]| keys.iter().filter(|k| e.remove(k).unwrap()).count();
+        let fresh_removed = removed(&fresh);
+        let lost = fill[..filled]
+            .iter()
+            .chain(&late)
+            .filter(|k| !e.contains(k).unwrap())
+            .count();
+        let rest_removed = removed(&fill[..filled]) + removed(&late);
+        // Cells still counted, less those saturated (a counter that
+        // reached 15 stays there).
+        let left: Vec<u64> = e.current.load().tiers[0].segments[0]
+            .subs
+            .iter()
+            .map(|s| s.occupied().saturating_sub(s.saturated()))
+            .collect();
+        assert_eq!(
+            (fresh_removed, lost, rest_removed, left.iter().sum::<u64>()),
+            (fresh.len(), 0, filled + LATE, 0),
+            "(fresh keys removed, keys lost after the fresh keys were taken back, other keys \
+             removed, unsaturated cells still counted); per sub-filter: {left:?}"
+        );
     }
 }
