@@ -385,3 +385,135 @@ fn a_saturated_key_answers_true_to_every_remove_and_stays() {
     assert!(!e.remove(cold).unwrap(), "a 15th remove of 14 inserts");
     assert!(!e.contains(cold).unwrap());
 }
+
+/// Threads insert overlapping keys into a small counting window that grows
+/// several times meanwhile, then take back some of those inserts while
+/// others insert fresh keys (growing it again), then take back the rest.
+/// Checked against an exact model of every key's outstanding inserts: no
+/// key is reported new twice before any remove; every remove of a key with
+/// an outstanding insert finds it; every key with one is present; and once
+/// every insert is taken back, no cell of any sub-filter holds a count
+/// (except saturated ones): a count added to one sub-filter and taken from
+/// another would leave one behind.
+fn counting_growth_race(sync: timebloom::SyncPolicy) {
+    const THREADS: u64 = 6;
+    const KEYS: u64 = 12_000;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let cfg = timebloom::Config {
+        sync,
+        ..config(&[Tier::daily(1).counting()], 500, 0.01)
+    };
+    let e = Arc::new(create(dir.path(), cfg, &clock));
+    // How often thread `t` inserts key `i` of set `set`: 0, 1 or 2 times.
+    let times = |set: u64, t: u64, i: u64| -> u32 {
+        let z = (set * 0x9e37_79b9 + t * 0x85eb_ca6b + i * 0xc2b2_ae35)
+            .wrapping_mul(0x2545_f491_4f6c_dd1d);
+        match z >> 58 {
+            0..=27 => 1,
+            28..=31 => 2,
+            _ => 0,
+        }
+    };
+    let wins: Arc<Vec<std::sync::atomic::AtomicU8>> =
+        Arc::new((0..KEYS).map(|_| Default::default()).collect());
+    // Phase 1: inserts only, half the threads forwards, half backwards,
+    // some in batches.
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (e, wins) = (&e, &wins);
+            s.spawn(move || {
+                let order: Vec<u64> = match t % 2 {
+                    0 => (0..KEYS).collect(),
+                    _ => (0..KEYS).rev().collect(),
+                };
+                for i in order {
+                    for _ in 0..times(1, t, i) {
+                        let new = match t % 3 {
+                            2 => e.insert_batch(&[url(31, i)]).unwrap()[0],
+                            _ => e.insert(&url(31, i)).unwrap(),
+                        };
+                        if new {
+                            wins[i as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let inserted = |set: u64, i: u64| (0..THREADS).map(|t| times(set, t, i)).sum::<u32>();
+    let mut never = 0;
+    for i in 0..KEYS {
+        let w = wins[i as usize].load(std::sync::atomic::Ordering::Relaxed);
+        assert!(w <= 1, "key {i} reported new {w} times");
+        if inserted(1, i) > 0 {
+            never += u64::from(w == 0);
+            assert!(e.contains(&url(31, i)).unwrap(), "key {i} lost");
+        }
+    }
+    assert!(never < KEYS / 30, "{never} keys never reported new");
+    let grown = e.stats().unwrap().tiers[0].segments[0].subfilters;
+    assert!(grown >= 4, "{grown} sub-filters");
+    // Phase 2: each thread takes back its inserts of set 1 but, for every
+    // fourth key, one; meanwhile it inserts set 2 (the chain grows again).
+    // Every remove finds its key: the thread's own insert is outstanding.
+    let kept = |t: u64, i: u64| i.is_multiple_of(4) && times(1, t, i) > 0;
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let e = &e;
+            s.spawn(move || {
+                for i in 0..KEYS {
+                    for _ in 0..times(2, t, i) {
+                        e.insert(&url(32, i)).unwrap();
+                    }
+                    let n = times(1, t, i) - u32::from(kept(t, i));
+                    for _ in 0..n {
+                        assert!(e.remove(&url(31, i)).unwrap(), "thread {t}: key {i}");
+                    }
+                }
+            });
+        }
+    });
+    let regrown = e.stats().unwrap().tiers[0].segments[0].subfilters;
+    assert!(regrown > grown, "{regrown} sub-filters");
+    for i in 0..KEYS {
+        if (0..THREADS).any(|t| kept(t, i)) {
+            assert!(e.contains(&url(31, i)).unwrap(), "set 1 key {i} lost");
+        }
+        if inserted(2, i) > 0 {
+            assert!(e.contains(&url(32, i)).unwrap(), "set 2 key {i} lost");
+        }
+    }
+    // Phase 3: every outstanding insert taken back.
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let e = &e;
+            s.spawn(move || {
+                for i in (0..KEYS).rev() {
+                    for _ in 0..u32::from(kept(t, i)) {
+                        assert!(e.remove(&url(31, i)).unwrap(), "thread {t}: key {i}");
+                    }
+                    for _ in 0..times(2, t, i) {
+                        assert!(e.remove(&url(32, i)).unwrap(), "thread {t}: set 2 key {i}");
+                    }
+                }
+            });
+        }
+    });
+    let seg = &e.stats().unwrap().tiers[0].segments[0];
+    assert_eq!(
+        seg.occupied, seg.saturated,
+        "cells still counted after every insert was taken back ({} sub-filters)",
+        seg.subfilters
+    );
+}
+
+#[test]
+fn counting_growth_under_concurrent_writers_keeps_every_count_in_place() {
+    counting_growth_race(timebloom::SyncPolicy::None);
+}
+
+#[test]
+fn counting_growth_under_concurrent_logged_writers_keeps_every_count_in_place() {
+    counting_growth_race(timebloom::SyncPolicy::default());
+}
