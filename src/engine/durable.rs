@@ -272,7 +272,7 @@ impl Engine {
                             ),
                         ));
                     }
-                    Err(err) if err.is_damage() => {
+                    Err(err) if degraded && err.is_damage() => {
                         keep_damaged_shadow(&self.dir, &p)?;
                         if !unrestored.contains(&window) {
                             unrestored.push(window);
