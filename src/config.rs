@@ -370,38 +370,63 @@ impl Config {
     /// answers for itself: its clock may have stepped back behind the
     /// days its tables took.
     pub fn check_new_horizon(&self, now: std::time::SystemTime, horizon: Duration) -> Result<()> {
-        self.horizon_tier(crate::clock::instant(now)?, horizon)
+        self.horizon_tier(crate::clock::instant(now)?, horizon, 0)
             .map(|_| ())
     }
 
     /// The tier and first window that answer "seen within `horizon`" at
-    /// `now` (seconds), for windows numbered from `now` (a table's day is
-    /// today's): the finest windows first, then the fewest of them. See
-    /// docs/design.md, "Horizons". The Redis engine answers by it; the
-    /// embedded one by the same rule, from its tables' own day.
-    pub(crate) fn horizon_tier(&self, now: i64, horizon: Duration) -> Result<(usize, i64)> {
+    /// `now` (seconds): the finest windows first, then the fewest of them.
+    /// See docs/design.md, "Horizons". Both engines answer by it.
+    ///
+    /// `table_day` is the newest day the fingerprint tables took (0 when
+    /// none did, as for a new engine or the Redis one). A clock stepped back
+    /// behind it leaves the tables' day ahead of the clock's: a table then
+    /// counts the horizon back from its own day, and the reach a refusal
+    /// names is measured from the start of that day (see `Engine`'s
+    /// `table_today`). Bloom windows are numbered from `now` as they are.
+    pub(crate) fn horizon_tier(
+        &self,
+        now: i64,
+        horizon: Duration,
+        table_day: u32,
+    ) -> Result<(usize, i64)> {
         let off = self.utc_offset_secs;
+        let index = |span: Span, t: i64| {
+            window::index(span, t, off).ok_or_else(|| Error::WindowUnavailable {
+                reason: format!("no {span:?} window holds instant {t}"),
+            })
+        };
         let secs = i64::try_from(horizon.as_secs()).unwrap_or(i64::MAX);
         let since = now.saturating_sub(secs).max(0);
+        let table_day = i64::from(table_day);
+        // What the reach is measured from.
+        let reach_now = match window::start(Span::Day, table_day, off) {
+            Some(start) if table_day > 0 => now.max(start),
+            _ => now,
+        };
         let mut best: Option<(u64, i64, usize, i64)> = None; // (window secs, segments, tier, first)
         let mut max_cover = 0u64;
         for (ti, t) in self.tiers.iter().enumerate() {
             // A fingerprint tier's "windows" are its days (one table).
             let span = if t.is_table() { Span::Day } else { t.span };
-            let cur = window::index(span, now, off).ok_or_else(|| Error::WindowUnavailable {
-                reason: format!("no {span:?} window holds instant {now}"),
-            })?;
-            let oldest = if t.is_table() {
-                cur - i64::from(t.table_days())
+            let cur = index(span, now)?;
+            // (current window, shift of `first`, oldest live window, oldest
+            // window reached from `reach_now`)
+            let (cur, shift, oldest, reach_oldest) = if t.is_table() {
+                let today = cur.max(table_day);
+                let oldest = today - i64::from(t.table_days());
+                (today, today - cur, oldest, oldest)
             } else {
-                t.oldest_live(cur)
+                let reach_cur = index(span, reach_now)?;
+                (cur, 0, t.oldest_live(cur), t.oldest_live(reach_cur))
             };
-            if let Some(start) = window::start(span, oldest, off) {
-                max_cover = max_cover.max(now.saturating_sub(start).max(0) as u64);
+            if let Some(start) = window::start(span, reach_oldest, off) {
+                max_cover = max_cover.max(reach_now.saturating_sub(start).max(0) as u64);
             }
             let Some(first) = window::index(span, since, off) else {
                 continue;
             };
+            let first = first + shift;
             if first < oldest {
                 continue;
             }
@@ -634,6 +659,31 @@ mod tests {
         for t in parse_tiers("7d,4w,12m,48h,4x6h,3x90s:counting").unwrap() {
             assert_eq!(t.to_string().parse::<Tier>().unwrap(), t);
         }
+    }
+
+    /// A table counts a horizon back from its own day, which a clock that
+    /// stepped back leaves ahead of the clock's, and a refusal measures
+    /// its reach from there.
+    #[test]
+    fn a_tables_day_ahead_of_the_clock_moves_its_horizons() {
+        let c = Config {
+            tiers: vec![Tier::daily(7), "30d:fingerprint".parse().unwrap()],
+            ..Config::default()
+        };
+        const DAY: i64 = 86_400;
+        let now = 100 * DAY + DAY / 2;
+        let day = Duration::from_secs(86_400);
+        // The same finest windows; the table reads one segment, not two.
+        assert_eq!(c.horizon_tier(now, day, 0).unwrap(), (1, 99));
+        assert_eq!(c.horizon_tier(now, day, 100).unwrap(), (1, 99));
+        assert_eq!(c.horizon_tier(now, day, 104).unwrap(), (1, 103));
+        let reach = |table_day| match c.horizon_tier(now, 60 * day, table_day) {
+            Err(Error::HorizonTooLong { max_secs, .. }) => max_secs,
+            other => panic!("{other:?}"),
+        };
+        // Today and the 29 days before it: 29.5 days back from noon.
+        assert_eq!(reach(0), 29 * 86_400 + 43_200);
+        assert_eq!(reach(104), 29 * 86_400);
     }
 
     #[test]

@@ -194,7 +194,7 @@ impl Engine {
         if now >= snap.next_boundary {
             self.past_boundary(snap, now)?;
         }
-        let (ti, first) = self.pick_tier(snap, now, horizon)?;
+        let (ti, first) = self.pick_tier(now, horizon)?;
         let t = &snap.tiers[ti];
         if t.tier.is_table() {
             let today = self.table_today_in(snap, now)?;
@@ -210,55 +210,9 @@ impl Engine {
     }
 
     /// The tier and first window that answer a horizon.
-    fn pick_tier(&self, snap: &Snapshot, now: i64, horizon: Duration) -> Result<(usize, i64)> {
-        let secs = i64::try_from(horizon.as_secs()).unwrap_or(i64::MAX);
-        let since = now.saturating_sub(secs);
-        let mut best: Option<(u64, i64, usize, i64)> = None; // (window secs, segments, tier, first)
-        let mut max_cover = 0u64;
-        // What `tier_reach` measures from (the tables' day, past a clock
-        // stepped back behind it).
-        let reach_now = self.table_now(now);
-        for (ti, t) in snap.tiers.iter().enumerate() {
-            let (start, _) = self.tier_reach(&t.tier, now)?;
-            max_cover = max_cover.max(reach_now.saturating_sub(start).max(0) as u64);
-            // A fingerprint tier's "windows" are its days (one table).
-            let span = if t.tier.is_table() {
-                window::Span::Day
-            } else {
-                t.tier.span
-            };
-            let cur = self.window_index(span, now)?;
-            let Some(first) = window::index(span, since.max(0), self.config.utc_offset_secs) else {
-                continue;
-            };
-            // A table counts the horizon back from its own day, which a
-            // clock that stepped back leaves ahead of the clock's.
-            let (cur, first, oldest) = if t.tier.is_table() {
-                let today = i64::from(self.table_today(now)?);
-                let first = first + (today - cur);
-                (today, first, today - i64::from(t.tier.table_days()))
-            } else {
-                (cur, first, t.tier.oldest_live(cur))
-            };
-            if first < oldest {
-                continue;
-            }
-            // The finest windows first (the least coarse answer), then the
-            // fewest segments. See docs/design.md, "Horizons".
-            let segments = if t.tier.is_table() {
-                1
-            } else {
-                cur - first + 1
-            };
-            let cand = (window::nominal_secs(span), segments, ti, first);
-            if best.is_none_or(|b| (cand.0, cand.1) < (b.0, b.1)) {
-                best = Some(cand);
-            }
-        }
-        best.map(|b| (b.2, b.3)).ok_or(Error::HorizonTooLong {
-            horizon_secs: horizon.as_secs(),
-            max_secs: max_cover,
-        })
+    fn pick_tier(&self, now: i64, horizon: Duration) -> Result<(usize, i64)> {
+        let table_day = self.table_day.load(Ordering::Relaxed);
+        self.config.horizon_tier(now, horizon, table_day)
     }
 
     /// Checks every segment's header copies, every sealed segment's body
