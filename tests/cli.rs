@@ -7,7 +7,7 @@ use std::thread;
 
 mod cli_support;
 
-use cli_support::{run, BIN, DAY0, SMALL};
+use cli_support::{feed_stdin, run, spawn_piped, BIN, DAY0, SMALL};
 
 /// `run` with `dir` appended after the command name and `SMALL` sizing.
 fn cmd(command: &str, dir: &Path, rest: &[&str], input: &[u8]) -> Output {
@@ -389,22 +389,14 @@ fn a_closed_output_pipe_ends_filter_new_quietly() {
     for i in 0..200_000 {
         writeln!(input, "https://example.com/page/{i}").unwrap();
     }
-    let mut child = Command::new(BIN)
-        .args([
-            "filter-new",
-            db.to_str().unwrap(),
-            "--items-per-day",
-            "200000",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
+    let mut child = spawn_piped(Command::new(BIN).args([
+        "filter-new",
+        db.to_str().unwrap(),
+        "--items-per-day",
+        "200000",
+    ]));
+    // The command stops reading once its stdout closes.
+    let writer = feed_stdin(&mut child, input);
     let mut stdout = child.stdout.take().unwrap();
     let mut first = [0u8; 100];
     stdout.read_exact(&mut first).unwrap();
@@ -418,7 +410,7 @@ fn a_closed_output_pipe_ends_filter_new_quietly() {
         .read_to_string(&mut err)
         .unwrap();
     let status = child.wait().unwrap();
-    writer.join().unwrap();
+    let _ = writer.join().unwrap();
     assert!(!err.contains("panicked"), "{err}");
     #[cfg(unix)]
     {
@@ -460,13 +452,12 @@ fn a_non_blocking_stdout_pipe_gets_every_line() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = thread::spawn(move || stdin.write_all(&input).unwrap());
+    let writer = feed_stdin(&mut child, input);
     // A slow reader: the pipe (64 KiB) fills long before this.
     thread::sleep(std::time::Duration::from_millis(500));
     let mut out = Vec::new();
     read.read_to_end(&mut out).unwrap();
-    writer.join().unwrap();
+    writer.join().unwrap().unwrap();
     let status = child.wait().unwrap();
     let mut err = String::new();
     child

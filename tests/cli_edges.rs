@@ -634,19 +634,16 @@ fn a_refused_horizon_creates_no_engine() {
 #[test]
 fn an_endless_line_is_an_error_under_long_lines_error() {
     use std::io::Write;
-    use std::process::{Command, Stdio};
+    use std::process::Command;
     use std::time::{Duration, Instant};
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
-    let mut child = Command::new(BIN)
-        .args(["filter-new", db.to_str().unwrap(), "--now", DAY0])
-        .args(SMALL)
-        .args(["--max-line-bytes", "100", "--long-lines", "error"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_piped(
+        Command::new(BIN)
+            .args(["filter-new", db.to_str().unwrap(), "--now", DAY0])
+            .args(SMALL)
+            .args(["--max-line-bytes", "100", "--long-lines", "error"]),
+    );
     let mut stdin = child.stdin.take().unwrap();
     // Writes until the command stops reading (its end of the pipe closes).
     let writer = std::thread::spawn(move || {

@@ -95,13 +95,8 @@ fn a_signal_mid_stream_leaves_no_key_recorded_but_unprinted() {
 fn waiting_for_input(prelude: &str, db: &std::path::Path) -> std::process::Child {
     let script =
         format!("{prelude} exec \"$0\" filter-new \"$1\" --now {DAY0} --items-per-day 1000");
-    let mut child = Command::new("sh")
-        .args(["-c", &script, BIN, db.to_str().unwrap()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child =
+        spawn_piped(Command::new("sh").args(["-c", &script, BIN, db.to_str().unwrap()]));
     let mut note = [0u8; 1];
     let mut err = child.stderr.take().unwrap();
     // The first byte of the note: the engine is created, stdin is next.

@@ -1,32 +1,43 @@
 //! Running the `timebloom` binary from the `cli_*` tests.
 #![allow(dead_code)]
 
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::thread;
+use std::process::{Child, Command, Output, Stdio};
+use std::thread::{self, JoinHandle};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_timebloom");
 /// Small filters keep the test directories small (segments are preallocated).
 pub const SMALL: &[&str] = &["--items-per-day", "1000"];
 pub const DAY0: &str = "2026-11-02T12:00:00Z";
 
-/// Runs the binary with `args`, feeding `input` on stdin; fails on a panic.
-pub fn run(args: &[&str], input: &[u8]) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
+/// Starts `command` with stdin, stdout and stderr all pipes, for a test
+/// that feeds and reads the child itself (see `feed_stdin`).
+pub fn spawn_piped(command: &mut Command) -> Child {
+    command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn timebloom");
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_vec();
-    let writer = thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
+        .expect("spawn the command")
+}
+
+/// Takes `child`'s stdin and writes `input` to it on a thread, so that a
+/// child that prints while it reads never waits on a full stdout pipe;
+/// stdin is closed once `input` is written. The thread's result is the
+/// write's: an error where the child stopped reading early.
+pub fn feed_stdin(child: &mut Child, input: Vec<u8>) -> JoinHandle<io::Result<()>> {
+    let mut stdin = child.stdin.take().expect("stdin is a pipe");
+    thread::spawn(move || stdin.write_all(&input))
+}
+
+/// Runs the binary with `args`, feeding `input` on stdin; fails on a panic.
+pub fn run(args: &[&str], input: &[u8]) -> Output {
+    let mut child = spawn_piped(Command::new(BIN).args(args));
+    // A command may exit before it reads all of its input: not an error here.
+    let writer = feed_stdin(&mut child, input.to_vec());
     let out = child.wait_with_output().expect("wait for timebloom");
-    writer.join().unwrap();
+    let _ = writer.join().unwrap();
     assert!(
         !stderr(&out).contains("panicked"),
         "panic: {}",
