@@ -7,7 +7,7 @@ use std::thread;
 
 mod cli_support;
 
-use cli_support::{feed_stdin, run, spawn_piped, BIN, DAY0, SMALL};
+use cli_support::{feed_stdin, filter_new_command, run, spawn_piped, BIN, DAY0, SMALL};
 
 /// `run` with `dir` appended after the command name and `SMALL` sizing.
 fn cmd(command: &str, dir: &Path, rest: &[&str], input: &[u8]) -> Output {
@@ -444,9 +444,7 @@ fn a_non_blocking_stdout_pipe_gets_every_line() {
     for i in 0..20_000 {
         writeln!(input, "https://example.com/page/{i}").unwrap();
     }
-    let mut child = Command::new(BIN)
-        .args(["filter-new", db.to_str().unwrap(), "--now", DAY0])
-        .args(SMALL)
+    let mut child = filter_new_command(&db, &[])
         .stdin(Stdio::piped())
         .stdout(write)
         .stderr(Stdio::piped())

@@ -454,15 +454,13 @@ fn an_empty_gz_file_is_refused_before_anything_is_recorded() {
 #[test]
 fn a_non_blocking_stdin_pipe_is_waited_on() {
     use std::io::{Read, Write};
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
     let (read, mut write) = std::io::pipe().unwrap();
     let flags = rustix::fs::fcntl_getfl(&read).unwrap();
     rustix::fs::fcntl_setfl(&read, flags | rustix::fs::OFlags::NONBLOCK).unwrap();
-    let mut child = Command::new(BIN)
-        .args(["filter-new", db.to_str().unwrap(), "--now", DAY0])
-        .args(SMALL)
+    let mut child = filter_new_command(&db, &[])
         .stdin(read)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -634,16 +632,13 @@ fn a_refused_horizon_creates_no_engine() {
 #[test]
 fn an_endless_line_is_an_error_under_long_lines_error() {
     use std::io::Write;
-    use std::process::Command;
     use std::time::{Duration, Instant};
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
-    let mut child = spawn_piped(
-        Command::new(BIN)
-            .args(["filter-new", db.to_str().unwrap(), "--now", DAY0])
-            .args(SMALL)
-            .args(["--max-line-bytes", "100", "--long-lines", "error"]),
-    );
+    let mut child = spawn_piped(&mut filter_new_command(
+        &db,
+        &["--max-line-bytes", "100", "--long-lines", "error"],
+    ));
     let mut stdin = child.stdin.take().unwrap();
     // Writes until the command stops reading (its end of the pipe closes).
     let writer = std::thread::spawn(move || {
@@ -804,7 +799,7 @@ fn a_read_failure_names_the_line_being_read() {
 /// says (keys are recorded a batch at a time before they are printed).
 #[test]
 fn a_failing_stdout_leaves_the_batch_recorded_but_unprinted() {
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
     let keys = tmp.path().join("keys");
@@ -812,10 +807,7 @@ fn a_failing_stdout_leaves_the_batch_recorded_but_unprinted() {
     let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
         return; // no /dev/full on this system
     };
-    let db_arg = db.to_str().unwrap();
-    let out = Command::new(BIN)
-        .args(["filter-new", db_arg, "--now", DAY0])
-        .args(SMALL)
+    let out = filter_new_command(&db, &[])
         .stdin(std::fs::File::open(&keys).unwrap())
         .stdout(Stdio::from(full))
         .stderr(Stdio::piped())

@@ -4,7 +4,6 @@
 mod cli_support;
 
 use std::io::Write;
-use std::process::Command;
 
 use cli_support::*;
 
@@ -20,11 +19,7 @@ fn review_7_6_long_lines_are_bounded() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
     // A 100 MB line without a newline, streamed: memory stays far below it.
-    let mut child = spawn_piped(
-        Command::new(BIN)
-            .args(["filter-new", db.to_str().unwrap(), "--now", DAY0])
-            .args(SMALL),
-    );
+    let mut child = spawn_piped(&mut filter_new_command(&db, &[]));
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"before\n").unwrap();
     let block = vec![b'x'; 1 << 20];

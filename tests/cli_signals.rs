@@ -29,9 +29,7 @@ fn stopped_by(sig: Signal) -> (usize, usize) {
     std::fs::write(&keys, &text).unwrap();
     let (mut read, write) = std::io::pipe().unwrap();
     // A rate low enough that no unrecorded key of the 20,000 reads as seen.
-    let mut child = Command::new(BIN)
-        .args(["filter-new", db.to_str().unwrap(), "--now", DAY0])
-        .args(["--items-per-day", "20000", "--fpr", "1e-9"])
+    let mut child = filter_new_command(&db, &["--items-per-day", "20000", "--fpr", "1e-9"])
         .arg(&keys)
         .stdin(Stdio::null())
         .stdout(write)

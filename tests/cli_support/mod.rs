@@ -58,6 +58,19 @@ pub fn cmd(command: &str, dir: &Path, rest: &[&str], input: &[u8]) -> Output {
     run(&args, input)
 }
 
+/// A `Command` for `filter-new DIR --now DAY0` with `SMALL` sizing unless
+/// `rest` (which follows) gives `--items-per-day`, for a test that wires
+/// the child's stdin, stdout or stderr itself.
+pub fn filter_new_command(dir: &Path, rest: &[&str]) -> Command {
+    let mut command = Command::new(BIN);
+    command.args(["filter-new", dir.to_str().unwrap(), "--now", DAY0]);
+    if !rest.contains(&"--items-per-day") {
+        command.args(SMALL);
+    }
+    command.args(rest);
+    command
+}
+
 pub fn code(out: &Output) -> i32 {
     out.status.code().expect("exited by a signal")
 }
