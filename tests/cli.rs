@@ -7,7 +7,9 @@ use std::thread;
 
 mod cli_support;
 
-use cli_support::{feed_stdin, filter_new_command, run, spawn_piped, BIN, DAY0, SMALL};
+use cli_support::{
+    feed_stdin, filter_new_command, read_stderr, run, spawn_piped, BIN, DAY0, SMALL,
+};
 
 /// `run` with `dir` appended after the command name and `SMALL` sizing.
 fn cmd(command: &str, dir: &Path, rest: &[&str], input: &[u8]) -> Output {
@@ -402,13 +404,7 @@ fn a_closed_output_pipe_ends_filter_new_quietly() {
     stdout.read_exact(&mut first).unwrap();
     assert!(first.starts_with(b"https://example.com/page/0\n"));
     drop(stdout);
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let err = read_stderr(&mut child);
     let status = child.wait().unwrap();
     let _ = writer.join().unwrap();
     assert!(!err.contains("panicked"), "{err}");
@@ -457,13 +453,7 @@ fn a_non_blocking_stdout_pipe_gets_every_line() {
     read.read_to_end(&mut out).unwrap();
     writer.join().unwrap().unwrap();
     let status = child.wait().unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let err = read_stderr(&mut child);
     assert!(status.success(), "{status:?}: {err}");
     let lines = out.split(|&b| b == b'\n').filter(|l| !l.is_empty()).count();
     assert_eq!(lines, 20_000, "{err}");

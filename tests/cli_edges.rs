@@ -453,7 +453,7 @@ fn an_empty_gz_file_is_refused_before_anything_is_recorded() {
 #[cfg(unix)]
 #[test]
 fn a_non_blocking_stdin_pipe_is_waited_on() {
-    use std::io::{Read, Write};
+    use std::io::Write;
     use std::process::Stdio;
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
@@ -471,21 +471,9 @@ fn a_non_blocking_stdin_pipe_is_waited_on() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     let more = write.write_all(b"c\na\n");
     drop(write);
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
+    let out = read_stdout(&mut child);
     let status = child.wait().unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let err = read_stderr(&mut child);
     assert!(status.success(), "{status:?}: {err}");
     assert!(more.is_ok(), "{more:?}");
     assert_eq!(out, "a\nb\nc\n", "{err}");

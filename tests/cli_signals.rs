@@ -50,13 +50,7 @@ fn stopped_by(sig: Signal) -> (usize, usize) {
     let mut out = Vec::new();
     read.read_to_end(&mut out).unwrap();
     let status = child.wait().unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let err = read_stderr(&mut child);
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(
         status.signal(),
@@ -149,13 +143,7 @@ fn a_signal_ignored_at_start_stays_ignored() {
     let mut stdin = child.stdin.take().unwrap();
     std::io::Write::write_all(&mut stdin, b"https://example.com/a\n").unwrap();
     drop(stdin);
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
+    let out = read_stdout(&mut child);
     let status = ended(&mut child).expect("ends once its input does");
     assert!(status.success(), "{status:?}");
     assert_eq!(out, "https://example.com/a\n");

@@ -1,7 +1,7 @@
 //! Running the `timebloom` binary from the `cli_*` tests.
 #![allow(dead_code)]
 
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::thread::{self, JoinHandle};
@@ -69,6 +69,24 @@ pub fn filter_new_command(dir: &Path, rest: &[&str]) -> Command {
     }
     command.args(rest);
     command
+}
+
+/// Reads the rest of `child`'s stdout (a pipe, taken from the child) to
+/// its end, as text.
+pub fn read_stdout(child: &mut Child) -> String {
+    let mut text = String::new();
+    let mut pipe = child.stdout.take().expect("stdout is a pipe");
+    pipe.read_to_string(&mut text).expect("read stdout");
+    text
+}
+
+/// Reads the rest of `child`'s stderr (a pipe, taken from the child) to
+/// its end, as text.
+pub fn read_stderr(child: &mut Child) -> String {
+    let mut text = String::new();
+    let mut pipe = child.stderr.take().expect("stderr is a pipe");
+    pipe.read_to_string(&mut text).expect("read stderr");
+    text
 }
 
 pub fn code(out: &Output) -> i32 {
