@@ -8,7 +8,7 @@ use std::thread;
 mod cli_support;
 
 use cli_support::{
-    feed_stdin, filter_new_command, read_stderr, run, spawn_piped, BIN, DAY0, SMALL,
+    assert_exit, feed_stdin, filter_new_command, read_stderr, run, spawn_piped, BIN, DAY0, SMALL,
 };
 
 /// `run` with `dir` appended after the command name and `SMALL` sizing.
@@ -30,7 +30,7 @@ fn filter_new_dedups_within_one_input_and_across_runs() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
     let out = cmd("filter-new", &db, &[], b"a\nb\na\nc\nb\n");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     assert_eq!(stdout(&out), "a\nb\nc\n");
     let again = cmd("filter-new", &db, &[], b"a\nb\nc\n");
     assert_eq!(code(&again), 0);
@@ -59,7 +59,7 @@ fn filter_new_preserves_input_order_across_batches() {
         &["--items-per-day", "100000"],
         input.as_bytes(),
     );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     assert_eq!(stdout(&out), want);
 }
 
@@ -69,7 +69,7 @@ fn filter_new_strips_cr_skips_empty_lines_and_counts_a_last_line_without_newline
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
     let out = cmd("filter-new", &db, &[], b"a\r\n\n\r\nb\r\na\n\nlast");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     assert_eq!(stdout(&out), "a\nb\nlast\n");
     let add = cmd("add", &db, &[], b"last\r\na");
     assert_eq!(stdout(&add), "added 0 new of 2 keys\n");
@@ -82,7 +82,7 @@ fn filter_new_echoes_non_utf8_keys_byte_exact() {
     let db = tmp.path().join("db");
     let input = b"caf\xe9\n\xff\xfe\x00x\r\ncaf\xe9\nok\n";
     let out = cmd("filter-new", &db, &[], input);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     assert_eq!(out.stdout, b"caf\xe9\n\xff\xfe\x00x\nok\n");
     let check = cmd("check", &db, &[], b"\xff\xfe\x00x\nnope\n");
     assert_eq!(code(&check), 1);
@@ -100,7 +100,7 @@ fn filter_new_reads_files_in_turn_and_dash_as_stdin() {
     std::fs::write(&f2, "b\nc").unwrap();
     let (f1, f2) = (f1.to_str().unwrap(), f2.to_str().unwrap());
     let out = cmd("filter-new", &db, &[f1, "-", f2], b"s\na\n");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     assert_eq!(stdout(&out), "a\nb\ns\nc\n");
     let missing = tmp.path().join("missing.txt");
     let out = cmd("add", &db, &[missing.to_str().unwrap()], b"");
@@ -114,7 +114,7 @@ fn add_prints_new_and_total_counts() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
     let out = cmd("add", &db, &[], b"x\ny\nx\n");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     assert_eq!(stdout(&out), "added 2 new of 3 keys\n");
     let out = cmd("add", &db, &[], b"x\nz\n");
     assert_eq!(stdout(&out), "added 1 new of 2 keys\n");
@@ -153,7 +153,7 @@ fn daily_tier_forgets_after_its_retention() {
     let db = tmp.path().join("db");
     let db = db.to_str().unwrap();
     let out = run(&["create", db, "--tiers", "7d", "--now", DAY0], b"");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     assert!(stderr(&out).contains("tiers 7d"), "{}", stderr(&out));
     assert_eq!(code(&run(&["add", db, "--now", DAY0, "-"], b"key\n")), 0);
     let day6 = run(&["check", db, "key", "--now", "2026-11-08T12:00:00Z"], b"");
@@ -171,7 +171,7 @@ fn within_is_answered_by_a_longer_tier() {
     let db = tmp.path().join("db");
     let db = db.to_str().unwrap();
     let out = run(&["--now", DAY0, "create", db, "--tiers", "7d,4w"], b"");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     run(&["--now", DAY0, "add", db], b"key\n");
     let day8 = "2026-11-10T12:00:00Z";
     let out = run(&["--now", day8, "check", db, "--within", "20d", "key"], b"");
@@ -213,7 +213,7 @@ fn now_accepts_offsets_and_fractions() {
         ],
         b"",
     );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     let out = run(&["--now", now, "stats", db, "--json"], b"");
     let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(stats["now"], 1_793_665_800);
@@ -254,7 +254,7 @@ fn remove_on_a_counting_engine_works() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
     let out = cmd("create", &db, &["--tiers", "7d,4w", "--counting"], b"");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     assert!(
         stderr(&out).contains("7d:counting,4w:counting"),
         "{}",
@@ -262,7 +262,7 @@ fn remove_on_a_counting_engine_works() {
     );
     cmd("add", &db, &[], b"a\nb\nc\n");
     let out = cmd("remove", &db, &[], b"a\nb\nnever-added\n");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     assert_eq!(stdout(&out), "removed 2 of 3 keys\n");
     let out = cmd("check", &db, &["a", "c"], b"");
     assert_eq!(stdout(&out), "a\tnew\nc\tseen\n");
@@ -274,10 +274,10 @@ fn stats_prints_a_table_and_json() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
     let out = cmd("create", &db, &["--now", DAY0, "--tiers", "7d,4w"], b"");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     run(&["--now", DAY0, "add", db.to_str().unwrap()], b"a\nb\nc\n");
     let table = cmd("stats", &db, &["--now", DAY0], b"");
-    assert_eq!(code(&table), 0, "{}", stderr(&table));
+    assert_exit(&table, 0);
     let text = stdout(&table);
     for want in [
         "tier 7d", "tier 4w", "bloom", "20261102", "2026W45", "est. fpr", "open",
@@ -326,7 +326,7 @@ fn bad_flags_exit_2_and_create_nothing() {
         assert!(!db.exists(), "{args:?} created the directory");
     }
     let out = run(&["create", d, "--utc-offset", "-05:30", "--now", DAY0], b"");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     assert!(stderr(&out).contains("utc-05:30"), "{}", stderr(&out));
     let again = run(&["create", d], b"");
     assert_eq!(code(&again), 2);
@@ -354,7 +354,7 @@ fn a_locked_directory_is_exit_2_naming_the_lock() {
     // review: it took the writer's lock).
     assert!(held.insert(b"seen").unwrap());
     let out = cmd("filter-new", &db, &["--dry-run"], b"seen\nnew\nnew\n");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     assert_eq!(stdout(&out), "new\n");
     for command in ["add", "filter-new", "maintain"] {
         let out = cmd(command, &db, &[], b"a\n");
@@ -379,7 +379,7 @@ fn a_locked_directory_is_exit_2_naming_the_lock() {
         thread::sleep(std::time::Duration::from_millis(10));
         out = cmd("add", &db, &[], b"a\n");
     }
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
 }
 
 #[test]
@@ -419,7 +419,7 @@ fn a_closed_output_pipe_ends_filter_new_quietly() {
     #[cfg(not(unix))]
     assert!(status.success(), "{status:?}: {err}");
     let out = cmd("check", &db, &["https://example.com/page/0"], b"");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
 }
 
 /// A stdout pipe that another process set non-blocking (a parent such as
@@ -482,7 +482,7 @@ fn filter_new_stays_exact_when_filters_grow() {
         &["--items-per-day", "10", "--tiers", "7d"],
         input.as_bytes(),
     );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     // Every printed line is an input line, in input order, printed once; a
     // few keys may be withheld as false positives (0.1% each at most).
     let printed: Vec<String> = stdout(&out).lines().map(str::to_owned).collect();
@@ -499,7 +499,7 @@ fn filter_new_stays_exact_when_filters_grow() {
         printed.len()
     );
     let out = cmd("check", &db, &[], input.as_bytes());
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
 }
 
 #[test]
@@ -516,7 +516,7 @@ fn stats_shows_saturated_counters_of_counting_tiers() {
         0
     );
     let out = cmd("stats", &db, &[], b"");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     let text = stdout(&out);
     assert!(text.contains("saturated"), "{text}");
     let json = cmd("stats", &db, &["--json"], b"");

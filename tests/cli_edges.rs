@@ -15,7 +15,7 @@ fn add_reports_what_it_recorded_before_an_error() {
     let long = "x".repeat(100);
     let input = format!("a\nb\na\n{long}\nc\n");
     let out = cmd("add", &db, &["--max-line-bytes", "50"], input.as_bytes());
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_exit(&out, 2);
     assert!(
         stderr(&out).contains("stdin:4: a line of 100 bytes"),
         "{}",
@@ -31,7 +31,7 @@ fn add_reports_what_it_recorded_before_an_error() {
     std::fs::write(&bad, data).unwrap();
     let args = [keys.to_str().unwrap(), bad.to_str().unwrap()];
     let out = cmd("add", &db, &args, b"");
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_exit(&out, 2);
     assert!(
         stderr(&out).contains("bad.gz: read failed"),
         "{}",
@@ -45,7 +45,7 @@ fn add_reports_what_it_recorded_before_an_error() {
     // `remove` the same way.
     let counting = tmp.path().join("counting");
     let out = cmd("add", &counting, &["--counting"], b"a\nb\n");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     let input = format!("a\nz\n{long}\nb\n");
     let out = cmd(
         "remove",
@@ -53,7 +53,7 @@ fn add_reports_what_it_recorded_before_an_error() {
         &["--max-line-bytes", "50"],
         input.as_bytes(),
     );
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_exit(&out, 2);
     assert_eq!(stdout(&out), "removed 1 of 2 keys\n");
 }
 
@@ -66,7 +66,7 @@ fn sync_on_an_existing_engine_is_not_called_ignored() {
     assert_eq!(code(&cmd("create", &db, &[], b"")), 0);
     for command in ["add", "filter-new"] {
         let out = cmd(command, &db, &["--sync", "none"], b"a\n");
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_exit(&out, 0);
         assert!(
             !stderr(&out).contains("apply only when creating"),
             "{command}: {}",
@@ -90,7 +90,7 @@ fn not_url_error_does_not_say_the_line_was_kept() {
     let db = tmp.path().join("db");
     let args = ["--canonical", "--not-url", "error"];
     let out = cmd("filter-new", &db, &args, b"https://a.example/\nnot a url\n");
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_exit(&out, 2);
     assert_eq!(stdout(&out), "https://a.example/\n");
     let err = stderr(&out);
     assert!(err.contains("stdin:2: not a URL"), "{err}");
@@ -138,7 +138,7 @@ fn a_refused_clock_jump_names_the_engine() {
     assert_eq!(code(&cmd("add", &db, &[], b"a\n")), 0);
     for command in ["add", "filter-new"] {
         let out = run(&[command, &d, "--now", "2027-11-02T12:00:00Z"], b"b\n");
-        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        assert_exit(&out, 2);
         let err = stderr(&out);
         assert!(
             err.starts_with(&format!("timebloom: {d}: the clock jumped")),
@@ -200,7 +200,7 @@ fn a_file_given_as_the_engine_is_said_to_be_in_the_way() {
     let urls = tmp.path().join("urls.txt");
     std::fs::write(&urls, "https://a.example/1\n").unwrap();
     let out = cmd("filter-new", &urls, &[], b"https://a.example/1\n");
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_exit(&out, 2);
     assert!(
         stderr(&out).contains("urls.txt: create directory failed: a file is in the way"),
         "{}",
@@ -223,7 +223,7 @@ fn a_dry_run_notes_the_configuration_flags_it_does_not_apply() {
         &["--dry-run", "--tiers", "3d", "--fpr", "0.01"],
         b"https://a.example/1\n",
     );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     assert_eq!(stdout(&out), "https://a.example/1\n");
     assert!(
         stderr(&out).contains("apply only when creating"),
@@ -244,10 +244,10 @@ fn maintain_honours_degraded() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
     let out = cmd("add", &db, &["--tiers", "3d"], b"a\n");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     let next = ["add", db.to_str().unwrap(), "--now", "2026-11-03T12:00:00Z"];
     let out = run(&next, b"b\n");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     // Both header copies of the sealed first day damaged.
     let sealed = db.join("seg/d-20261102-0.seg");
     let mut b = std::fs::read(&sealed).unwrap();
@@ -265,11 +265,11 @@ fn maintain_honours_degraded() {
         ],
         b"",
     );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     assert!(db.join("quarantine/d-20261102-0.seg").exists());
     // The manifest no longer names the window: a plain open works.
     let out = run(&["add", dir, "--now", "2026-11-03T14:00:00Z"], b"c\n");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
 }
 
 /// A writing command opened with `--degraded` names on stderr the window
@@ -280,10 +280,10 @@ fn a_degraded_write_names_the_window_it_lost() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
     let out = cmd("add", &db, &["--tiers", "3d"], b"a\n");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     let dir = db.to_str().unwrap();
     let out = run(&["add", dir, "--now", "2026-11-03T12:00:00Z"], b"b\n");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     let sealed = db.join("seg/d-20261102-0.seg");
     let mut b = std::fs::read(&sealed).unwrap();
     b[10] ^= 0x40;
@@ -291,7 +291,7 @@ fn a_degraded_write_names_the_window_it_lost() {
     std::fs::write(&sealed, &b).unwrap();
     let later = ["--now", "2026-11-03T13:00:00Z"];
     let out = run(&[&["add", dir, "--degraded"][..], &later].concat(), b"c\n");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     let err = stderr(&out);
     assert!(
         err.contains("opened degraded without these windows") && err.contains("20261102"),
@@ -299,7 +299,7 @@ fn a_degraded_write_names_the_window_it_lost() {
     );
     // Nothing lost at the next degraded open: nothing to say.
     let out = run(&[&["add", dir, "--degraded"][..], &later].concat(), b"d\n");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     assert!(!stderr(&out).contains("degraded"), "{}", stderr(&out));
 }
 
@@ -329,7 +329,7 @@ fn maintain_without_now_refuses_a_clock_jump() {
         ],
         b"k\n",
     );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     let out = run(&["maintain", d], b"");
     assert_eq!(code(&out), 2, "{}{}", stdout(&out), stderr(&out));
     assert!(
@@ -341,7 +341,7 @@ fn maintain_without_now_refuses_a_clock_jump() {
     assert_eq!(stdout(&out), "k\tseen\n", "{}", stderr(&out));
     // On purpose.
     let out = run(&["maintain", d, "--now", "2002-01-01T00:00:00Z"], b"");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     assert!(
         stdout(&out).contains("expired 3d 20010304"),
         "{}",
@@ -358,10 +358,10 @@ fn remove_errors_name_the_engine_and_the_instant() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
     let out = cmd("add", &db, &["--counting", "--tiers", "3d"], b"a\n");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     let at = "2020-01-01T00:00:00Z";
     let out = cmd("remove", &db, &["--at", at, "a"], b"");
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_exit(&out, 2);
     let err = stderr(&out);
     let dir = db.display().to_string();
     assert!(
@@ -382,7 +382,7 @@ fn counting_leaves_a_fingerprint_tier_as_it_is() {
         &["plan", "--counting", "--tiers", "365d:fingerprint,48h"],
         b"",
     );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     let plan = stdout(&out);
     assert!(
         plan.contains("\n365d:fingerprint ") && plan.contains("\n48h:counting "),
@@ -392,7 +392,7 @@ fn counting_leaves_a_fingerprint_tier_as_it_is() {
         &["plan", "--counting", "--tiers", "30d:fingerprint,7d"],
         b"",
     );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     assert!(stdout(&out).contains("\n7d:counting "), "{}", stdout(&out));
 }
 
@@ -409,7 +409,7 @@ fn a_long_crlf_line_is_measured_without_its_cr() {
         b"ok\nxxxxxxxxxxx\n",
     ] {
         let out = cmd("filter-new", &db, &["--max-line-bytes", "10"], input);
-        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        assert_exit(&out, 2);
         assert!(
             stderr(&out).contains("stdin:2: a line of 11 bytes is longer than the limit of 10"),
             "{:?}: {}",
@@ -507,7 +507,7 @@ fn many_input_files_are_not_all_held_open() {
         .args(["-c", &line])
         .output()
         .unwrap();
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     assert_eq!(stdout(&out), "added 201 new of 202 keys\n");
 
     // A named pipe stays open from its check (its writer must not see the
@@ -521,7 +521,7 @@ fn many_input_files_are_not_all_held_open() {
     let writer = std::thread::spawn(move || std::fs::write(path, gzip(b"p1\np2\nk0\n")));
     let args = [files[0].as_str(), fifo.to_str().unwrap()];
     let out = cmd("filter-new", &db, &args, b"");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     assert_eq!(stdout(&out), "p1\np2\n");
     writer.join().unwrap().unwrap();
 }
@@ -540,7 +540,7 @@ fn a_unix_socket_password_is_not_printed() {
         format!("redis+unix://{}?pass=s3cret", sock.display()),
     ] {
         let out = run(&["stats", "--redis", &url], b"");
-        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        assert_exit(&out, 2);
         let err = stderr(&out);
         assert!(!err.contains("s3cret") && err.contains("pass=***"), "{err}");
     }
@@ -595,7 +595,7 @@ fn a_refused_horizon_creates_no_engine() {
         let mut args = vec!["--within", within];
         args.extend_from_slice(sizing);
         let out = cmd("filter-new", &db, &args, b"a\n");
-        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        assert_exit(&out, 2);
         let err = stderr(&out);
         let d = db.to_str().unwrap();
         assert!(
@@ -609,7 +609,7 @@ fn a_refused_horizon_creates_no_engine() {
         let mut args = vec!["--within", "3d"];
         args.extend_from_slice(sizing);
         let out = cmd("filter-new", &db, &args, b"a\n");
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_exit(&out, 0);
         assert_eq!(stdout(&out), "a\n");
     }
 }
@@ -645,7 +645,7 @@ fn an_endless_line_is_an_error_under_long_lines_error() {
     }
     let out = child.wait_with_output().unwrap();
     writer.join().unwrap();
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_exit(&out, 2);
     let err = stderr(&out);
     assert!(
         err.contains("stdin:2: a line of more than ")
@@ -673,14 +673,14 @@ fn an_empty_key_argument_is_an_error() {
     let counting = tmp.path().join("counting");
     assert_eq!(code(&cmd("add", &counting, &["--counting"], b"a\n")), 0);
     let out = cmd("remove", &counting, &["a", ""], b"");
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_exit(&out, 2);
     assert!(stderr(&out).contains("an empty key"), "{}", stderr(&out));
     assert_eq!(stdout(&out), "");
     // `a` was not taken back.
     assert_eq!(code(&cmd("check", &counting, &["a"], b"")), 0);
     // Empty lines of stdin are skipped, as by every command.
     let out = cmd("check", &db, &[], b"\na\n\n");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     assert_eq!(stdout(&out), "a\tseen\n");
 }
 
@@ -714,7 +714,7 @@ fn a_key_argument_that_not_url_skip_would_skip_is_an_error() {
     assert_eq!(code(&cmd("check", &db, &args, b"")), 0);
     // Keep and error answer as before.
     let out = cmd("check", &db, &["--canonical", "not a url"], b"");
-    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_exit(&out, 1);
     assert_eq!(stdout(&out), "not a url\tnew\n");
     let out = cmd(
         "check",
@@ -722,7 +722,7 @@ fn a_key_argument_that_not_url_skip_would_skip_is_an_error() {
         &["--canonical", "--not-url", "error", "not a url"],
         b"",
     );
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_exit(&out, 2);
     // `remove` the same way: nothing taken back.
     let counting = tmp.path().join("counting");
     let out = cmd(
@@ -731,14 +731,14 @@ fn a_key_argument_that_not_url_skip_would_skip_is_an_error() {
         &["--counting"],
         b"https://example.com/a\n",
     );
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     let args: Vec<&str> = skip
         .iter()
         .chain(&["https://example.com/a", "not a url"])
         .copied()
         .collect();
     let out = cmd("remove", &counting, &args, b"");
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_exit(&out, 2);
     assert!(
         stderr(&out).contains("argument 2: not a URL"),
         "{}",
@@ -751,7 +751,7 @@ fn a_key_argument_that_not_url_skip_would_skip_is_an_error() {
     );
     // Lines of stdin that are not URLs are skipped, as documented.
     let out = cmd("check", &db, &skip, b"not a url\nhttps://example.com/a\n");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     assert_eq!(stdout(&out), "https://example.com/a\tseen\n");
 }
 
@@ -770,7 +770,7 @@ fn a_read_failure_names_the_line_being_read() {
     let cut = tmp.path().join("cut.gz");
     std::fs::write(&cut, &whole[..whole.len() / 2]).unwrap();
     let out = cmd("add", &db, &[cut.to_str().unwrap()], b"");
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_exit(&out, 2);
     let err = stderr(&out);
     let at = err
         .split("cut.gz: read failed at line ")
@@ -801,7 +801,7 @@ fn a_failing_stdout_leaves_the_batch_recorded_but_unprinted() {
         .stderr(Stdio::piped())
         .output()
         .unwrap();
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_exit(&out, 2);
     assert!(
         stderr(&out).contains("stdout: write failed"),
         "{}",

@@ -31,7 +31,7 @@ fn review_7_6_long_lines_are_bounded() {
     drop(stdin);
     let out = child.wait_with_output().unwrap();
     assert!(peak < 40 * 1024, "peak RSS {peak} KiB for a 100 MB line");
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_exit(&out, 2);
     assert!(
         stderr(&out)
             .contains("stdin:2: a line of 104857600 bytes is longer than the limit of 65536"),
@@ -59,7 +59,7 @@ fn review_7_6_long_lines_are_bounded() {
         f.to_str().unwrap(),
     ];
     let out = cmd("filter-new", &db, &args, b"");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     assert_eq!(stdout(&out), format!("a\nb\n{}\nc\n", "z".repeat(16)));
     assert!(
         stderr(&out).contains("skipped 1 line(s) longer than 16 bytes"),
@@ -145,12 +145,12 @@ fn review_7_2_read_only_commands_never_rotate_or_expire() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
     let out = cmd("add", &db, &["--tiers", "7d"], b"k2026\n");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_exit(&out, 0);
     let before = snapshot(&db);
     let d = db.to_str().unwrap();
     // Years ahead: every window would expire if check rotated.
     let far = run(&["check", d, "--now", "2031-01-01T00:00:00Z", "k2026"], b"");
-    assert_eq!(code(&far), 1, "{}", stderr(&far));
+    assert_exit(&far, 1);
     for c in [&["stats", d][..], &["verify", d], &["stats", d, "--json"]] {
         let mut args = c.to_vec();
         args.extend_from_slice(&["--now", "2031-01-01T00:00:00Z"]);
@@ -171,7 +171,7 @@ fn review_7_2_read_only_commands_never_rotate_or_expire() {
     );
     // maintain --now is the one way to move the clock on purpose.
     let m = run(&["maintain", d, "--now", "2031-01-01T00:00:00Z"], b"");
-    assert_eq!(code(&m), 0, "{}", stderr(&m));
+    assert_exit(&m, 0);
     assert!(stdout(&m).contains("expired"), "{}", stdout(&m));
     let gone = run(&["check", d, "--now", "2031-01-01T00:00:00Z", "k2026"], b"");
     assert_eq!(code(&gone), 1);

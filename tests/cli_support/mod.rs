@@ -89,6 +89,13 @@ pub fn read_stderr(child: &mut Child) -> String {
     text
 }
 
+/// Asserts that the run in `out` exited with `want`, showing its stderr
+/// if it did not.
+#[track_caller]
+pub fn assert_exit(out: &Output, want: i32) {
+    assert_eq!(code(out), want, "{}", stderr(out));
+}
+
 pub fn code(out: &Output) -> i32 {
     out.status.code().expect("exited by a signal")
 }
