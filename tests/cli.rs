@@ -8,7 +8,8 @@ use std::thread;
 mod cli_support;
 
 use cli_support::{
-    assert_exit, feed_stdin, filter_new_command, read_stderr, run, spawn_piped, BIN, DAY0, SMALL,
+    assert_exit, assert_stderr_contains, feed_stdin, filter_new_command, read_stderr, run,
+    spawn_piped, BIN, DAY0, SMALL,
 };
 
 /// `run` with `dir` appended after the command name and `SMALL` sizing.
@@ -105,7 +106,7 @@ fn filter_new_reads_files_in_turn_and_dash_as_stdin() {
     let missing = tmp.path().join("missing.txt");
     let out = cmd("add", &db, &[missing.to_str().unwrap()], b"");
     assert_eq!(code(&out), 2);
-    assert!(stderr(&out).contains("missing.txt"), "{}", stderr(&out));
+    assert_stderr_contains(&out, "missing.txt");
 }
 
 #[test]
@@ -141,7 +142,7 @@ fn first_run_creates_the_engine_and_says_so() {
         };
         let out = cmd(command, &other, keys, b"k\n");
         assert_eq!(code(&out), 2, "{command}");
-        assert!(stderr(&out).contains("no engine"), "{}", stderr(&out));
+        assert_stderr_contains(&out, "no engine");
         assert!(!other.join("MANIFEST").exists());
     }
 }
@@ -154,7 +155,7 @@ fn daily_tier_forgets_after_its_retention() {
     let db = db.to_str().unwrap();
     let out = run(&["create", db, "--tiers", "7d", "--now", DAY0], b"");
     assert_exit(&out, 0);
-    assert!(stderr(&out).contains("tiers 7d"), "{}", stderr(&out));
+    assert_stderr_contains(&out, "tiers 7d");
     assert_eq!(code(&run(&["add", db, "--now", DAY0, "-"], b"key\n")), 0);
     let day6 = run(&["check", db, "key", "--now", "2026-11-08T12:00:00Z"], b"");
     assert_eq!(stdout(&day6), "key\tseen\n");
@@ -186,11 +187,7 @@ fn within_is_answered_by_a_longer_tier() {
         b"",
     );
     assert_eq!(code(&out), 2);
-    assert!(
-        stderr(&out).contains("longer than any tier"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "longer than any tier");
 }
 
 #[test]
@@ -255,11 +252,7 @@ fn remove_on_a_counting_engine_works() {
     let db = tmp.path().join("db");
     let out = cmd("create", &db, &["--tiers", "7d,4w", "--counting"], b"");
     assert_exit(&out, 0);
-    assert!(
-        stderr(&out).contains("7d:counting,4w:counting"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "7d:counting,4w:counting");
     cmd("add", &db, &[], b"a\nb\nc\n");
     let out = cmd("remove", &db, &[], b"a\nb\nnever-added\n");
     assert_exit(&out, 0);
@@ -327,14 +320,10 @@ fn bad_flags_exit_2_and_create_nothing() {
     }
     let out = run(&["create", d, "--utc-offset", "-05:30", "--now", DAY0], b"");
     assert_exit(&out, 0);
-    assert!(stderr(&out).contains("utc-05:30"), "{}", stderr(&out));
+    assert_stderr_contains(&out, "utc-05:30");
     let again = run(&["create", d], b"");
     assert_eq!(code(&again), 2);
-    assert!(
-        stderr(&again).contains("already exists"),
-        "{}",
-        stderr(&again)
-    );
+    assert_stderr_contains(&again, "already exists");
 }
 
 #[test]

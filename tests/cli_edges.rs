@@ -16,11 +16,7 @@ fn add_reports_what_it_recorded_before_an_error() {
     let input = format!("a\nb\na\n{long}\nc\n");
     let out = cmd("add", &db, &["--max-line-bytes", "50"], input.as_bytes());
     assert_exit(&out, 2);
-    assert!(
-        stderr(&out).contains("stdin:4: a line of 100 bytes"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "stdin:4: a line of 100 bytes");
     assert_eq!(stdout(&out), "added 2 new of 3 keys\n");
     // A second input that fails to read: the first one's keys are counted.
     let keys = tmp.path().join("keys.txt");
@@ -32,11 +28,7 @@ fn add_reports_what_it_recorded_before_an_error() {
     let args = [keys.to_str().unwrap(), bad.to_str().unwrap()];
     let out = cmd("add", &db, &args, b"");
     assert_exit(&out, 2);
-    assert!(
-        stderr(&out).contains("bad.gz: read failed"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "bad.gz: read failed");
     let report = stdout(&out);
     assert!(
         report.starts_with("added ") && report.ends_with(" keys\n"),
@@ -75,11 +67,7 @@ fn sync_on_an_existing_engine_is_not_called_ignored() {
     }
     // A flag that does not apply is still noted.
     let out = cmd("add", &db, &["--sync", "none", "--fpr", "0.01"], b"a\n");
-    assert!(
-        stderr(&out).contains("apply only when creating"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "apply only when creating");
 }
 
 /// Under `--not-url error` a line that is not a URL stops the command; the
@@ -183,11 +171,7 @@ fn quiet_with_duplicates_is_a_usage_error() {
     for flags in [["-q", "--duplicates"], ["--quiet", "--dry-run"]] {
         let out = cmd("filter-new", &db, &flags, b"a\na\n");
         assert_eq!(code(&out), 2, "{flags:?}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains("cannot be used with"),
-            "{}",
-            stderr(&out)
-        );
+        assert_stderr_contains(&out, "cannot be used with");
         assert!(!db.exists(), "{flags:?} created the engine");
     }
 }
@@ -201,10 +185,9 @@ fn a_file_given_as_the_engine_is_said_to_be_in_the_way() {
     std::fs::write(&urls, "https://a.example/1\n").unwrap();
     let out = cmd("filter-new", &urls, &[], b"https://a.example/1\n");
     assert_exit(&out, 2);
-    assert!(
-        stderr(&out).contains("urls.txt: create directory failed: a file is in the way"),
-        "{}",
-        stderr(&out)
+    assert_stderr_contains(
+        &out,
+        "urls.txt: create directory failed: a file is in the way",
     );
     assert_eq!(std::fs::read(&urls).unwrap(), b"https://a.example/1\n");
 }
@@ -225,11 +208,7 @@ fn a_dry_run_notes_the_configuration_flags_it_does_not_apply() {
     );
     assert_exit(&out, 0);
     assert_eq!(stdout(&out), "https://a.example/1\n");
-    assert!(
-        stderr(&out).contains("apply only when creating"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "apply only when creating");
     // Flags the engine has already: nothing to note.
     let out = cmd("filter-new", &db, &["--dry-run"], b"https://a.example/1\n");
     assert!(!stderr(&out).contains("apply only"), "{}", stderr(&out));
@@ -667,14 +646,14 @@ fn an_empty_key_argument_is_an_error() {
     for args in [&[""][..], &["a", ""], &["--trim", "a", " \t"]] {
         let out = cmd("check", &db, args, b"");
         assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
-        assert!(stderr(&out).contains("an empty key"), "{}", stderr(&out));
+        assert_stderr_contains(&out, "an empty key");
         assert!(out.stdout.is_empty(), "{args:?}");
     }
     let counting = tmp.path().join("counting");
     assert_eq!(code(&cmd("add", &counting, &["--counting"], b"a\n")), 0);
     let out = cmd("remove", &counting, &["a", ""], b"");
     assert_exit(&out, 2);
-    assert!(stderr(&out).contains("an empty key"), "{}", stderr(&out));
+    assert_stderr_contains(&out, "an empty key");
     assert_eq!(stdout(&out), "");
     // `a` was not taken back.
     assert_eq!(code(&cmd("check", &counting, &["a"], b"")), 0);
@@ -698,11 +677,7 @@ fn a_key_argument_that_not_url_skip_would_skip_is_an_error() {
         let out = cmd("check", &db, &args, b"");
         assert_eq!(code(&out), 2, "{keys:?}: {}", stderr(&out));
         let n = keys.len();
-        assert!(
-            stderr(&out).contains(&format!("argument {n}: not a URL")),
-            "{}",
-            stderr(&out)
-        );
+        assert_stderr_contains(&out, &format!("argument {n}: not a URL"));
         assert!(out.stdout.is_empty(), "{keys:?}: {}", stdout(&out));
     }
     // Under --trim, the trimmed argument is what is checked.
@@ -739,11 +714,7 @@ fn a_key_argument_that_not_url_skip_would_skip_is_an_error() {
         .collect();
     let out = cmd("remove", &counting, &args, b"");
     assert_exit(&out, 2);
-    assert!(
-        stderr(&out).contains("argument 2: not a URL"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "argument 2: not a URL");
     assert_eq!(stdout(&out), "");
     assert_eq!(
         code(&cmd("check", &counting, &["https://example.com/a"], b"")),
@@ -802,11 +773,7 @@ fn a_failing_stdout_leaves_the_batch_recorded_but_unprinted() {
         .output()
         .unwrap();
     assert_exit(&out, 2);
-    assert!(
-        stderr(&out).contains("stdout: write failed"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "stdout: write failed");
     let out = cmd("check", &db, &["a", "b", "c"], b"");
     assert_eq!(code(&out), 0, "{}", stdout(&out));
 }

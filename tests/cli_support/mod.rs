@@ -96,6 +96,13 @@ pub fn assert_exit(out: &Output, want: i32) {
     assert_eq!(code(out), want, "{}", stderr(out));
 }
 
+/// Asserts that the stderr of the run in `out` contains `text`, showing
+/// that stderr if it does not.
+#[track_caller]
+pub fn assert_stderr_contains(out: &Output, text: &str) {
+    assert!(stderr(out).contains(text), "{}", stderr(out));
+}
+
 pub fn code(out: &Output) -> i32 {
     out.status.code().expect("exited by a signal")
 }
