@@ -9,7 +9,7 @@ mod cli_support;
 
 use cli_support::{
     assert_exit, assert_stderr_contains, feed_stdin, filter_new_command, read_stderr, run,
-    spawn_piped, BIN, DAY0, SMALL,
+    spawn_piped, temp_db, BIN, DAY0, SMALL,
 };
 
 /// `run` with `dir` appended after the command name and `SMALL` sizing.
@@ -28,8 +28,7 @@ use cli_support::{code, stderr, stdout};
 #[test]
 fn filter_new_dedups_within_one_input_and_across_runs() {
     // Guards the core primitive: a key is printed once, ever, within retention.
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let out = cmd("filter-new", &db, &[], b"a\nb\na\nc\nb\n");
     assert_exit(&out, 0);
     assert_eq!(stdout(&out), "a\nb\nc\n");
@@ -43,8 +42,7 @@ fn filter_new_dedups_within_one_input_and_across_runs() {
 #[test]
 fn filter_new_preserves_input_order_across_batches() {
     // Guards that batching (4096 lines per insert_batch) keeps input order and drops only repeats.
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let mut input = String::new();
     let mut want = String::new();
     for i in (0..10_000u32).rev() {
@@ -67,8 +65,7 @@ fn filter_new_preserves_input_order_across_batches() {
 #[test]
 fn filter_new_strips_cr_skips_empty_lines_and_counts_a_last_line_without_newline() {
     // Guards line splitting: CRLF input, blank lines and an unterminated last line.
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let out = cmd("filter-new", &db, &[], b"a\r\n\n\r\nb\r\na\n\nlast");
     assert_exit(&out, 0);
     assert_eq!(stdout(&out), "a\nb\nlast\n");
@@ -79,8 +76,7 @@ fn filter_new_strips_cr_skips_empty_lines_and_counts_a_last_line_without_newline
 #[test]
 fn filter_new_echoes_non_utf8_keys_byte_exact() {
     // Guards that keys are raw bytes, never decoded or replaced.
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let input = b"caf\xe9\n\xff\xfe\x00x\r\ncaf\xe9\nok\n";
     let out = cmd("filter-new", &db, &[], input);
     assert_exit(&out, 0);
@@ -93,8 +89,7 @@ fn filter_new_echoes_non_utf8_keys_byte_exact() {
 #[test]
 fn filter_new_reads_files_in_turn_and_dash_as_stdin() {
     // Guards FILE arguments: several files in order, `-` meaning stdin, a missing file is exit 2.
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (tmp, db) = temp_db();
     let f1 = tmp.path().join("one.txt");
     let f2 = tmp.path().join("two.txt");
     std::fs::write(&f1, "a\nb\n").unwrap();
@@ -112,8 +107,7 @@ fn filter_new_reads_files_in_turn_and_dash_as_stdin() {
 #[test]
 fn add_prints_new_and_total_counts() {
     // Guards the `add` report line.
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let out = cmd("add", &db, &[], b"x\ny\nx\n");
     assert_exit(&out, 0);
     assert_eq!(stdout(&out), "added 2 new of 3 keys\n");
@@ -124,8 +118,7 @@ fn add_prints_new_and_total_counts() {
 #[test]
 fn first_run_creates_the_engine_and_says_so() {
     // Guards auto-create for add/filter-new (and only for them): a first run needs no setup.
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (tmp, db) = temp_db();
     let out = cmd("filter-new", &db, &[], b"k\n");
     assert_eq!(code(&out), 0);
     let err = stderr(&out);
@@ -150,8 +143,7 @@ fn first_run_creates_the_engine_and_says_so() {
 #[test]
 fn daily_tier_forgets_after_its_retention() {
     // Guards --now and tier expiry: 7d keeps day 6, forgets by day 8.
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let db = db.to_str().unwrap();
     let out = run(&["create", db, "--tiers", "7d", "--now", DAY0], b"");
     assert_exit(&out, 0);
@@ -168,8 +160,7 @@ fn daily_tier_forgets_after_its_retention() {
 #[test]
 fn within_is_answered_by_a_longer_tier() {
     // Guards --within: 20 days back on 7d,4w is answered by the weekly tier.
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let db = db.to_str().unwrap();
     let out = run(&["--now", DAY0, "create", db, "--tiers", "7d,4w"], b"");
     assert_exit(&out, 0);
@@ -193,8 +184,7 @@ fn within_is_answered_by_a_longer_tier() {
 #[test]
 fn now_accepts_offsets_and_fractions() {
     // Guards the RFC 3339 parser: an offset moves the instant (23:30-01:00 is the next UTC day).
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let db = db.to_str().unwrap();
     let now = "2026-11-02T23:30:00.250-01:00";
     let out = run(
@@ -220,8 +210,7 @@ fn now_accepts_offsets_and_fractions() {
 #[test]
 fn check_exit_codes() {
     // Guards check's contract: 0 all seen, 1 any new, 2 on error.
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (tmp, db) = temp_db();
     cmd("add", &db, &[], b"a\nb\n");
     assert_eq!(code(&cmd("check", &db, &["a", "b"], b"")), 0);
     let out = cmd("check", &db, &[], b"a\nc\n");
@@ -234,8 +223,7 @@ fn check_exit_codes() {
 #[test]
 fn remove_on_a_bloom_engine_is_a_clear_error() {
     // Guards that remove on plain Bloom tiers fails with exit 2 and says why.
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     cmd("add", &db, &[], b"a\n");
     let out = cmd("remove", &db, &["a"], b"");
     assert_eq!(code(&out), 2);
@@ -248,8 +236,7 @@ fn remove_on_a_bloom_engine_is_a_clear_error() {
 #[test]
 fn remove_on_a_counting_engine_works() {
     // Guards create --counting and remove: removed keys read as new again.
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let out = cmd("create", &db, &["--tiers", "7d,4w", "--counting"], b"");
     assert_exit(&out, 0);
     assert_stderr_contains(&out, "7d:counting,4w:counting");
@@ -264,8 +251,7 @@ fn remove_on_a_counting_engine_works() {
 #[test]
 fn stats_prints_a_table_and_json() {
     // Guards both stats formats; the JSON is the library's Stats, parsed back.
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let out = cmd("create", &db, &["--now", DAY0, "--tiers", "7d,4w"], b"");
     assert_exit(&out, 0);
     run(&["--now", DAY0, "add", db.to_str().unwrap()], b"a\nb\nc\n");
@@ -291,8 +277,7 @@ fn stats_prints_a_table_and_json() {
 #[test]
 fn bad_flags_exit_2_and_create_nothing() {
     // Guards argument validation: bad tiers, rates, instants and durations never leave a directory.
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let d = db.to_str().unwrap();
     let cases: &[&[&str]] = &[
         &["create", d, "--tiers", "7y"],
@@ -330,8 +315,7 @@ fn bad_flags_exit_2_and_create_nothing() {
 fn a_locked_directory_is_exit_2_naming_the_lock() {
     // Guards one-writer-at-a-time: the CLI reports another holder instead of waiting or corrupting;
     // readers are not writers and go on.
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     assert_eq!(code(&cmd("create", &db, &[], b"")), 0);
     let held = timebloom::Engine::open(&db).unwrap();
     // Read-only commands take no lock (review #7.2): they work beside a writer.
@@ -374,8 +358,7 @@ fn a_locked_directory_is_exit_2_naming_the_lock() {
 #[test]
 fn a_closed_output_pipe_ends_filter_new_quietly() {
     // Guards `filter-new | head`: EPIPE ends the run without a panic, and the engine stays usable.
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let mut input = Vec::new();
     for i in 0..200_000 {
         writeln!(input, "https://example.com/page/{i}").unwrap();
@@ -420,8 +403,7 @@ fn a_closed_output_pipe_ends_filter_new_quietly() {
 #[cfg(unix)]
 #[test]
 fn a_non_blocking_stdout_pipe_gets_every_line() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let (mut read, write) = std::io::pipe().unwrap();
     let flags = rustix::fs::fcntl_getfl(&write).unwrap();
     rustix::fs::fcntl_setfl(&write, flags | rustix::fs::OFlags::NONBLOCK).unwrap();
@@ -462,8 +444,7 @@ fn help_and_usage_errors() {
 #[test]
 fn filter_new_stays_exact_when_filters_grow() {
     // Guards batching across chain growth: far more keys than planned must each be printed once and recorded.
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let input: String = (0..5000).map(|i| format!("k{i}\n")).collect();
     let out = cmd(
         "filter-new",
@@ -494,8 +475,7 @@ fn filter_new_stays_exact_when_filters_grow() {
 #[test]
 fn stats_shows_saturated_counters_of_counting_tiers() {
     // Guards the counting-tier stats column: saturation is visible to operators.
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     assert_eq!(
         code(&cmd("create", &db, &["--tiers", "2d:counting"], b"")),
         0

@@ -10,8 +10,7 @@ use cli_support::*;
 /// exit status table promises, so that a loader knows what went in.
 #[test]
 fn add_reports_what_it_recorded_before_an_error() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (tmp, db) = temp_db();
     let long = "x".repeat(100);
     let input = format!("a\nb\na\n{long}\nc\n");
     let out = cmd("add", &db, &["--max-line-bytes", "50"], input.as_bytes());
@@ -53,8 +52,7 @@ fn add_reports_what_it_recorded_before_an_error() {
 /// so), so it is not among the configuration flags said to be ignored.
 #[test]
 fn sync_on_an_existing_engine_is_not_called_ignored() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     assert_eq!(code(&cmd("create", &db, &[], b"")), 0);
     for command in ["add", "filter-new"] {
         let out = cmd(command, &db, &["--sync", "none"], b"a\n");
@@ -74,8 +72,7 @@ fn sync_on_an_existing_engine_is_not_called_ignored() {
 /// closing note must not say that it was kept as it is.
 #[test]
 fn not_url_error_does_not_say_the_line_was_kept() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let args = ["--canonical", "--not-url", "error"];
     let out = cmd("filter-new", &db, &args, b"https://a.example/\nnot a url\n");
     assert_exit(&out, 2);
@@ -90,8 +87,7 @@ fn not_url_error_does_not_say_the_line_was_kept() {
 /// empty input was a success).
 #[test]
 fn a_horizon_past_every_tier_names_the_flag_and_the_engine() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let d = db.to_str().unwrap().to_string();
     assert_eq!(code(&cmd("create", &db, &["--tiers", "7d"], b"")), 0);
     for (command, input) in [
@@ -120,8 +116,7 @@ fn a_horizon_past_every_tier_names_the_flag_and_the_engine() {
 /// A refused clock jump names the engine directory, as every error does.
 #[test]
 fn a_refused_clock_jump_names_the_engine() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let d = db.to_str().unwrap().to_string();
     assert_eq!(code(&cmd("add", &db, &[], b"a\n")), 0);
     for command in ["add", "filter-new"] {
@@ -166,8 +161,7 @@ fn docs_cli_md_holds_each_commands_help() {
 /// beside it is a contradiction, refused like `--quiet --dry-run`.
 #[test]
 fn quiet_with_duplicates_is_a_usage_error() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     for flags in [["-q", "--duplicates"], ["--quiet", "--dry-run"]] {
         let out = cmd("filter-new", &db, &flags, b"a\na\n");
         assert_eq!(code(&out), 2, "{flags:?}: {}", stderr(&out));
@@ -197,8 +191,7 @@ fn a_file_given_as_the_engine_is_said_to_be_in_the_way() {
 /// a word.
 #[test]
 fn a_dry_run_notes_the_configuration_flags_it_does_not_apply() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     assert_eq!(code(&cmd("create", &db, &[], b"")), 0);
     let out = cmd(
         "filter-new",
@@ -220,8 +213,7 @@ fn a_dry_run_notes_the_configuration_flags_it_does_not_apply() {
 /// very error that names the flag.
 #[test]
 fn maintain_honours_degraded() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let out = cmd("add", &db, &["--tiers", "3d"], b"a\n");
     assert_exit(&out, 0);
     let next = ["add", db.to_str().unwrap(), "--now", "2026-11-03T12:00:00Z"];
@@ -256,8 +248,7 @@ fn maintain_honours_degraded() {
 /// lists it, and the command said nothing of it.
 #[test]
 fn a_degraded_write_names_the_window_it_lost() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let out = cmd("add", &db, &["--tiers", "3d"], b"a\n");
     assert_exit(&out, 0);
     let dir = db.to_str().unwrap();
@@ -290,8 +281,7 @@ fn a_degraded_write_names_the_window_it_lost() {
 /// window.
 #[test]
 fn maintain_without_now_refuses_a_clock_jump() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let d = db.to_str().unwrap();
     // Years before the system clock: moving there expires every window.
     let then = "2001-03-04T12:00:00Z";
@@ -334,8 +324,7 @@ fn maintain_without_now_refuses_a_clock_jump() {
 /// tier keeps".
 #[test]
 fn remove_errors_name_the_engine_and_the_instant() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let out = cmd("add", &db, &["--counting", "--tiers", "3d"], b"a\n");
     assert_exit(&out, 0);
     let at = "2020-01-01T00:00:00Z";
@@ -380,8 +369,7 @@ fn counting_leaves_a_fingerprint_tier_as_it_is() {
 /// input ends its lines in `\n` or `\r\n` (it said 12 for the latter).
 #[test]
 fn a_long_crlf_line_is_measured_without_its_cr() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     for input in [
         &b"ok\nxxxxxxxxxxx\r\n"[..],
         b"ok\nxxxxxxxxxxx\r",
@@ -404,8 +392,7 @@ fn a_long_crlf_line_is_measured_without_its_cr() {
 /// inputs before it were recorded.
 #[test]
 fn an_empty_gz_file_is_refused_before_anything_is_recorded() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (tmp, db) = temp_db();
     let good = tmp.path().join("good.txt");
     std::fs::write(&good, "a\n").unwrap();
     let empty = tmp.path().join("empty.gz");
@@ -434,8 +421,7 @@ fn an_empty_gz_file_is_refused_before_anything_is_recorded() {
 fn a_non_blocking_stdin_pipe_is_waited_on() {
     use std::io::Write;
     use std::process::Stdio;
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let (read, mut write) = std::io::pipe().unwrap();
     let flags = rustix::fs::fcntl_getfl(&read).unwrap();
     rustix::fs::fcntl_setfl(&read, flags | rustix::fs::OFlags::NONBLOCK).unwrap();
@@ -466,8 +452,7 @@ fn a_non_blocking_stdin_pipe_is_waited_on() {
 #[cfg(unix)]
 #[test]
 fn many_input_files_are_not_all_held_open() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (tmp, db) = temp_db();
     let mut files = Vec::new();
     for i in 0..200 {
         let f = tmp.path().join(format!("{i:03}.txt"));
@@ -600,8 +585,7 @@ fn a_refused_horizon_creates_no_engine() {
 fn an_endless_line_is_an_error_under_long_lines_error() {
     use std::io::Write;
     use std::time::{Duration, Instant};
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let mut child = spawn_piped(&mut filter_new_command(
         &db,
         &["--max-line-bytes", "100", "--long-lines", "error"],
@@ -640,8 +624,7 @@ fn an_endless_line_is_an_error_under_long_lines_error() {
 /// are still skipped.
 #[test]
 fn an_empty_key_argument_is_an_error() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (tmp, db) = temp_db();
     assert_eq!(code(&cmd("add", &db, &[], b"a\n")), 0);
     for args in [&[""][..], &["a", ""], &["--trim", "a", " \t"]] {
         let out = cmd("check", &db, args, b"");
@@ -668,8 +651,7 @@ fn an_empty_key_argument_is_an_error() {
 /// and exited 0 ("every key seen"). Lines of input are still skipped.
 #[test]
 fn a_key_argument_that_not_url_skip_would_skip_is_an_error() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (tmp, db) = temp_db();
     assert_eq!(code(&cmd("add", &db, &[], b"https://example.com/a\n")), 0);
     let skip = ["--canonical", "--not-url", "skip"];
     for keys in [&["not a url"][..], &["https://example.com/a", "not a url"]] {
@@ -731,8 +713,7 @@ fn a_key_argument_that_not_url_skip_would_skip_is_an_error() {
 /// "FILE: read failed: REASON").
 #[test]
 fn a_read_failure_names_the_line_being_read() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (tmp, db) = temp_db();
     let mut text = String::new();
     for i in 0..20_000 {
         text.push_str(&format!("https://example.com/{i}\n"));
@@ -759,8 +740,7 @@ fn a_read_failure_names_the_line_being_read() {
 #[test]
 fn a_failing_stdout_leaves_the_batch_recorded_but_unprinted() {
     use std::process::Stdio;
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (tmp, db) = temp_db();
     let keys = tmp.path().join("keys");
     std::fs::write(&keys, b"a\nb\nc\n").unwrap();
     let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {

@@ -16,8 +16,7 @@ fn peak_rss_kib(pid: u32) -> u64 {
 
 #[test]
 fn review_7_6_long_lines_are_bounded() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (tmp, db) = temp_db();
     // A 100 MB line without a newline, streamed: memory stays far below it.
     let mut child = spawn_piped(&mut filter_new_command(&db, &[]));
     let mut stdin = child.stdin.take().unwrap();
@@ -132,8 +131,7 @@ fn snapshot(dir: &std::path::Path) -> Vec<(String, u64, std::time::SystemTime, u
 
 #[test]
 fn review_7_2_read_only_commands_never_rotate_or_expire() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (_tmp, db) = temp_db();
     let out = cmd("add", &db, &["--tiers", "7d"], b"k2026\n");
     assert_exit(&out, 0);
     let before = snapshot(&db);

@@ -20,8 +20,7 @@ use rustix::process::{kill_process, Pid, Signal};
 /// batch recorded and only partly printed), sends `sig`, then reads
 /// everything. Returns the lines printed and the keys recorded.
 fn stopped_by(sig: Signal) -> (usize, usize) {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = tmp.path().join("db");
+    let (tmp, db) = temp_db();
     let keys = tmp.path().join("keys.txt");
     let text: String = (0..20_000)
         .map(|i| format!("https://example.com/page/{i:08}\n"))

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::io::{self, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::thread::{self, JoinHandle};
 
@@ -29,6 +29,15 @@ pub fn spawn_piped(command: &mut Command) -> Child {
 pub fn feed_stdin(child: &mut Child, input: Vec<u8>) -> JoinHandle<io::Result<()>> {
     let mut stdin = child.stdin.take().expect("stdin is a pipe");
     thread::spawn(move || stdin.write_all(&input))
+}
+
+/// A new temporary directory and the path `db` in it, not yet created, for
+/// an engine; the directory is removed when the `TempDir` is dropped, so
+/// a test keeps it to its end.
+pub fn temp_db() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().expect("create a temporary directory");
+    let db = tmp.path().join("db");
+    (tmp, db)
 }
 
 /// Runs the binary with `args`, feeding `input` on stdin; fails on a panic.
