@@ -6,9 +6,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::thread::{self, JoinHandle};
 
+/// The `timebloom` binary cargo built for these tests.
 pub const BIN: &str = env!("CARGO_BIN_EXE_timebloom");
 /// Small filters keep the test directories small (segments are preallocated).
 pub const SMALL: &[&str] = &["--items-per-day", "1000"];
+/// The instant `cmd` and `filter_new_command` pass as `--now`.
 pub const DAY0: &str = "2026-11-02T12:00:00Z";
 
 /// Starts `command` with stdin, stdout and stderr all pipes, for a test
@@ -112,14 +114,17 @@ pub fn assert_stderr_contains(out: &Output, text: &str) {
     assert!(stderr(out).contains(text), "{}", stderr(out));
 }
 
+/// The exit code of the run in `out`; fails if a signal ended it.
 pub fn code(out: &Output) -> i32 {
     out.status.code().expect("exited by a signal")
 }
 
+/// The stdout of the run in `out`; fails if it is not UTF-8.
 pub fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).unwrap()
 }
 
+/// The stderr of the run in `out`, with any bytes that are not UTF-8 replaced.
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
