@@ -219,6 +219,22 @@ def test_a_horizon_past_what_a_duration_holds_is_too_long_too(tmp_path):
         timebloom.Engine.open(d).close()
 
 
+def test_a_horizon_past_what_a_float_holds_is_too_long_not_an_overflow(tmp_path):
+    # An int too large for a float failed with Python's OverflowError
+    # ("int too large to convert to float"), and a string of as many digits
+    # with "must be positive and finite": both are finite numbers of seconds,
+    # longer than any tier keeps, as 1e30 is.
+    for i, value in enumerate((10**400, "9" * 400, "9" * 400 + "d")):
+        d = tmp_path / f"tb-{i}"
+        with pytest.raises(timebloom.HorizonTooLongError):
+            make_filter({"TIMEBLOOM_DIR": str(d), "TIMEBLOOM_TIERS": "7d", "TIMEBLOOM_RECRAWL_AFTER": value})
+        timebloom.Engine.open(d).close()
+    # Negative, however large, is refused as any negative horizon is.
+    for value in (-(10**400), -1):
+        with pytest.raises(ValueError, match="positive"):
+            parse_duration(value)
+
+
 def test_a_locked_directory_is_a_locked_error(tmp_path):
     d = tmp_path / "tb"
     with timebloom.Engine.create(d, items_per_day=100):

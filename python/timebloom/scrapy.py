@@ -72,6 +72,7 @@ from __future__ import annotations
 import logging
 import re
 import shutil
+import sys
 import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -94,16 +95,26 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 
 def parse_duration(value: Union[str, int, float, timedelta]) -> float:
     """Seconds of ``value``: a number of seconds, a ``timedelta``, or a
-    string such as ``"3600"``, ``"90m"``, ``"12h"``, ``"7d"``, ``"2w"``."""
+    string such as ``"3600"``, ``"90m"``, ``"12h"``, ``"7d"``, ``"2w"``.
+
+    A ``ValueError`` when ``value`` is not positive and finite (or a string
+    of another form), a ``TypeError`` when it is none of these types. An int
+    or a string of digits too large for a float reads as the largest float
+    (longer than any engine keeps: the filter raises ``HorizonTooLongError``).
+    """
     if isinstance(value, timedelta):
         secs = value.total_seconds()
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        secs = float(value)
+        try:
+            secs = float(value)
+        except OverflowError:  # an int past the largest float
+            secs = sys.float_info.max if value > 0 else -sys.float_info.max
     elif isinstance(value, str):
         m = _DURATION.match(value)
         if not m:
             raise ValueError(f"not a duration: {value!r} (use seconds or 90m, 12h, 7d, 2w)")
-        secs = float(m.group(1)) * _UNITS[m.group(2) or "s"]
+        # Digits are finite, however many: too many for a float is the largest.
+        secs = min(float(m.group(1)) * _UNITS[m.group(2) or "s"], sys.float_info.max)
     else:
         raise TypeError(f"not a duration: {value!r}")
     if not 0 < secs < float("inf"):  # NaN fails this too
