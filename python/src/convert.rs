@@ -280,7 +280,10 @@ pub(crate) fn path_of(obj: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
     }
 }
 
-/// Seconds from a `timedelta` or a number, as a `Duration`.
+/// Seconds from a `timedelta` or a number, as a `Duration`: another type
+/// (a `bool` included) is a `TypeError`; a negative, NaN or infinite
+/// number, or one of 2**64 seconds or more (an int too large for a float
+/// included), a `ValueError`.
 pub(crate) fn duration_of(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
     let secs: f64 = if obj.hasattr("total_seconds")? {
         obj.call_method0("total_seconds")?.extract()?

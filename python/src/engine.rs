@@ -245,6 +245,8 @@ impl PyEngine {
     /// Whether `key` was inserted within `horizon` (a timedelta or seconds)
     /// of now. True for every key inserted within the horizon; may be True
     /// for a key up to one window of the answering tier older.
+    /// `HorizonTooLongError` when no tier keeps `horizon`; a negative, NaN
+    /// or infinite one, or one of 2**64 s or more, is a `ValueError`.
     fn contains_within(
         &self,
         key: &Bound<'_, PyAny>,
@@ -260,6 +262,7 @@ impl PyEngine {
     /// of `contains_within` and the insert in one step (a recrawl
     /// schedule). Of several threads calling it for the same due key,
     /// exactly one gets True.
+    /// `horizon` raises as in `contains_within`, before anything is recorded.
     fn insert_within(
         &self,
         py: Python<'_>,

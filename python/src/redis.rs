@@ -225,6 +225,7 @@ impl PyRedisEngine {
     /// (a timedelta or seconds), records it now and returns True; otherwise
     /// records nothing and returns False. One server-side step: of several
     /// processes calling it for the same due key, exactly one gets True.
+    /// `horizon` raises as in `contains_within`, before anything is recorded.
     fn insert_within(
         &self,
         py: Python<'_>,
@@ -275,6 +276,8 @@ impl PyRedisEngine {
     /// Whether `key` was inserted within `horizon` (a timedelta or seconds)
     /// of now. True for every key inserted within the horizon; may be True
     /// for a key up to one window of the answering tier older.
+    /// `HorizonTooLongError` when no tier keeps `horizon`; a negative, NaN
+    /// or infinite one, or one of 2**64 s or more, is a `ValueError`.
     fn contains_within(
         &self,
         py: Python<'_>,

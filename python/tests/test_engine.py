@@ -933,6 +933,29 @@ def test_arguments_out_of_range_are_value_errors_not_panics(tmp_path):
             timebloom.RedisEngine.create("redis://127.0.0.1:1", "p", **{option: 0})
 
 
+def test_what_a_horizon_raises_is_what_the_docs_say(tmp_path):
+    # docs/python.md, the stubs: another type is a TypeError; negative, NaN,
+    # infinite or 2**64 s and more a ValueError; longer than the tiers keep
+    # a HorizonTooLongError; nothing is recorded by a refused insert_within.
+    with Engine.create(tmp_path / "e", "7d", items_per_day=100, clock=ManualClock(T0)) as e:
+        calls = (
+            lambda h: e.contains_within("k", h),
+            lambda h: e.insert_within("k", h),
+            lambda h: e.insert_within_many(["k"], h),
+        )
+        for call in calls:
+            for bad in (True, "7d", None):
+                with pytest.raises(TypeError):
+                    call(bad)
+            for bad in (-1, -(10**400), float("nan"), float("inf"), float("-inf"), timedelta.min, 2**64, 1e30):
+                with pytest.raises(ValueError, match="not a valid duration"):
+                    call(bad)
+            for long in (30 * 86_400, 2**63, timedelta.max):
+                with pytest.raises(timebloom.HorizonTooLongError):
+                    call(long)
+        assert not e.contains("k")
+
+
 def test_a_generator_that_raises_part_way_records_nothing(tb_dir):
     # docs/python.md: an iterable that is not a list is read whole first.
     def keys():

@@ -9,7 +9,9 @@ _Key = Union[str, bytes]
 """A key: ``str`` (encoded as UTF-8) or ``bytes``."""
 
 _Seconds = Union[timedelta, int, float]
-"""A duration: a ``timedelta`` or a number of seconds."""
+"""A duration: a ``timedelta`` or a number of seconds. Another type (a
+``bool`` included) is a ``TypeError``; a negative, NaN or infinite duration,
+or one of 2**64 seconds or more, is a ``ValueError``."""
 
 _Instant = Union[datetime, int, float]
 """An instant: an aware ``datetime`` or seconds since the Unix epoch."""
@@ -164,9 +166,12 @@ class Engine:
     def contains_many(self, keys: Iterable[_Key]) -> list[bool]:
         """``contains`` for every key, with the GIL released."""
     def contains_within(self, key: _Key, horizon: _Seconds) -> bool:
-        """Whether ``key`` was inserted within ``horizon`` of now."""
+        """Whether ``key`` was inserted within ``horizon`` of now.
+        ``HorizonTooLongError`` when no tier keeps ``horizon``; a
+        ``ValueError`` or ``TypeError`` for what ``_Seconds`` refuses."""
     def insert_within(self, key: _Key, horizon: _Seconds) -> bool:
-        """Records ``key`` now and returns True when it was not seen within ``horizon``; otherwise records nothing."""
+        """Records ``key`` now and returns True when it was not seen within ``horizon``; otherwise records nothing.
+        Raises as ``contains_within`` does for ``horizon``, before recording anything."""
     def insert_within_many(self, keys: Iterable[_Key], horizon: _Seconds) -> list[bool]:
         """``insert_within`` for every key, with the GIL released; one bool per key."""
     def insert_at(self, key: _Key, when: _Instant) -> bool:
@@ -267,11 +272,14 @@ class RedisEngine:
     def contains_many(self, keys: Iterable[_Key]) -> list[bool]:
         """``contains`` for every key."""
     def contains_within(self, key: _Key, horizon: _Seconds) -> bool:
-        """Whether ``key`` was inserted within ``horizon`` of now."""
+        """Whether ``key`` was inserted within ``horizon`` of now.
+        ``HorizonTooLongError`` when no tier keeps ``horizon``; a
+        ``ValueError`` or ``TypeError`` for what ``_Seconds`` refuses."""
     def contains_within_many(self, keys: Iterable[_Key], horizon: _Seconds) -> list[bool]:
         """``contains_within`` for every key."""
     def insert_within(self, key: _Key, horizon: _Seconds) -> bool:
-        """Records ``key`` now and returns True when it was not seen within ``horizon``; otherwise records nothing."""
+        """Records ``key`` now and returns True when it was not seen within ``horizon``; otherwise records nothing.
+        Raises as ``contains_within`` does for ``horizon``, before recording anything."""
     def insert_within_many(self, keys: Iterable[_Key], horizon: _Seconds) -> list[bool]:
         """``insert_within`` for every key, in one pipeline; one bool per key."""
     def stats(self) -> dict[str, Any]:
