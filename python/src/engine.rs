@@ -16,9 +16,7 @@ use pyo3::types::{PyString, PyTuple};
 use timebloom::{Config, SyncPolicy};
 
 use crate::clock::PyManualClock;
-use crate::convert::{
-    config_of, duration_of, instant_of, key_bytes, path_of, tiers_text, to_dict, CHUNK,
-};
+use crate::convert::{config_of, duration_of, instant_of, path_of, tiers_text, to_dict, CHUNK};
 use crate::errors::{stopped_after, to_py};
 use crate::slot::Slot;
 
@@ -87,34 +85,22 @@ impl PyEngine {
         f: impl FnOnce(&timebloom::Engine, &[u8]) -> timebloom::Result<T> + Send,
     ) -> PyResult<T> {
         if self.policy == SyncPolicy::Always || self.slot.get(timebloom::Engine::write_may_wait)? {
-            return self.detached_key(py, key, f);
+            return self.slot.detached_key(py, key, f);
         }
-        let k = key_bytes(key)?;
-        self.slot.with(|e| f(e, k.as_bytes()))
+        self.slot.with_key(key, f)
     }
 
-    /// Runs a write `f` of one key with the GIL released: a write that
-    /// waits (`write_key`), and backfills (`insert_at`, `remove_at`), which
-    /// may create the file of a past window.
-    fn detached_key<T: Send>(
+    /// Runs a batch write `f` over the keys of an iterable, GIL released,
+    /// in calls of up to [`CHUNK`] keys: when a call after the first fails,
+    /// `IncompleteError` holds the answers of the keys recorded before.
+    fn write_batch(
         &self,
         py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        f: impl FnOnce(&timebloom::Engine, &[u8]) -> timebloom::Result<T> + Send,
-    ) -> PyResult<T> {
-        let k = key_bytes(key)?;
-        let k = k.as_bytes();
-        self.slot.detached(py, |e| f(e, k))
-    }
-
-    /// Runs a lookup `f` of one key (str or bytes), with the GIL held.
-    fn read_key<T>(
-        &self,
-        key: &Bound<'_, PyAny>,
-        f: impl FnOnce(&timebloom::Engine, &[u8]) -> timebloom::Result<T>,
-    ) -> PyResult<T> {
-        let k = key_bytes(key)?;
-        self.slot.with(|e| f(e, k.as_bytes()))
+        keys: &Bound<'_, PyAny>,
+        f: impl Fn(&timebloom::Engine, &[&[u8]]) -> timebloom::Result<Vec<bool>> + Sync,
+    ) -> PyResult<Vec<bool>> {
+        self.slot
+            .chunked(py, keys, CHUNK, f, |a, f| stopped_after(a, f, &self.slot))
     }
 }
 
@@ -216,19 +202,13 @@ impl PyEngine {
     /// `insert` for every key of an iterable, with the GIL released; one
     /// bool per key, in order.
     fn insert_many(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
-        self.slot.chunked(
-            py,
-            keys,
-            CHUNK,
-            |e, k| e.insert_batch(k),
-            |a, f| stopped_after(a, f, &self.slot),
-        )
+        self.write_batch(py, keys, |e, k| e.insert_batch(k))
     }
 
     /// Whether `key` is in any live window (at most `fpr` false positives,
     /// never a false negative within the retention).
     fn contains(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.read_key(key, |e, k| e.contains(k))
+        self.slot.with_key(key, |e, k| e.contains(k))
     }
 
     /// `contains` for every key of an iterable, with the GIL released.
@@ -253,7 +233,7 @@ impl PyEngine {
         horizon: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let h = duration_of(horizon)?;
-        self.read_key(key, |e, k| e.contains_within(k, h))
+        self.slot.with_key(key, |e, k| e.contains_within(k, h))
     }
 
     /// Claims `key` when it is due: when it was not seen within `horizon`
@@ -282,13 +262,7 @@ impl PyEngine {
         horizon: &Bound<'_, PyAny>,
     ) -> PyResult<Vec<bool>> {
         let h = duration_of(horizon)?;
-        self.slot.chunked(
-            py,
-            keys,
-            CHUNK,
-            |e, k| e.insert_within_batch(k, h),
-            |a, f| stopped_after(a, f, &self.slot),
-        )
+        self.write_batch(py, keys, |e, k| e.insert_within_batch(k, h))
     }
 
     /// Records `key` as seen at `when` (an aware datetime or seconds since
@@ -301,7 +275,7 @@ impl PyEngine {
         when: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let t = instant_of(when)?;
-        self.detached_key(py, key, |e, k| e.insert_at(k, t))
+        self.slot.detached_key(py, key, |e, k| e.insert_at(k, t))
     }
 
     /// Takes back one insert of `key` made now (counting and fingerprint
@@ -327,7 +301,7 @@ impl PyEngine {
         when: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let t = instant_of(when)?;
-        self.detached_key(py, key, |e, k| e.remove_at(k, t))
+        self.slot.detached_key(py, key, |e, k| e.remove_at(k, t))
     }
 
     /// Rotates and expires windows as of `now` (default: the engine's

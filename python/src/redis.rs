@@ -18,7 +18,7 @@ use pyo3::types::PyTuple;
 use timebloom::redis::{RedisEngine, RedisError as LibRedisError, RedisOptions};
 
 use crate::clock::PyManualClock;
-use crate::convert::{config_of, duration_of, instant_of, key_bytes, tiers_text, to_dict};
+use crate::convert::{config_of, duration_of, instant_of, tiers_text, to_dict};
 use crate::errors::to_py;
 use crate::slot::{Failure, Slot};
 
@@ -96,18 +96,6 @@ impl PyRedisEngine {
             }),
             Err(e) => Err(e.into_py(&place)),
         }
-    }
-
-    /// Runs a single-key call `f` with the GIL released.
-    fn on_key<T: Send>(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        f: impl FnOnce(&RedisEngine, &[u8]) -> Result<T, LibRedisError> + Send,
-    ) -> PyResult<T> {
-        let k = key_bytes(key)?;
-        let k = k.as_bytes();
-        self.slot.detached(py, |e| f(e, k))
     }
 }
 
@@ -211,7 +199,7 @@ impl PyRedisEngine {
     /// True when the key was new: absent from every live window before. Of
     /// several processes inserting the same new key, exactly one gets True.
     fn insert(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.on_key(py, key, |e, k| e.insert(k))
+        self.slot.detached_key(py, key, |e, k| e.insert(k))
     }
 
     /// `insert` for every key of an iterable, in one pipeline of server-side
@@ -233,7 +221,8 @@ impl PyRedisEngine {
         horizon: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let h = duration_of(horizon)?;
-        self.on_key(py, key, |e, k| e.insert_within(k, h))
+        self.slot
+            .detached_key(py, key, |e, k| e.insert_within(k, h))
     }
 
     /// `insert_within` for every key of an iterable, in one pipeline; one
@@ -259,13 +248,13 @@ impl PyRedisEngine {
         when: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let t = instant_of(when)?;
-        self.on_key(py, key, |e, k| e.insert_at(k, t))
+        self.slot.detached_key(py, key, |e, k| e.insert_at(k, t))
     }
 
     /// Whether `key` is in any live window (at most `fpr` false positives,
     /// never a false negative within the retention).
     fn contains(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.on_key(py, key, |e, k| e.contains(k))
+        self.slot.detached_key(py, key, |e, k| e.contains(k))
     }
 
     /// `contains` for every key of an iterable.
@@ -285,7 +274,8 @@ impl PyRedisEngine {
         horizon: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let h = duration_of(horizon)?;
-        self.on_key(py, key, |e, k| e.contains_within(k, h))
+        self.slot
+            .detached_key(py, key, |e, k| e.contains_within(k, h))
     }
 
     /// `contains_within` for every key of an iterable.

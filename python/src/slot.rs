@@ -22,7 +22,7 @@ use std::sync::{RwLock, RwLockReadGuard};
 
 use pyo3::prelude::*;
 
-use crate::convert::{for_chunks, Stop};
+use crate::convert::{for_chunks, key_bytes, Stop};
 use crate::errors::{with_path, ClosedError, ForkedError};
 
 /// Forks this process has been through (`os.register_at_fork` calls
@@ -171,6 +171,30 @@ impl<E: Send + Sync + Leave> Slot<E> {
     ) -> PyResult<T> {
         py.detach(|| self.call(f))
             .map_err(|fail| fail.into_py(self))
+    }
+
+    /// Runs `f` on the open engine for one key (str or bytes), with the GIL
+    /// held.
+    pub(crate) fn with_key<T, X: Failure>(
+        &self,
+        key: &Bound<'_, PyAny>,
+        f: impl FnOnce(&E, &[u8]) -> Result<T, X>,
+    ) -> PyResult<T> {
+        let k = key_bytes(key)?;
+        self.with(|e| f(e, k.as_bytes()))
+    }
+
+    /// Runs `f` on the open engine for one key (str or bytes), with the GIL
+    /// released (the key is read first, GIL held).
+    pub(crate) fn detached_key<T: Send, X: Failure>(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        f: impl FnOnce(&E, &[u8]) -> Result<T, X> + Send,
+    ) -> PyResult<T> {
+        let k = key_bytes(key)?;
+        let k = k.as_bytes();
+        self.detached(py, |e| f(e, k))
     }
 
     /// Runs a batch call `f` over the keys of an iterable, GIL released:
