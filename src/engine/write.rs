@@ -412,9 +412,10 @@ impl Engine {
     /// tiers `pick` accepts (by index), before the other tiers are written: a
     /// table without room answers `Grow` and nothing else is written, so
     /// the retry after growth counts a counting tier once. Tables are
-    /// written outside the log's lock: their writes of different keys
-    /// commute (a key's day only moves forward), and those of one key are
-    /// ordered by its stripe.
+    /// written outside the log's lock: their inserts of different keys
+    /// commute (a key's day only moves forward), those of one key are
+    /// ordered by its stripe, and a remove writes under the log's lock
+    /// (see [`Engine::logged`]).
     fn write_tables(
         &self,
         snap: &Snapshot,
@@ -446,9 +447,20 @@ impl Engine {
     }
 
     /// Applies a write and logs it (under the logged policies): counting
-    /// writes inside the log's lock, so replay applies them in the order
-    /// they happened (see `Wal::append_applying`); Bloom writes, which
-    /// commute, before it.
+    /// writes and every remove inside the log's lock, so replay applies
+    /// them in the order they happened (see `Wal::append_applying`); Bloom
+    /// and table inserts, which commute, before it.
+    ///
+    /// A table's remove does not commute with an insert of another key
+    /// that shares its slot (the same fingerprint and bucket pair): an
+    /// insert made after the remove took the slot gets one of its own and
+    /// is new, one made before only found the slot. An insert writes its
+    /// table before it takes the log's lock, so with the remove's write and
+    /// record under that lock, an insert that wrote after the remove is
+    /// logged after it too. (A remove applied before it took the lock let
+    /// such an insert log first; replayed so, the insert found the removed
+    /// key's slot and the remove took it: an insert acknowledged as new was
+    /// gone after a power loss.)
     #[inline]
     fn logged<R>(
         &self,
@@ -461,7 +473,7 @@ impl Engine {
         let Some(log) = &self.wal else {
             return Ok(apply());
         };
-        if self.config.tiers.iter().any(|t| t.kind == Kind::Counting) {
+        if op != Op::Insert || self.config.tiers.iter().any(|t| t.kind == Kind::Counting) {
             let r = log.append_applying(op, t, h, apply).map(|(_, r)| r);
             return self.latch(r);
         }
