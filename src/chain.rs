@@ -82,17 +82,39 @@ impl Segment {
     /// one a key that was absent at insert time stays absent (counters there
     /// only reach zero, never leave it). Taking from "the newest holder"
     /// instead would let a false positive in a newer sub-filter take other
-    /// keys' counts.
+    /// keys' counts. "Never leave it" needs an insert into an older
+    /// sub-filter and a remove to exclude each other (the chain's lock): an
+    /// insert that found the key's counters taken there, and counted it
+    /// after a remove emptied one, brought that counter back.
     ///
     /// `m` holds the key's masks, shared by the windows one write sets
     /// (`KeyMasks::new(h.lo)` for a window alone).
     #[inline]
     pub(crate) fn insert(&self, x: &Exclusive, h: KeyHash, m: &mut KeyMasks) -> bool {
         match self.insert_target(h) {
+            Some(s) if s.header().kind == Kind::Counting && !self.is_tail(s) => {
+                // Chosen and counted under the chain's lock, which removes
+                // hold: a remove that empties one of the key's counters
+                // meanwhile would otherwise see it brought back to 1, and
+                // a key checked while it was empty, gone to the tail, would
+                // turn into a false positive of this sub-filter, whose
+                // remove then took from here (another key's count).
+                let _chain = self.subs[0].chain_lock();
+                let s = self.insert_target(h).unwrap_or(s);
+                if !self.is_tail(s) {
+                    crate::file::pause("counting target chosen", s.path());
+                }
+                s.insert(x, h, m)
+            }
             Some(s) => s.insert(x, h, m),
             // A Bloom key an older sub-filter holds: recorded already.
             None => self.tail().is_some_and(|t| t.header().kind == Kind::Bloom),
         }
+    }
+
+    /// Whether `s` is the newest sub-filter, which takes new keys.
+    fn is_tail(&self, s: &SubFilter) -> bool {
+        self.tail().is_some_and(|t| std::ptr::eq(t, s))
     }
 
     /// The sub-filter a write of the key goes to, by the rules of
@@ -214,6 +236,8 @@ impl Segment {
     /// one is not refused here: the caller checks `is_sealed` under the
     /// key's stripe first.
     pub(crate) fn remove(&self, x: &Exclusive, h: KeyHash) -> bool {
+        // Inserts into older sub-filters wait (see `insert`).
+        let _chain = (self.subs.len() > 1).then(|| self.subs[0].chain_lock());
         self.subs
             .iter()
             .find(|s| s.contains(h))
@@ -752,6 +776,108 @@ mod tests {
             assert_eq!(out, single);
             assert!(out.iter().any(|&p| p));
         }
+    }
+
+    /// A counting insert that chose an older sub-filter (every counter of
+    /// the key there is taken, by other keys: a false positive) and a
+    /// remove that empties those counters meanwhile: the insert must not
+    /// bring them back once a third key, checked while they were empty,
+    /// went to the tail. Otherwise that key turns into a false positive of
+    /// the older sub-filter, its remove takes from there (the oldest
+    /// holder), and the first key, inserted once and never removed, is gone.
+    #[test]
+    fn a_counting_insert_brings_back_no_counter_a_remove_emptied_meanwhile() {
+        use crate::filter::stripe_of;
+        use std::sync::mpsc;
+        let dir = tempfile::tempdir().unwrap();
+        let sub = |index: u32, capacity: u64| {
+            let id = Identity {
+                span: Span::Day,
+                window: 0,
+                index,
+            };
+            let path = dir.path().join(format!("c{index}"));
+            let s = SubFilter::create(&path, Kind::Counting, id, 7, capacity, 0.01, false, None);
+            Arc::new(s.unwrap())
+        };
+        // One block in the older sub-filter, many in the tail. The three
+        // keys share their probes (`lo`), so the same counters there; each
+        // has a stripe of its own.
+        let old = sub(0, 1);
+        assert_eq!(old.header().nblocks, 1);
+        let lo = 0x5851_f42d_4c95_7f2d;
+        let (b, a, d) = (
+            KeyHash {
+                lo,
+                hi: 0x8100 << 48,
+            },
+            KeyHash {
+                lo,
+                hi: 0x9100 << 48,
+            },
+            KeyHash {
+                lo,
+                hi: 0x1100 << 48,
+            },
+        );
+        assert!(stripe_of(b) != stripe_of(d) && stripe_of(a) != stripe_of(d));
+        let stripes = Stripes::default();
+        let first = Segment {
+            window: 0,
+            subs: vec![Arc::clone(&old)],
+        };
+        assert!(first.insert(&stripes.lock(b), b, &mut KeyMasks::new(b.lo)));
+        let tail = sub(1, 2_000);
+        let seg = Segment {
+            window: 0,
+            subs: vec![Arc::clone(&old), Arc::clone(&tail)],
+        };
+        assert_ne!(
+            crate::filter::block_index(a, tail.header().nblocks),
+            crate::filter::block_index(d, tail.header().nblocks)
+        );
+        // `d` tests present in the older sub-filter (`b`'s counters): its
+        // insert goes there, and is held after choosing it.
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let (parked_tx, parked_rx) = mpsc::channel::<()>();
+        let once = std::sync::Mutex::new(Some((go_rx, parked_tx)));
+        let at = old.path().to_path_buf();
+        crate::file::testing::set_pause_hook(Some(Box::new(move |point, path| {
+            if point == "counting target chosen" && path == at {
+                if let Some((go, parked)) = once.lock().unwrap().take() {
+                    let _ = parked.send(());
+                    let _ = go.recv();
+                }
+            }
+        })));
+        std::thread::scope(|s| {
+            let (seg, stripes) = (&seg, &stripes);
+            let inserter = s.spawn(move || {
+                assert!(seg.insert(&stripes.lock(d), d, &mut KeyMasks::new(d.lo)));
+            });
+            parked_rx
+                .recv_timeout(std::time::Duration::from_secs(30))
+                .expect("the insert of d parked");
+            // Meanwhile `b` is removed (its counters empty) and `a`,
+            // absent from the older sub-filter now, goes to the tail; or
+            // both wait for `d`'s insert.
+            let (done_tx, done_rx) = mpsc::channel::<()>();
+            s.spawn(move || {
+                assert!(seg.remove(&stripes.lock(b), b));
+                assert!(seg.insert(&stripes.lock(a), a, &mut KeyMasks::new(a.lo)));
+                let _ = done_tx.send(());
+            });
+            let _ = done_rx.recv_timeout(std::time::Duration::from_millis(500));
+            drop(go_tx);
+            inserter.join().unwrap();
+        });
+        crate::file::testing::set_pause_hook(None);
+        // `a` is taken back; `d`, inserted once and never removed, stays.
+        assert!(seg.remove(&stripes.lock(a), a));
+        assert!(
+            seg.contains(d),
+            "a key inserted once and never removed is gone"
+        );
     }
 
     /// Single and batch lookups over windows whose probe counts differ (or

@@ -482,6 +482,9 @@ pub(crate) struct SubFilter {
     /// ([`SubFilter::rewrite_sealed`]): this object's handle and mapping
     /// belong to the unlinked old file, so it must never be written again.
     replaced: AtomicBool,
+    /// A counting chain's lock, the first sub-filter's (see
+    /// [`SubFilter::chain_lock`]).
+    chain: Mutex<()>,
 }
 
 /// Sealed Bloom bodies from this size on are rewritten in large pages
@@ -693,7 +696,16 @@ impl SubFilter {
             touched: AtomicBool::new(false),
             table,
             replaced: AtomicBool::new(false),
+            chain: Mutex::new(()),
         }
+    }
+
+    /// Held, on the first sub-filter of a counting chain of several, by a
+    /// remove and by an insert that goes to an older sub-filter than the
+    /// newest, from the choice of its sub-filter to its last counter (see
+    /// `Segment::insert`).
+    pub(crate) fn chain_lock(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.chain.lock()
     }
 
     /// The fingerprint table over this body, if this is one.
