@@ -195,3 +195,57 @@ fn tls_client_of_the_system_roots() {
     let e = RedisEngine::create(&url, &pre, config).expect("create over TLS");
     assert_eq!(e.insert_batch(&[b"a", b"b"]).expect("insert"), [true, true]);
 }
+
+/// Options that give up fast: one retry, short backoff and timeouts.
+fn quick() -> timebloom::redis::RedisOptions {
+    let mut o = timebloom::redis::RedisOptions::default();
+    o.retries = 1;
+    o.backoff = std::time::Duration::from_millis(10);
+    o.connect_timeout = std::time::Duration::from_millis(500);
+    o.io_timeout = std::time::Duration::from_millis(500);
+    o
+}
+
+/// An error that comes from a server names it (`host:port`), so an
+/// operator of a fleet that talks to several servers knows which one
+/// failed; never the password of the URL. Here a port where nothing
+/// listens, and a server stopped while an engine runs on it.
+#[test]
+fn errors_from_a_server_name_its_address_not_its_password() {
+    if !require("errors_from_a_server_name_its_address_not_its_password") {
+        return;
+    }
+    let mut server = Server::with_args(&[
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--user",
+        "crawler",
+        "on",
+        ">pa55-w0rd-z7",
+        "~*",
+        "+@all",
+    ]);
+    let at = format!("127.0.0.1:{}", server.port);
+    let url = format!("redis://crawler:pa55-w0rd-z7@{at}");
+    let pre = prefix("named");
+    let config = Config {
+        tiers: vec![Tier::daily(2)],
+        expected_items_per_day: 1000,
+        ..Config::default()
+    };
+    let e = RedisEngine::create_with(&url, &pre, config, quick()).expect("create");
+    assert!(e.insert(b"k").expect("insert"));
+    server.kill();
+    for err in [
+        e.insert(b"k2").expect_err("the server is gone"),
+        e.contains(b"k").expect_err("the server is gone"),
+        RedisEngine::open_with(&url, &pre, quick()).expect_err("nothing listens"),
+    ] {
+        let shown = format!("{err} {err:?}");
+        assert!(matches!(err, RedisError::Redis { .. }), "{shown}");
+        assert!(err.to_string().contains(&at), "{err}");
+        assert!(!shown.contains("pa55-w0rd-z7"), "{shown}");
+    }
+}

@@ -421,3 +421,34 @@ fn errors_name_the_command_and_the_key() {
 fn msg_has(e: &RedisError, s: &str) -> bool {
     e.to_string().contains(s)
 }
+
+/// On a Cluster, an error names the node that failed (`host:port`) among
+/// the nodes the call went to, not only the key: here one of three
+/// masters killed under a running engine.
+#[test]
+fn a_cluster_error_names_the_node() {
+    if !require("a_cluster_error_names_the_node") {
+        return;
+    }
+    let mut cluster = Cluster::start();
+    let clock = ManualClock::new(day(0));
+    let mut o = RedisOptions::default().clock(clock);
+    o.backoff = Duration::from_millis(10);
+    o.retries = 1;
+    o.connect_timeout = Duration::from_millis(500);
+    o.io_timeout = Duration::from_millis(500);
+    let config = Config {
+        tiers: vec![Tier::daily(2)],
+        expected_items_per_day: 10_000,
+        ..Config::default()
+    };
+    let e = RedisEngine::create_with(&cluster.url(), &prefix("cluster-named"), config, o)
+        .expect("create");
+    let keys: Vec<Vec<u8>> = (0..200).map(|i| url(88, i)).collect();
+    e.insert_batch(&keys).expect("insert");
+    let dead = format!("127.0.0.1:{}", cluster.nodes[1].port);
+    cluster.nodes[1].kill();
+    let err = e.insert_batch(&keys).expect_err("a master is gone");
+    assert!(matches!(err, RedisError::Redis { .. }), "{err}");
+    assert!(err.to_string().contains(&dead), "{err}");
+}

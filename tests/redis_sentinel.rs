@@ -67,6 +67,7 @@ fn failover_through_sentinel_keeps_confirmed_inserts() {
             acked: 0,
             wanted: 1,
             answers,
+            ..
         }) => answers,
         other => panic!("expected NotReplicated with no replica left, got {other:?}"),
     };

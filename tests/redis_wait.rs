@@ -56,12 +56,15 @@ fn wait_for_replicas() {
     let more: Vec<Vec<u8>> = (0..10).map(|i| url(98, i)).collect();
     match e2.insert_batch(&more) {
         Err(RedisError::NotReplicated {
+            server,
             acked,
             wanted,
             answers,
         }) => {
             assert_eq!((acked, wanted), (1, 2));
             assert_eq!(answers, vec![true; 10]);
+            // The master the `WAIT` went to is named.
+            assert_eq!(server, format!("127.0.0.1:{}", master.port));
         }
         other => panic!("expected NotReplicated, got {other:?}"),
     }
@@ -108,6 +111,7 @@ fn a_wait_shorter_than_a_millisecond_or_longer_than_the_io_timeout_still_reports
                 acked: 0,
                 wanted: 1,
                 answers,
+                ..
             }) => assert_eq!(answers, vec![true; 10]),
             other => panic!("wait_timeout {wait:?}: expected NotReplicated, got {other:?}"),
         }
@@ -183,6 +187,7 @@ fn a_batch_sent_again_after_a_lost_wait_waits_for_its_writes() {
             acked: 0,
             wanted: 1,
             answers,
+            ..
         }) => assert_eq!(answers, vec![true; keys.len()], "resumed answers"),
         other => panic!("the replica has not acknowledged the batch, got {other:?}"),
     }

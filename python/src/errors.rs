@@ -110,7 +110,7 @@ create_exception!(
     timebloom,
     RedisError,
     TimebloomError,
-    "Redis, or the connection to it, failed after every retry, or answered something unexpected; the message names the command and the Redis key. After a failed `insert_many`, send the same keys again (same order, no other insert in between): the call resumes and reports each key new exactly once."
+    "Redis, or the connection to it, failed after every retry, or answered something unexpected; the message names the command, the Redis key and, for a failure of Redis or the connection, the server (`host:port`). After a failed `insert_many`, send the same keys again (same order, no other insert in between): the call resumes and reports each key new exactly once."
 );
 create_exception!(
     timebloom,
@@ -266,6 +266,7 @@ impl Failure for timebloom::redis::RedisError {
                 acked,
                 wanted,
                 answers,
+                ..
             } => {
                 let e = NotReplicatedError::new_err(msg);
                 Python::attach(|py| {

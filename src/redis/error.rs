@@ -16,6 +16,13 @@ pub enum RedisError {
         command: String,
         /// The key the command was about (the first key of a script call).
         key: String,
+        /// The server the command went to, as `host:port` (never the
+        /// password of the URL): the server of a standalone URL, the
+        /// master a Sentinel named (or the Sentinel that failed), the
+        /// Cluster node that serves the key's slot as last seen (or the
+        /// nodes the failed pipeline went to, when the error does not say
+        /// which of them failed).
+        server: String,
         /// The error from the `redis` crate.
         source: redis::RedisError,
     },
@@ -55,6 +62,8 @@ pub enum RedisError {
     /// [`super::RedisOptions::wait_replicas`] confirmed it in time (`WAIT`).
     /// The answers are valid; the writes may be lost in a failover.
     NotReplicated {
+        /// The master(s) the `WAIT` went to, as `host:port`.
+        server: String,
         /// Replicas that confirmed (the fewest over the masters written).
         acked: u32,
         /// Replicas asked for.
@@ -76,10 +85,11 @@ pub enum RedisError {
 pub type Result<T, E = RedisError> = std::result::Result<T, E>;
 
 impl RedisError {
-    pub(crate) fn redis(command: &str, key: &str, source: redis::RedisError) -> Self {
+    pub(crate) fn redis(command: &str, key: &str, server: &str, source: redis::RedisError) -> Self {
         RedisError::Redis {
             command: command.to_string(),
             key: key.to_string(),
+            server: server.to_string(),
             source,
         }
     }
@@ -106,11 +116,13 @@ impl fmt::Debug for RedisError {
             RedisError::Redis {
                 command,
                 key,
+                server,
                 source,
             } => f
                 .debug_struct("Redis")
                 .field("command", command)
                 .field("key", key)
+                .field("server", server)
                 .field("source", source)
                 .finish(),
             RedisError::BadReply {
@@ -135,11 +147,13 @@ impl fmt::Debug for RedisError {
                 .field("given", given)
                 .finish(),
             RedisError::NotReplicated {
+                server,
                 acked,
                 wanted,
                 answers,
             } => f
                 .debug_struct("NotReplicated")
+                .field("server", server)
                 .field("acked", acked)
                 .field("wanted", wanted)
                 .field(
@@ -165,8 +179,12 @@ impl fmt::Display for RedisError {
             RedisError::Redis {
                 command,
                 key,
+                server,
                 source,
-            } => write!(f, "redis {command} on key {key:?} failed: {source}"),
+            } => write!(
+                f,
+                "redis {command} on key {key:?} at {server} failed: {source}"
+            ),
             RedisError::BadReply {
                 command,
                 key,
@@ -188,9 +206,14 @@ impl fmt::Display for RedisError {
                  stored {stored}, given {given}; open it without a configuration or use \
                  another prefix"
             ),
-            RedisError::NotReplicated { acked, wanted, .. } => write!(
+            RedisError::NotReplicated {
+                server,
+                acked,
+                wanted,
+                ..
+            } => write!(
                 f,
-                "redis WAIT: {acked} of {wanted} replicas confirmed the batch in time; \
+                "redis WAIT at {server}: {acked} of {wanted} replicas confirmed the batch in time; \
                  it is applied on the master but a failover may lose it"
             ),
             RedisError::Unsupported { reason } => write!(f, "not supported on Redis: {reason}"),

@@ -35,7 +35,11 @@ impl Sentinels {
     /// reply, to a Sentinel and to the master, is bounded by the timeouts:
     /// a Sentinel or a master that accepts a connection and never answers
     /// is an error, not a wait without end.
-    fn connect(&self, connect: Duration, io: Duration) -> RedisResult<Connection> {
+    ///
+    /// `at` is set to the server each step talks to (`host:port` of the
+    /// Sentinel, then of the master), so that after an error it names the
+    /// one that failed, and after success the master.
+    fn connect(&self, connect: Duration, io: Duration, at: &mut String) -> RedisResult<Connection> {
         let open = |info: ConnectionInfo| -> RedisResult<Connection> {
             let con = Client::open(info)?.get_connection_with_timeout(connect)?;
             con.set_read_timeout(Some(io))?;
@@ -48,6 +52,7 @@ impl Sentinels {
         ));
         for node in &self.nodes {
             let tried = (|| {
+                *at = format!("Sentinel {}", node.addr());
                 let mut s = open(node.clone())?;
                 let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
                     .arg("get-master-addr-by-name")
@@ -62,6 +67,7 @@ impl Sentinels {
                 let info = ConnectionAddr::Tcp(host, port)
                     .into_connection_info()?
                     .set_redis_settings(self.auth.clone());
+                *at = info.addr().to_string();
                 let mut m = open(info)?;
                 let role: Value = redis::cmd("ROLE").query(&mut m)?;
                 let master = matches!(&role, Value::Array(items)
@@ -102,6 +108,13 @@ enum Conn {
 pub(crate) struct Link {
     target: Target,
     conn: Option<Conn>,
+    /// The server errors name (`host:port`, never a password): a
+    /// standalone server, the master a Sentinel named (or the Sentinel
+    /// that failed), a Cluster's seed nodes.
+    at: String,
+    /// A Cluster's slot ranges and the master of each (`CLUSTER SLOTS`),
+    /// as last seen: errors name the node of their key.
+    slots: Vec<(u16, u16, String)>,
     retries: u32,
     backoff: Duration,
     max_backoff: Duration,
@@ -249,12 +262,34 @@ impl Link {
     pub(crate) fn new(url: &str, options: &RedisOptions) -> Result<Link> {
         if let Some(rest) = url.strip_prefix("redis+sentinel://") {
             let shown = redact(url);
-            let target = sentinel(rest).map_err(|e| RedisError::redis("connect", &shown, e))?;
-            return Ok(Link::with(target, options));
+            let target =
+                sentinel(rest).map_err(|e| RedisError::redis("connect", &shown, &shown, e))?;
+            let at = match &target {
+                Target::Sentinel(s) => format!(
+                    "Sentinel {} (master {})",
+                    s.nodes
+                        .iter()
+                        .map(|n| n.addr().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    s.master
+                ),
+                _ => shown,
+            };
+            return Ok(Link::with(target, at, options));
         }
         let urls = split_urls(url);
         let shown = redact(url);
-        let bad = |e| RedisError::redis("connect", &shown, e);
+        let bad = |e| RedisError::redis("connect", &shown, &shown, e);
+        // The nodes' addresses (`host:port`: no user, no password).
+        let at = urls
+            .iter()
+            .map(|u| match u.into_connection_info() {
+                Ok(info) => info.addr().to_string(),
+                Err(_) => redact(u),
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
         let tls = urls.iter().any(|u| u.starts_with("rediss://"));
         let roots = if tls { system_roots() } else { None };
         let target = if urls.len() > 1 || options.cluster {
@@ -277,13 +312,19 @@ impl Link {
         } else {
             Target::Single(Client::open(url).map_err(bad)?)
         };
-        Ok(Link::with(target, options))
+        let at = match &target {
+            Target::Single(c) => c.get_connection_info().addr().to_string(),
+            _ => at,
+        };
+        Ok(Link::with(target, at, options))
     }
 
-    fn with(target: Target, options: &RedisOptions) -> Link {
+    fn with(target: Target, at: String, options: &RedisOptions) -> Link {
         Link {
             target,
             conn: None,
+            at,
+            slots: Vec::new(),
             retries: options.retries,
             backoff: options.backoff,
             max_backoff: options.max_backoff,
@@ -307,8 +348,16 @@ impl Link {
                     con.set_write_timeout(Some(io))?;
                     Conn::Single(con)
                 }
-                Target::Cluster(c) => Conn::Cluster(Box::new(c.get_connection()?)),
-                Target::Sentinel(s) => Conn::Single(s.connect(connect, io)?),
+                Target::Cluster(c) => {
+                    let mut con = c.get_connection()?;
+                    // Only for naming nodes in errors: a failure here
+                    // keeps the slots seen before.
+                    if let Ok(v) = redis::cmd("CLUSTER").arg("SLOTS").query::<Value>(&mut con) {
+                        self.slots = slot_owners(&v);
+                    }
+                    Conn::Cluster(Box::new(con))
+                }
+                Target::Sentinel(s) => Conn::Single(s.connect(connect, io, &mut self.at)?),
             };
             self.conn = Some(conn);
         }
@@ -368,12 +417,24 @@ impl Link {
                     if retryable(&e) {
                         self.conn = None;
                     }
-                    let idx = e
+                    let failed = e
                         .clone()
                         .into_server_errors()
-                        .and_then(|errs| errs.first().map(|x| x.0))
-                        .unwrap_or(0);
-                    return Err(RedisError::redis(what, &key_of(idx), e));
+                        .and_then(|errs| errs.first().map(|x| x.0));
+                    let idx = failed.unwrap_or(0);
+                    // A Cluster pipeline's connection error does not say
+                    // which node failed: name every node it went to.
+                    let server = match failed {
+                        None if self.is_cluster() => {
+                            let mut nodes: Vec<String> =
+                                (0..cmds.len()).map(|i| self.server(&key_of(i))).collect();
+                            nodes.sort();
+                            nodes.dedup();
+                            nodes.join(" or ")
+                        }
+                        _ => self.server(&key_of(idx)),
+                    };
+                    return Err(RedisError::redis(what, &key_of(idx), &server, e));
                 }
             }
         }
@@ -402,8 +463,32 @@ impl Link {
             if retryable(&e) {
                 self.conn = None;
             }
-            RedisError::redis(name, key, e)
+            RedisError::redis(name, key, &self.masters(), e)
         })
+    }
+
+    /// The server a command about `key` goes to, for errors: the node that
+    /// serves its slot as last seen on a Cluster, else the server (or the
+    /// master, or the Sentinel) of the connection.
+    pub(crate) fn server(&self, key: &str) -> String {
+        let slot = key_slot(key.as_bytes());
+        self.slots
+            .iter()
+            .find(|(lo, hi, _)| (*lo..=*hi).contains(&slot))
+            .map_or_else(|| self.at.clone(), |(_, _, node)| node.clone())
+    }
+
+    /// The masters a `WAIT` goes to, for errors: every master of a
+    /// Cluster as last seen, else the server of the connection.
+    pub(crate) fn masters(&self) -> String {
+        let mut nodes: Vec<&str> = self.slots.iter().map(|(_, _, n)| n.as_str()).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        if nodes.is_empty() {
+            self.at.clone()
+        } else {
+            nodes.join(", ")
+        }
     }
 
     /// [`Link::run`] for one command without a script: `name key args...`.
@@ -426,9 +511,67 @@ impl Link {
     }
 }
 
+/// The slot ranges and their masters (`host:port`) of a `CLUSTER SLOTS`
+/// reply; what does not parse is left out.
+fn slot_owners(v: &Value) -> Vec<(u16, u16, String)> {
+    let Value::Array(ranges) = v else {
+        return Vec::new();
+    };
+    ranges
+        .iter()
+        .filter_map(|r| {
+            let Value::Array(r) = r else { return None };
+            let int = |v: Option<&Value>| match v {
+                Some(Value::Int(n)) => u16::try_from(*n).ok(),
+                _ => None,
+            };
+            let (lo, hi) = (int(r.first())?, int(r.get(1))?);
+            let Some(Value::Array(master)) = r.get(2) else {
+                return None;
+            };
+            let host = String::from_utf8_lossy(master.first().and_then(bulk_str)?).into_owned();
+            let port = int(master.get(1))?;
+            Some((lo, hi, format!("{host}:{port}")))
+        })
+        .collect()
+}
+
+/// The Cluster slot of a key: CRC16 (XMODEM) of its hash tag (the part
+/// between the first `{` and the next `}`, when not empty) or of the whole
+/// key, modulo 16384.
+fn key_slot(key: &[u8]) -> u16 {
+    let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &key[open + 1..];
+        let close = rest.iter().position(|&b| b == b'}')?;
+        (close > 0).then_some(&rest[..close])
+    });
+    let mut crc: u16 = 0;
+    for &b in tagged.unwrap_or(key) {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16_384
+}
+
 #[cfg(test)]
 mod tests {
     use super::split_urls;
+
+    #[test]
+    fn key_slots_are_the_cluster_s() {
+        use super::key_slot;
+        // Values from the Cluster specification and `CLUSTER KEYSLOT`.
+        assert_eq!(key_slot(b"123456789"), 0x31c3);
+        assert_eq!(key_slot(b"foo"), 12_182);
+        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+        assert_ne!(key_slot(b"foo{}{bar}"), key_slot(b"bar"));
+    }
 
     #[test]
     fn percent_decoding() {

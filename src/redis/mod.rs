@@ -757,6 +757,7 @@ impl RedisEngine {
             match self.run_batch(&rest[..n], plans, mode, now, req, &mut writes) {
                 Ok(a) => out.extend(a),
                 Err(RedisError::NotReplicated {
+                    server,
                     acked,
                     wanted,
                     answers,
@@ -773,6 +774,7 @@ impl RedisEngine {
                         });
                     }
                     return Err(RedisError::NotReplicated {
+                        server,
                         acked,
                         wanted,
                         answers: out,
@@ -1070,6 +1072,7 @@ impl RedisEngine {
             };
             if acked < replicas {
                 return Err(RedisError::NotReplicated {
+                    server: st.link.masters(),
                     acked,
                     wanted: replicas,
                     answers: out,
