@@ -39,6 +39,13 @@ if writing then
   if done then
     local sep = string.find(done, '|', 1, true)
     if sep and string.sub(done, 1, sep - 1) == req then
+      -- Written again as it is: from Redis 7.2 a connection's `WAIT`
+      -- covers the replication stream up to its last command that
+      -- propagated a write (before 7.2, up to its last command), so a
+      -- resend on a new connection that only read its answer would be
+      -- confirmed at once, before the replicas have the first send's
+      -- writes. (`pcall`: a server out of memory still gives the answer.)
+      redis.pcall('SET', KEYS[1], done, 'KEEPTTL')
       return {1, string.sub(done, sep + 1)}
     end
   end
