@@ -249,3 +249,25 @@ fn errors_from_a_server_name_its_address_not_its_password() {
         assert!(!shown.contains("pa55-w0rd-z7"), "{shown}");
     }
 }
+
+/// One URL with a trailing comma or surrounding spaces (as a list of seed
+/// URLs takes them) reaches its server like the bare URL.
+#[test]
+fn one_url_with_a_trailing_comma_or_spaces_is_the_url() {
+    if !require("one_url_with_a_trailing_comma_or_spaces_is_the_url") {
+        return;
+    }
+    let server = Server::start();
+    let pre = prefix("comma");
+    let config = Config {
+        tiers: vec![Tier::daily(2)],
+        expected_items_per_day: 1000,
+        ..Config::default()
+    };
+    drop(RedisEngine::create(&server.url(), &pre, config).expect("create"));
+    for url in [format!("{},", server.url()), format!(" {} ", server.url())] {
+        let e = RedisEngine::open_with(&url, &pre, quick())
+            .unwrap_or_else(|err| panic!("{url:?}: {err}"));
+        assert!(e.insert(b"k").is_ok(), "{url:?}");
+    }
+}

@@ -307,10 +307,14 @@ impl Link {
                 builder = builder.certs(roots);
             }
             Target::Cluster(builder.build().map_err(bad)?)
-        } else if let Some(roots) = roots {
-            Target::Single(Client::build_with_tls(url, roots).map_err(bad)?)
         } else {
-            Target::Single(Client::open(url).map_err(bad)?)
+            // The URL as the list has it: without surrounding spaces or a
+            // trailing comma.
+            let one = urls.first().copied().unwrap_or(url);
+            match roots {
+                Some(roots) => Target::Single(Client::build_with_tls(one, roots).map_err(bad)?),
+                None => Target::Single(Client::open(one).map_err(bad)?),
+            }
         };
         let at = match &target {
             Target::Single(c) => c.get_connection_info().addr().to_string(),
