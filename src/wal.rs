@@ -991,7 +991,7 @@ pub(crate) fn read_shadow(path: &Path, body_len: usize) -> Result<(Vec<u8>, Opti
     let day: [u8; 4] = bytes[20..24].try_into().unwrap_or([0; 4]);
     let body = &bytes[SHADOW_HEADER..];
     if len != body_len as u64 {
-        return Err(bad("shadow copy checksum mismatch"));
+        return Err(bad("shadow copy's length field does not match its body"));
     }
     if crc == shadow_crc([0; 4], body) {
         return Ok((body.to_vec(), None));
@@ -1048,6 +1048,28 @@ mod tests {
                 Op::Insert
             },
         }
+    }
+
+    /// A shadow copy whose length field disagrees with its body (the CRC32
+    /// does not cover the field) is refused as such, not as a checksum
+    /// mismatch.
+    #[test]
+    fn a_shadow_copy_with_a_wrong_length_field_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = shadow_path(dir.path(), "c-d-20260105-0.seg", 7);
+        let body = [0x12u8; 40];
+        write_shadow(&path, &body, None).unwrap();
+        assert_eq!(read_shadow(&path, 40).unwrap(), (body.to_vec(), None));
+        let mut bytes = fs::read(&path).unwrap();
+        bytes[8] ^= 1;
+        fs::write(&path, &bytes).unwrap();
+        let err = read_shadow(&path, 40).unwrap_err();
+        assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("length field") && !msg.contains("checksum"),
+            "{msg}"
+        );
     }
 
     #[test]
