@@ -16,7 +16,7 @@ set -euo pipefail
 
 secs="${1:-30}"
 cd "$(dirname "$0")"
-targets="${TARGETS:-open_dir model log_replay manifest segment_header config_text canonical}"
+targets="${TARGETS:-open_dir model log_replay manifest segment_header shadow config_text canonical}"
 
 command -v cargo-fuzz >/dev/null || {
     echo "smoke.sh: cargo-fuzz is missing: cargo install cargo-fuzz --locked" >&2

@@ -1,6 +1,7 @@
 //! Entry points for the fuzz targets in `fuzz/` (hidden; not part of the
 //! API): they feed arbitrary bytes to the crate-private decoders of the
-//! write-ahead log, the manifest and the segment header, and check with
+//! write-ahead log, the manifest, the segment header and the shadow copies
+//! of counting bodies and fingerprint tables, and check with
 //! `assert!` that what decodes is consistent with the bytes it came from.
 //!
 //! A decoder must never panic; these functions panic only when a decoder
@@ -15,7 +16,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
 use crate::segment::{Header, HEADER_COPY, HEADER_LEN};
-use crate::wal::{self, Record, FILE_HEADER, RECORD};
+use crate::wal::{self, Record, FILE_HEADER, RECORD, SHADOW_HEADER, SHADOW_MAGIC};
 
 const LOG_MAGIC: &[u8] = b"TBLMWAL\0";
 
@@ -265,4 +266,81 @@ pub fn segment_header_roundtrip(bytes: &[u8]) -> Result<()> {
         Err(e) => panic!("a rebuilt page does not decode: {e}"),
     }
     Ok(())
+}
+
+/// Writes `bytes` into `dir` as a shadow copy (`wal/<segment>.<LSN>.shadow`)
+/// and reads it back (`wal::read_shadow`) with the body length its file
+/// size gives (as `wal::verify` does) and with one byte more and one less
+/// (a sub-filter whose body has another length, as the recovery would pass;
+/// those are always refused). A copy that reads has the magic, its length
+/// field is the body's, the body is the file's bytes after the 24-byte
+/// header, and the CRC32 matches the body alone (no sweep day) or the
+/// nonzero sweep day at bytes 20..24 and the body (that day); written again
+/// (`wal::write_shadow`) it gives the same bytes (all but bytes 20..24
+/// when no day was read, which the writer zeroes) and reads back the same.
+/// Returns the body length and the sweep day.
+pub fn shadow_roundtrip(bytes: &[u8], dir: &Path) -> Result<(usize, Option<u32>)> {
+    let path = wal::shadow_path(dir, "c-d-20260105-0.seg", 0x3e8);
+    fs::write(&path, bytes).map_err(|e| Error::io("write shadow", &path, e))?;
+    let body_len = bytes.len().saturating_sub(SHADOW_HEADER);
+    for other in [Some(body_len + 1), body_len.checked_sub(1)]
+        .into_iter()
+        .flatten()
+    {
+        match wal::read_shadow(&path, other) {
+            Ok(_) => panic!("a shadow of {body_len} body bytes read as {other}"),
+            Err(e) => assert_typed(&e, &path),
+        }
+    }
+    let (body, swept) = checked(wal::read_shadow(&path, body_len), &path)?;
+    assert!(bytes.len() >= SHADOW_HEADER, "a short shadow copy read");
+    assert_eq!(
+        bytes[..8],
+        SHADOW_MAGIC,
+        "a shadow copy without the magic read"
+    );
+    assert_eq!(le_u64(bytes, 8), Some(body_len as u64), "the length field");
+    assert_eq!(body, bytes[SHADOW_HEADER..], "the body is not the file's");
+    let crc = u32::from_le_bytes(bytes[16..20].try_into().unwrap_or_default());
+    let day: [u8; 4] = bytes[20..24].try_into().unwrap_or_default();
+    match swept {
+        None => assert_eq!(crc, crc32fast::hash(&body), "a CRC of the body alone"),
+        Some(d) => {
+            assert_ne!(d, 0, "a sweep day of zero read");
+            assert_eq!(d.to_le_bytes(), day, "the sweep day is not bytes 20..24");
+            let mut h = crc32fast::Hasher::new();
+            h.update(&day);
+            h.update(&body);
+            assert_eq!(crc, h.finalize(), "a CRC of the day and the body");
+            assert_ne!(crc, crc32fast::hash(&body), "the body's own CRC gave a day");
+        }
+    }
+    let again = wal::shadow_path(dir, "c-d-20260105-0.seg", 0x3e9);
+    wal::write_shadow(&again, &body, swept)?;
+    let enc = fs::read(&again).map_err(|e| Error::io("read shadow", &again, e))?;
+    assert_eq!(
+        enc.len(),
+        bytes.len(),
+        "a shadow re-encodes to another length"
+    );
+    assert_eq!(enc[..20], bytes[..20], "a shadow re-encodes differently");
+    assert_eq!(
+        enc[24..],
+        bytes[24..],
+        "a shadow's body re-encodes differently"
+    );
+    if swept.is_some() {
+        assert_eq!(
+            enc[20..24],
+            bytes[20..24],
+            "the sweep day re-encodes differently"
+        );
+    } else {
+        assert_eq!(enc[20..24], [0; 4], "no sweep day re-encodes as one");
+    }
+    match wal::read_shadow(&again, body_len) {
+        Ok(r) => assert_eq!(r, (body, swept), "a shadow changed in a round trip"),
+        Err(e) => panic!("a re-encoded shadow does not read: {e}"),
+    }
+    Ok((body_len, swept))
 }

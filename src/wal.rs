@@ -929,8 +929,8 @@ pub(crate) fn replay_records(dir: &Path, from: u64) -> Result<Vec<Record>> {
     read_logs(dir, from).map(|l| l.records)
 }
 
-const SHADOW_MAGIC: [u8; 8] = *b"TBLMSHDW";
-const SHADOW_HEADER: usize = 24;
+pub(crate) const SHADOW_MAGIC: [u8; 8] = *b"TBLMSHDW";
+pub(crate) const SHADOW_HEADER: usize = 24;
 
 /// The shadow copy of a counting sub-filter's body at checkpoint `lsn`:
 /// `wal/<segment file name>.<lsn, 16 hex digits>.shadow`.

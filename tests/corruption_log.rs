@@ -568,6 +568,29 @@ fn write_fuzz_seeds() {
             }
         }
     }
+    // Shadow copies: a counting body's (a CRC32 of the body alone), a
+    // fingerprint table's (a CRC32 over its last sweep day and the body),
+    // and that table's as written before the day was kept.
+    let c = counting();
+    let rel = c
+        .shadow
+        .as_ref()
+        .expect("a counting tier has a shadow copy");
+    put("shadow", "counting", bytes_of(&c.files, rel));
+    let fp = build(&[Tier::fingerprint(30)]);
+    let rel = fp.shadow.as_ref().expect("a table has a shadow copy");
+    let table = bytes_of(&fp.files, rel);
+    assert_ne!(
+        table[20..24],
+        [0; 4],
+        "a table's shadow keeps its sweep day"
+    );
+    put("shadow", "table", table);
+    let mut old = table.to_vec();
+    old[20..24].fill(0);
+    let crc = crc32fast::hash(&old[24..]);
+    old[16..20].copy_from_slice(&crc.to_le_bytes());
+    put("shadow", "table-no-day", &old);
     // A manifest after a clean close and a day's rotation: sealed and open
     // segments, a later checkpoint.
     let dir = scratch();
