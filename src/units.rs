@@ -37,3 +37,55 @@ pub fn fmt_secs(s: u64) -> String {
         shown.join(" ")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A size prints as whole bytes below 1 KiB, and above as a value
+        /// from 1 to 1024 of the largest unit it reaches (TiB at most),
+        /// within the rounding of one decimal.
+        #[test]
+        fn a_size_prints_in_its_unit(b in prop_oneof![0u64..1 << 22, any::<u64>()]) {
+            let text = fmt_bytes(b);
+            let (num, unit) = text.split_once(' ').unwrap();
+            let exp = ["B", "KiB", "MiB", "GiB", "TiB"].iter().position(|u| *u == unit).unwrap();
+            if exp == 0 {
+                prop_assert_eq!(num.parse::<u64>(), Ok(b));
+                prop_assert!(b < 1024);
+            } else {
+                let v: f64 = num.parse().unwrap();
+                let scale = 1024f64.powi(exp as i32);
+                prop_assert!(v >= 1.0 && (exp == 4 || v <= 1024.0), "{}", text);
+                prop_assert!((v * scale - b as f64).abs() <= 0.05 * scale + 1e-9 * b as f64, "{}", text);
+            }
+        }
+
+        /// A duration prints as one or two parts, largest unit first, and
+        /// never more than it is.
+        #[test]
+        fn a_duration_prints_its_two_largest_units(s in prop_oneof![0u64..1 << 30, any::<u64>()]) {
+            let text = fmt_secs(s);
+            let parts: Vec<&str> = text.split(' ').collect();
+            prop_assert!(!parts.is_empty() && parts.len() <= 2, "{}", text);
+            let mut last = u64::MAX;
+            let mut total = 0u64;
+            for p in parts {
+                let n = p.bytes().take_while(u8::is_ascii_digit).count();
+                let unit = match &p[n..] {
+                    "d" => 86_400,
+                    "h" => 3600,
+                    "min" => 60,
+                    "s" => 1,
+                    other => panic!("unit {other:?} in {text}"),
+                };
+                prop_assert!(unit < last, "{}", text);
+                last = unit;
+                total += p[..n].parse::<u64>().unwrap() * unit;
+            }
+            prop_assert!(total <= s && s - total < 86_400, "{}", text);
+        }
+    }
+}

@@ -699,4 +699,275 @@ mod tests {
         assert!(matches!(read_line(&mut *r, &mut buf, 10), Ok(Line::Key)));
         assert_eq!(buf.len(), 10);
     }
+
+    mod property {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Reads of at most `sizes[i]` bytes in turn (a size of 0 stands
+        /// for a read interrupted by a signal), as a pipe delivers them.
+        struct Chunked {
+            data: Vec<u8>,
+            at: usize,
+            sizes: Vec<usize>,
+            turn: usize,
+        }
+
+        impl Read for Chunked {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                let size = self.sizes[self.turn % self.sizes.len()];
+                self.turn += 1;
+                if size == 0 {
+                    return Err(io::ErrorKind::Interrupted.into());
+                }
+                let n = size.min(buf.len()).min(self.data.len() - self.at);
+                buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+                self.at += n;
+                Ok(n)
+            }
+        }
+
+        /// A buffered reader of `data` in chunks of `sizes`, with a buffer
+        /// of `cap` bytes.
+        fn chunked(data: &[u8], sizes: &[usize], cap: usize) -> BufReader<Chunked> {
+            let r = Chunked {
+                data: data.to_vec(),
+                at: 0,
+                sizes: sizes.to_vec(),
+                turn: 0,
+            };
+            BufReader::with_capacity(cap, r)
+        }
+
+        /// The lines of `data` by a plain split at `\n` (a last line without
+        /// one included, a trailing `\r` dropped): `Ok(line)`, or
+        /// `Err(length)` for one longer than `max`.
+        fn reference(data: &[u8], max: usize) -> Vec<Result<Vec<u8>, u64>> {
+            let mut pieces: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
+            if pieces.last().is_some_and(|p| p.is_empty()) {
+                pieces.pop();
+            }
+            pieces
+                .into_iter()
+                .map(|p| p.strip_suffix(b"\r").unwrap_or(p))
+                .map(|p| {
+                    if p.len() > max {
+                        Err(p.len() as u64)
+                    } else {
+                        Ok(p.to_vec())
+                    }
+                })
+                .collect()
+        }
+
+        /// Input-like bytes: short lines of a few letters, `\r`, spaces and
+        /// arbitrary bytes, now and then a long run, joined by `\n`.
+        fn lines_like() -> impl Strategy<Value = Vec<u8>> {
+            let piece = prop_oneof![
+                8 => proptest::collection::vec(
+                    prop_oneof![Just(b'a'), Just(b'\r'), Just(b' '), Just(b'\n'), any::<u8>()],
+                    0..24,
+                ),
+                1 => (1usize..6000, any::<u8>()).prop_map(|(n, b)| vec![b; n]),
+            ];
+            proptest::collection::vec(piece, 0..12).prop_map(|v| v.join(&b'\n'))
+        }
+
+        fn sizes() -> impl Strategy<Value = Vec<usize>> {
+            proptest::collection::vec(
+                prop_oneof![1 => Just(0usize), 6 => 1usize..40, 1 => 40usize..5000],
+                1..8,
+            )
+            .prop_filter("a read that makes progress", |v| v.iter().any(|&s| s > 0))
+        }
+
+        /// A `KeyReader` of `data` read in chunks of `sizes` under `rules`.
+        fn key_reader(data: &[u8], sizes: &[usize], cap: usize, rules: KeyRules) -> KeyReader {
+            let mut sources = VecDeque::new();
+            sources.push_back(Source {
+                name: "in".into(),
+                reader: Some(Box::new(chunked(data, sizes, cap))),
+                path: None,
+                line: 0,
+            });
+            let inputs = Inputs {
+                sources,
+                total_bytes: None,
+                read_bytes: Rc::new(Cell::new(0)),
+            };
+            KeyReader::new(inputs, rules, "test").with_batch(3)
+        }
+
+        /// Every batch's keys and lines, and the error that ended the
+        /// reading if one did.
+        fn read_all(r: &mut KeyReader) -> (Vec<Vec<u8>>, Vec<Vec<u8>>, Option<String>) {
+            let (mut keys, mut lines) = (Vec::new(), Vec::new());
+            let mut chunk = Chunk::default();
+            loop {
+                match r.fill(&mut chunk) {
+                    Ok(true) => {
+                        keys.extend(chunk.keys().into_iter().map(<[u8]>::to_vec));
+                        lines.extend(chunk.lines().iter().cloned());
+                    }
+                    Ok(false) => return (keys, lines, None),
+                    Err(CliError(e)) => return (keys, lines, Some(e)),
+                }
+            }
+        }
+
+        fn rules(max: usize, trim: bool, long_lines: LongLines) -> KeyRules {
+            KeyRules {
+                trim,
+                canonical: None,
+                not_url: NotUrl::Keep,
+                max_line: max,
+                long_lines,
+            }
+        }
+
+        proptest! {
+            /// The line reader, given any bytes in any read sizes and any
+            /// buffer size, gives the lines of a plain split, with the
+            /// length of every line over the limit.
+            #[test]
+            fn read_line_matches_a_plain_split(
+                data in prop_oneof![lines_like(), any::<Vec<u8>>()],
+                sizes in sizes(),
+                cap in prop_oneof![1usize..4, 4usize..64, Just(1 << 16)],
+                max in 0usize..30,
+            ) {
+                let mut r = chunked(&data, &sizes, cap);
+                let mut buf = Vec::new();
+                let mut got = Vec::new();
+                loop {
+                    match read_line(&mut r, &mut buf, max).unwrap() {
+                        Line::Key => {
+                            prop_assert!(buf.len() <= max);
+                            got.push(Ok(buf.clone()));
+                        }
+                        Line::TooLong(n) => got.push(Err(n)),
+                        Line::Longer(_) => prop_assert!(false, "measured without a bound"),
+                        Line::End => break,
+                    }
+                    prop_assert!(got.len() <= data.len(), "more lines than bytes");
+                }
+                prop_assert_eq!(got, reference(&data, max));
+            }
+
+            /// Under `--long-lines skip` the keys are the lines within the
+            /// limit (trimmed under `--trim`) that are not empty, and every
+            /// line is counted once: as a key, too long or empty.
+            #[test]
+            fn skip_reads_the_lines_within_the_limit(
+                data in lines_like(),
+                sizes in sizes(),
+                cap in prop_oneof![1usize..8, Just(1 << 16)],
+                max in 1usize..30,
+                trim in any::<bool>(),
+            ) {
+                let mut r = key_reader(&data, &sizes, cap, rules(max, trim, LongLines::Skip));
+                let (keys, lines, err) = read_all(&mut r);
+                prop_assert_eq!(err, None);
+                let want_lines: Vec<Vec<u8>> = reference(&data, max)
+                    .into_iter()
+                    .flatten()
+                    .filter(|l| !(if trim { l.trim_ascii() } else { l }).is_empty())
+                    .collect();
+                let want_keys: Vec<Vec<u8>> = want_lines
+                    .iter()
+                    .map(|l| if trim { l.trim_ascii().to_vec() } else { l.clone() })
+                    .collect();
+                prop_assert_eq!(&keys, &want_keys);
+                prop_assert_eq!(lines, want_lines);
+                let all = reference(&data, max);
+                let c = r.counts;
+                prop_assert_eq!(c.keys, keys.len() as u64);
+                prop_assert_eq!(c.too_long, all.iter().filter(|l| l.is_err()).count() as u64);
+                prop_assert_eq!(c.keys + c.too_long + c.empty, all.len() as u64);
+            }
+
+            /// Under `--long-lines error` the keys are those before the
+            /// first line over the limit, and the error names that line's
+            /// number and length (or, past the measured bound, a length it
+            /// exceeds).
+            #[test]
+            fn error_stops_at_the_first_long_line(
+                data in lines_like(),
+                sizes in sizes(),
+                cap in prop_oneof![1usize..8, Just(1 << 16)],
+                max in 1usize..4,
+            ) {
+                let mut r = key_reader(&data, &sizes, cap, rules(max, false, LongLines::Error));
+                let (keys, _, err) = read_all(&mut r);
+                let all = reference(&data, max);
+                let first = all.iter().position(Result::is_err);
+                let before = &all[..first.unwrap_or(all.len())];
+                let want: Vec<Vec<u8>> = before.iter().flatten().filter(|l| !l.is_empty()).cloned().collect();
+                prop_assert_eq!(keys, want);
+                match (first, err) {
+                    (None, None) => {}
+                    (Some(i), Some(e)) => {
+                        let len = all[i].clone().unwrap_err();
+                        let exact = format!("in:{}: a line of {len} bytes is longer", i + 1);
+                        let measure = max as u64 * MEASURE_LIMITS;
+                        let bounded = e
+                            .strip_prefix(&format!("in:{}: a line of more than ", i + 1))
+                            .and_then(|t| t.split(' ').next())
+                            .and_then(|n| n.parse::<u64>().ok())
+                            .is_some_and(|n| n > measure && n <= len + 1);
+                        prop_assert!(e.starts_with(&exact) || bounded, "{} (line {} of {} bytes)", e, i + 1, len);
+                    }
+                    (first, err) => prop_assert!(false, "first long line {:?}, error {:?}", first, err),
+                }
+            }
+
+            /// Under `--canonical` each `--not-url` choice keeps, skips or
+            /// stops at a line that is not a URL; a URL's key is its
+            /// canonical form.
+            #[test]
+            fn not_url_keeps_skips_or_stops(
+                data in proptest::collection::vec(
+                    prop_oneof![
+                        Just("https://Example.COM/a?utm_source=x".to_string()),
+                        Just("http://example.com:80/".to_string()),
+                        Just(" example.com ".to_string()),
+                        "[a-z:/. %?#]{0,20}",
+                    ],
+                    0..10,
+                ).prop_map(|v| v.join("\n").into_bytes()),
+                sizes in sizes(),
+                trim in any::<bool>(),
+                mode in prop_oneof![Just(NotUrl::Keep), Just(NotUrl::Skip), Just(NotUrl::Error)],
+            ) {
+                let c = Canonicalizer::new();
+                let rules = KeyRules { canonical: Some(c.clone()), not_url: mode, ..rules(64, trim, LongLines::Skip) };
+                let mut r = key_reader(&data, &sizes, 4, rules);
+                let (keys, _, err) = read_all(&mut r);
+                let mut want = Vec::new();
+                let mut stop = None;
+                for (i, l) in reference(&data, 64).into_iter().enumerate() {
+                    let Ok(l) = l else { continue };
+                    let text = if trim { l.trim_ascii() } else { &l[..] };
+                    if text.is_empty() {
+                        continue;
+                    }
+                    match (c.canonicalize_bytes(text), mode) {
+                        (Ok(k), _) => want.push(k.into_bytes()),
+                        (Err(_), NotUrl::Keep) => want.push(text.to_vec()),
+                        (Err(_), NotUrl::Skip) => {}
+                        (Err(_), NotUrl::Error) => {
+                            stop = Some(i + 1);
+                            break;
+                        }
+                    }
+                }
+                prop_assert_eq!(keys, want);
+                match (stop, err) {
+                    (None, None) => {}
+                    (Some(n), Some(e)) => prop_assert!(e.starts_with(&format!("in:{n}: ")), "{}", e),
+                    (stop, err) => prop_assert!(false, "stop {:?}, error {:?}", stop, err),
+                }
+            }
+        }
+    }
 }

@@ -308,4 +308,124 @@ mod tests {
         assert_eq!(fmt_secs(6 * 86_400 + 12 * 3600 + 5), "6d 12h");
         assert_eq!(fmt_secs(0), "0s");
     }
+
+    mod property {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Duration-like text: numbers (some past a `u64`) and units (some
+        /// wrong), run together, with the odd space, sign or point.
+        fn duration_like() -> impl Strategy<Value = String> {
+            proptest::string::string_regex(
+                r"( ?[-+]?([0-9]{0,3}|[0-9]{18,22})([.,][0-9])?(s|min|h|d|w|m|y|S|mi|)){0,4} ?",
+            )
+            .unwrap()
+        }
+
+        /// Tier-list-like text: the units, lengths and kinds `--tiers` reads,
+        /// and near misses.
+        fn tiers_like() -> impl Strategy<Value = String> {
+            proptest::string::string_regex(
+                r"( ?[0-9]{0,4}(d|w|m|h|x[0-9]{0,6}(s|min|h|d|m)|y|)(:counting|:bloom|:fingerprint|:x)? ?,){0,3}[0-9]{1,3}(d|w|m|h|x6h)",
+            )
+            .unwrap()
+        }
+
+        proptest! {
+            /// No text makes a parser panic; what they accept is in range.
+            #[test]
+            fn arbitrary_text_never_panics(s in any::<String>()) {
+                let _ = parse_duration(&s);
+                if let Ok(o) = parse_offset(&s) {
+                    prop_assert!(o.abs() < 86_400);
+                }
+                if let Ok(t) = parse_rfc3339(&s) {
+                    let secs = t.duration_since(UNIX_EPOCH).unwrap().as_secs();
+                    prop_assert!(secs <= MAX_INSTANT as u64);
+                }
+                if let Ok(p) = parse_fpr(&s) {
+                    prop_assert!(p > 0.0 && p < 1.0);
+                }
+                let _ = parse_tier_list(&s);
+            }
+
+            /// A duration is the sum of its parts; a `u64` overflow is
+            /// refused, never wrapped.
+            #[test]
+            fn a_duration_is_the_sum_of_its_parts(s in duration_like()) {
+                let mut sum = Some(0u64);
+                let mut valid = !s.trim().is_empty();
+                let mut rest = s.trim();
+                while valid && !rest.is_empty() {
+                    let n = rest.bytes().take_while(u8::is_ascii_digit).count();
+                    let u = rest[n..].bytes().take_while(u8::is_ascii_alphabetic).count();
+                    let unit = match &rest[n..n + u] {
+                        "s" => Some(1u64),
+                        "min" => Some(60),
+                        "h" => Some(3600),
+                        "d" => Some(86_400),
+                        "w" => Some(604_800),
+                        _ => None,
+                    };
+                    match (rest[..n].parse::<u64>(), unit) {
+                        (Ok(c), Some(unit)) => {
+                            sum = sum.and_then(|t| t.checked_add(c.checked_mul(unit)?));
+                        }
+                        (Err(_), _) if n > 0 => sum = None,
+                        _ => valid = false,
+                    }
+                    rest = &rest[n + u..];
+                }
+                let got = parse_duration(&s).map(|d| d.as_secs());
+                match (valid, sum) {
+                    (true, Some(want)) => prop_assert_eq!(got, Ok(want), "{:?}", s),
+                    (true, None) => prop_assert!(got.unwrap_err().starts_with("too long")),
+                    (false, _) => prop_assert!(got.is_err(), "{:?} parsed", s),
+                }
+            }
+
+            /// What `fmt_secs` prints (spaces removed) parses back to the
+            /// duration cut to its two largest units.
+            #[test]
+            fn a_printed_duration_reparses(secs in prop_oneof![0u64..200_000_000, any::<u64>()]) {
+                let text = fmt_secs(secs).replace(' ', "");
+                let got = parse_duration(&text).map(|d| d.as_secs());
+                let units = [86_400, 3600, 60, 1];
+                let top = units.iter().position(|&u| secs >= u).unwrap_or(3);
+                let keep = units[(top + 1).min(3)];
+                prop_assert_eq!(got, Ok(secs - secs % keep), "{}", text);
+                // Every unit count printed on its own reparses exactly.
+                for (u, name) in [(1u64, "s"), (60, "min"), (3600, "h"), (86_400, "d"), (604_800, "w")] {
+                    let n = secs / u;
+                    prop_assert_eq!(parse_duration(&format!("{n}{name}")).map(|d| d.as_secs()), Ok(n * u));
+                }
+            }
+
+            /// An offset prints (`fmt_offset`) as text that parses to it.
+            #[test]
+            fn an_offset_round_trips(mins in -(23 * 60 + 59)..=(23 * 60 + 59i32)) {
+                let secs = mins * 60;
+                prop_assert_eq!(parse_offset(&fmt_offset(secs)), Ok(secs));
+            }
+
+            /// An instant prints (`fmt_instant`) as text that parses to it.
+            #[test]
+            fn an_instant_round_trips(t in 0..=MAX_INSTANT) {
+                let back = parse_rfc3339(&fmt_instant(t))
+                    .map(|s| s.duration_since(UNIX_EPOCH).unwrap().as_secs());
+                prop_assert_eq!(back, Ok(t as u64));
+            }
+
+            /// A tier list that parses prints (comma-joined `Display`) as
+            /// text that parses to the same tiers.
+            #[test]
+            fn a_tier_list_round_trips(s in tiers_like()) {
+                if let Ok(TierList(tiers)) = parse_tier_list(&s) {
+                    let text: Vec<String> = tiers.iter().map(ToString::to_string).collect();
+                    let again = parse_tier_list(&text.join(",")).map(|t| t.0);
+                    prop_assert_eq!(again, Ok(tiers), "{:?}", s);
+                }
+            }
+        }
+    }
 }
