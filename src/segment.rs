@@ -569,12 +569,27 @@ impl SubFilter {
         // Only a rate far below any plan's asks this many blocks: the
         // ever tighter sub-filters of a chain that grew very long (a window
         // given many times its plan, more so with a growth factor of 1).
+        // The plan is fixed at create, so the message says what happens to
+        // the keys of the engine as it is (as a chain at its longest does),
+        // and what plan a new engine would need.
         let len = BODY_OFFSET.checked_add(header.body_len()).ok_or_else(|| {
+            let then = match kind {
+                Kind::Fingerprint => {
+                    "writes of new keys fail until keys expire and free room in the chain's \
+                     tables"
+                }
+                _ => {
+                    "every write of a key the window does not hold fails until the window \
+                     ends and the next one takes writes"
+                }
+            };
             Error::config(format!(
                 "{}: sub-filter {} of this window's chain cannot be made: {capacity} keys \
                  at a rate of {target_fpr:.1e} need more blocks than a file holds (each \
-                 sub-filter a chain grows has a lower rate; raise the planned keys per day \
-                 or the growth factor)",
+                 sub-filter a chain grows has a lower rate), so nothing was written and \
+                 {then} (the plan is fixed at create: for this many keys, create an engine \
+                 with more planned keys per day, a larger growth factor or a tightening \
+                 nearer 1)",
                 path.display(),
                 id.index
             ))
@@ -1537,6 +1552,40 @@ mod tests {
                     .count();
                 assert_eq!(missing, 0, "keys lost to a concurrent write");
             }
+        }
+    }
+
+    /// A sub-filter too large for any file (a chain grown far past its
+    /// plan) is refused before anything is written. The plan is fixed at
+    /// create, so the error says what happens to the window's keys and what
+    /// a user can do (an engine created with another plan), where it told
+    /// the user to raise the plan of this engine, which nothing can.
+    #[test]
+    fn a_sub_filter_too_large_for_a_file_says_what_happens_and_what_helps() {
+        let dir = tempfile::tempdir().unwrap();
+        for (kind, table, then) in [
+            (Kind::Bloom, None, "fails until the window ends"),
+            (Kind::Counting, None, "fails until the window ends"),
+            (Kind::Fingerprint, Some((30, 0)), "fail until keys expire"),
+        ] {
+            let path = dir.path().join(format!("{kind:?}.seg"));
+            let id = Identity {
+                span: Span::Day,
+                window: 1,
+                index: 40,
+            };
+            let r = SubFilter::create(&path, kind, id, 7, u64::MAX, 0.01, false, table);
+            let msg = r.err().expect("a file past 2^64 bytes made").to_string();
+            for want in [
+                "cannot be made",
+                then,
+                "fixed at create",
+                "create an engine",
+            ] {
+                assert!(msg.contains(want), "{kind:?}: no {want:?} in: {msg}");
+            }
+            assert!(!msg.contains("raise the planned"), "{kind:?}: {msg}");
+            assert!(!path.exists(), "{kind:?}: a file was written");
         }
     }
 
