@@ -584,3 +584,70 @@ fn a_reserved_header_field_set_is_refused_by_name() {
         }
     }
 }
+
+/// `verify` checks every window the engine's snapshot names, and lookups
+/// read only windows of that snapshot: a damaged sealed body that a lookup
+/// reads is always reported. A sealed window past retention that the
+/// manifest still names (a read-only open at a later clock, or a writer
+/// whose clock jumped forward before any rotation) is not read by lookups;
+/// the writer still reports its damage, a read-only open (which drops it
+/// from its snapshot) does not.
+#[test]
+fn verify_reports_every_damaged_window_a_lookup_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    small_engine(dir.path()); // daily(3): day 0 sealed, day 1 open
+    let sealed = segment_files(dir.path()).remove(0);
+    let mut b = fs::read(&sealed).unwrap();
+    // Bits set, none cleared: the day-0 keys stay present in the body.
+    let at = 4096 + (b.len() - 4096) / 2;
+    b[at] = 0xff;
+    fs::write(&sealed, &b).unwrap();
+    let reads = |e: &Engine| (0..50).filter(|&i| e.contains(&url(1, i)).unwrap()).count();
+    let reported = |e: &Engine| {
+        e.verify_each().iter().any(|err| {
+            err.to_string()
+                .contains(sealed.file_name().unwrap().to_str().unwrap())
+        })
+    };
+    // Read-only, at days 1 to 3 (day 0 past retention from day 3 on).
+    for d in 1..=3 {
+        let e = Engine::open_read_only_with(
+            dir.path(),
+            Options::default().clock(ManualClock::new(day(d))),
+        )
+        .unwrap();
+        let (n, rep) = (reads(&e), reported(&e));
+        assert!(
+            n == 0 || rep,
+            "day {d}: {n} of 50 keys read from a damaged window verify did not report"
+        );
+        if d < 3 {
+            assert_eq!(n, 50, "day {d}: the live day-0 window not read");
+            assert!(rep, "day {d}: a live damaged window not reported");
+        } else {
+            assert!(
+                n <= 1,
+                "day {d}: the expired day-0 window read ({n} of 50 keys)"
+            );
+            // Dropped from the read-only snapshot: neither read nor checked.
+            assert!(!rep, "day {d}: an expired window verified");
+        }
+    }
+    // A writer at day 2 whose clock then jumps to day 3 with no rotation:
+    // the snapshot still names day 0, which lookups no longer read.
+    let clock = ManualClock::new(day(2));
+    let e = Engine::open_with(dir.path(), Options::default().clock(clock.clone())).unwrap();
+    assert_eq!(reads(&e), 50);
+    assert!(reported(&e), "a live damaged window not reported");
+    clock.set(day(3));
+    let (n, rep) = (reads(&e), reported(&e));
+    assert!(
+        rep,
+        "the writer's snapshot names day 0: verified until expiry"
+    );
+    assert!(
+        n == 0 || rep,
+        "{n} of 50 keys read from a damaged window verify did not report"
+    );
+    assert!(n <= 1, "the expired day-0 window read ({n} of 50 keys)");
+}
