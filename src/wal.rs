@@ -18,7 +18,7 @@
 //! | 8 | 4 | format version (1) |
 //! | 12 | 4 | CRC32 of bytes 0..12 and 16..24 |
 //! | 16 | 8 | LSN of the first record |
-//! | 24 | 8 | zero |
+//! | 24 | 8 | zero (padding outside the CRC, not read) |
 //! | 32 | 40 each | records |
 //!
 //! A record: LSN (8), instant in seconds (8, signed), key hash low (8) and
