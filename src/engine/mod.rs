@@ -978,18 +978,27 @@ impl Engine {
     /// there do not exist in the child. This closes the child's copy of the
     /// directory lock, so that the parent can close and open the directory
     /// again while the child lives, and leaves everything else alone:
-    /// nothing is written, no thread is joined, the mappings go when the
-    /// child exits. Called in the process that opened the engine, it
-    /// closes the engine as dropping it does.
+    /// nothing is written, no thread is joined, no file is deleted.
+    /// Called in the process that opened the engine, it closes the engine
+    /// as dropping it does. Dropping the engine in a child does the same
+    /// as this (see `Drop`); this names the intent.
     pub fn leave_after_fork(self) {
-        if std::process::id() == self.pid {
-            drop(self);
-        } else {
-            let mut inherited = std::mem::ManuallyDrop::new(self);
-            // The lock is the open file's, shared with the parent's copy:
-            // it holds until the parent closes its own.
-            drop(inherited.lock.take());
-        }
+        drop(self);
+    }
+
+    /// What a drop does in a process other than the one that opened the
+    /// engine (a child forked from it): see [`Engine::leave_after_fork`].
+    fn let_go_inherited(&mut self) {
+        // The lock is the open file's, shared with the parent's copy: it
+        // holds until the parent closes its own.
+        drop(self.lock.take());
+        // Windows the parent created ahead of a boundary: dropped, they
+        // would be deleted (see `ahead::Made`). The mutex may have been
+        // held by a parent thread at the fork: `get_mut` takes no lock.
+        std::mem::forget(self.ahead.get_mut().take());
+        // The other fields drop harmlessly: mappings are unmapped and
+        // descriptors closed in this process only, and the handles of
+        // threads that exist only in the parent are detached, not joined.
     }
 
     fn close_inner(&self) -> Result<()> {
@@ -1056,8 +1065,94 @@ impl Engine {
     }
 }
 
+/// Dropping closes the engine ([`Engine::close`], errors unreported), in
+/// the process that opened it. In another (a child forked from it, without
+/// `exec`), it only lets go, as [`Engine::leave_after_fork`] does: a close
+/// there would checkpoint, delete and seal the parent's files under it, and
+/// wait for threads that exist only in the parent.
 impl Drop for Engine {
     fn drop(&mut self) {
+        if std::process::id() != self.pid {
+            self.let_go_inherited();
+            return;
+        }
         let _ = self.close_inner();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::*;
+    use crate::clock::{ManualClock, Options};
+
+    /// Every file below `dir`, with its contents.
+    fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for entry in fs::read_dir(&d).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    todo.push(path);
+                } else {
+                    out.insert(path.clone(), fs::read(&path).unwrap());
+                }
+            }
+        }
+        out
+    }
+
+    /// An engine dropped in a process other than the one that opened it
+    /// (a child forked without `exec`; here the process id it records is
+    /// changed, as a fork changes the process's) writes, deletes and seals
+    /// none of the files the opening process goes on using. A close there
+    /// checkpointed (a new manifest and log file) and deleted the window
+    /// created ahead of the next boundary, which the parent's rotation then
+    /// named in its manifest.
+    #[test]
+    fn a_drop_in_a_forked_child_leaves_the_files_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("e.tb");
+        // A minute before a midnight: a write creates the next window ahead.
+        let midnight = 1_767_571_200 + 86_400;
+        let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(midnight - 60));
+        let cfg = Config {
+            tiers: vec![Tier::daily(3)],
+            expected_items_per_day: 1_000,
+            fpr: 0.01,
+            ..Config::default()
+        };
+        let opts = Options::default()
+            .clock(clock.clone())
+            .sync(SyncPolicy::Always);
+        let mut e = Engine::create_with(&dir, cfg, opts).unwrap();
+        let segs = |dir: &Path| fs::read_dir(dir.join("seg")).unwrap().count();
+        let before = segs(&dir);
+        for i in 0..100u32 {
+            e.insert(format!("https://example.com/{i}").as_bytes())
+                .unwrap();
+        }
+        let made = (0..3000).any(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            segs(&dir) > before
+        });
+        assert!(made, "no window was created ahead of the boundary");
+        // Let the thread that made it finish faulting it in.
+        std::thread::sleep(Duration::from_millis(300));
+        let kept = files(&dir);
+        e.pid = e.pid.wrapping_add(1);
+        drop(e);
+        let after = files(&dir);
+        assert_eq!(
+            kept.keys().collect::<Vec<_>>(),
+            after.keys().collect::<Vec<_>>(),
+            "files made or deleted"
+        );
+        for (path, bytes) in &kept {
+            assert!(after[path] == *bytes, "{} changed", path.display());
+        }
     }
 }
