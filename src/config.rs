@@ -593,6 +593,35 @@ impl Config {
         (capacity.max(1), rate)
     }
 
+    /// How many times the bits per key of a chain's first sub-filter one it
+    /// grows may cost (Bloom and counting chains of the embedded engine).
+    /// Each sub-filter a chain grows has a lower rate, and blocks of one
+    /// cache line reach a rate below about 1e-12 (1e-6 for counting ones)
+    /// only with ever more bits per key: 824 at 1e-18, 8,290 at 1e-24,
+    /// 300,000 at 1e-30 for Bloom blocks. Past this cost the chain is at
+    /// its longest (see `chain_too_costly`).
+    pub(crate) const MAX_GROWTH_COST: f64 = 16.0;
+
+    /// Whether sub-filter `index` of a Bloom or counting chain of `tier`
+    /// costs more than [`Config::MAX_GROWTH_COST`] times the bits per key of
+    /// the chain's first: `Some((its cost as a multiple of the first's))`
+    /// when it does. With a tightening far below 1.0 (each sub-filter's rate
+    /// a twentieth of the one before, say) and a growth factor of 1, a
+    /// window's files grew without bound before the chain reached its 64
+    /// sub-filters: 10.9 GB for the 28th of 20 keys.
+    pub(crate) fn chain_too_costly(&self, tier: &Tier, index: u32) -> Option<f64> {
+        if index == 0 || tier.is_table() {
+            return None;
+        }
+        let per_key = |index: u32| {
+            let (capacity, rate) = self.file_subfilter_plan(tier, index);
+            let sized = crate::segment::sized_for(tier.kind, capacity, index);
+            sizing::file_plan(tier.kind, sized, rate).nblocks as f64 / sized.max(1) as f64
+        };
+        let cost = per_key(index) / per_key(0);
+        (cost > Self::MAX_GROWTH_COST).then_some(cost)
+    }
+
     /// [`Config::subfilter_plan`] for the files of the embedded engine: the
     /// rate of sub-filter `index` of a Bloom or counting chain less its part
     /// of the first sub-filter's excess.

@@ -104,6 +104,26 @@ pub(crate) fn sized_for(kind: Kind, capacity: u64, index: u32) -> u64 {
     }
 }
 
+/// What follows when a chain of `kind` can grow no more ("so ..." in the
+/// errors that say why): what happens to the keys of the engine as it is,
+/// and what plan a new engine would need (the plan is fixed at create).
+pub(crate) fn chain_end(kind: Kind) -> String {
+    let then = match kind {
+        Kind::Fingerprint => {
+            "writes of new keys fail until keys expire and free room in the chain's tables"
+        }
+        _ => {
+            "every write of a key the window does not hold fails until the window ends and \
+             the next one takes writes"
+        }
+    };
+    format!(
+        "nothing was written and {then} (the plan is fixed at create: for this many keys, \
+         create an engine with more planned keys per day, a larger growth factor or a \
+         tightening nearer 1)"
+    )
+}
+
 /// Whether a segment still takes inserts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum State {
@@ -573,25 +593,13 @@ impl SubFilter {
         // the keys of the engine as it is (as a chain at its longest does),
         // and what plan a new engine would need.
         let len = BODY_OFFSET.checked_add(header.body_len()).ok_or_else(|| {
-            let then = match kind {
-                Kind::Fingerprint => {
-                    "writes of new keys fail until keys expire and free room in the chain's \
-                     tables"
-                }
-                _ => {
-                    "every write of a key the window does not hold fails until the window \
-                     ends and the next one takes writes"
-                }
-            };
             Error::config(format!(
                 "{}: sub-filter {} of this window's chain cannot be made: {capacity} keys \
                  at a rate of {target_fpr:.1e} need more blocks than a file holds (each \
-                 sub-filter a chain grows has a lower rate), so nothing was written and \
-                 {then} (the plan is fixed at create: for this many keys, create an engine \
-                 with more planned keys per day, a larger growth factor or a tightening \
-                 nearer 1)",
+                 sub-filter a chain grows has a lower rate), so {}",
                 path.display(),
-                id.index
+                id.index,
+                chain_end(kind)
             ))
         })?;
         crate::file::check("create segment", path)?;

@@ -371,3 +371,48 @@ fn a_chain_at_its_longest_says_writes_fail_until_its_window_ends() {
         "the next window refused"
     );
 }
+
+/// Each sub-filter a chain grows has a lower rate, and past about 1e-12 a
+/// blocked filter reaches a lower one only with ever more bits per key. With
+/// a tightening of 0.05 (each rate a twentieth of the one before) and a
+/// growth factor of 1, a window planned for 20 keys grew files of 18.7 MB,
+/// 77.6 MB, 346 MB, 1.68 GB and 10.9 GB for its sub-filters 24 to 28, each
+/// for 20 keys. A sub-filter that would cost more than 16 times the bits per
+/// key of the chain's first now ends the chain, as its 64th does: an error
+/// naming the window's file, every key acknowledged before it present.
+#[test]
+fn a_chain_stops_before_its_files_cost_without_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let mut cfg = config(&[Tier::daily(1)], 20, 0.001);
+    cfg.growth_factor = 1.0;
+    cfg.tightening = 0.05;
+    let e = create(dir.path(), cfg, &clock);
+    let seg_bytes = || -> u64 {
+        std::fs::read_dir(dir.path().join("seg"))
+            .unwrap()
+            .map(|f| f.unwrap().metadata().unwrap().len())
+            .sum()
+    };
+    let mut acked = 0;
+    let err = loop {
+        match e.insert(&url(12, acked)) {
+            Ok(_) => acked += 1,
+            Err(err) => break err,
+        }
+        let bytes = seg_bytes();
+        assert!(
+            bytes < 4 << 20,
+            "{bytes} bytes of files for {acked} keys planned at 20 a sub-filter"
+        );
+    };
+    let msg = err.to_string();
+    assert!(
+        msg.contains("seg/") && msg.contains("bits per key") && msg.contains("growth factor"),
+        "{msg}"
+    );
+    assert!(acked > 100, "only {acked} keys before the error: {msg}");
+    for i in 0..acked {
+        assert!(e.contains(&url(12, i)).unwrap(), "key {i} of {acked} lost");
+    }
+}

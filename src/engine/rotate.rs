@@ -17,7 +17,7 @@ use std::time::SystemTime;
 
 use crate::chain::Segment;
 use crate::clock::instant;
-use crate::config::{SyncPolicy, Tier};
+use crate::config::{Config, SyncPolicy, Tier};
 use crate::error::{Error, Result};
 use crate::filter::Kind;
 use crate::manifest::file_name;
@@ -166,6 +166,16 @@ impl Engine {
         index: u32,
     ) -> Result<NewFile> {
         let name = Engine::file_name(tier, code, window, index)?;
+        if let Some(cost) = self.config.chain_too_costly(tier, index) {
+            return Err(Error::config(format!(
+                "{}: sub-filter {index} of this window's chain would cost {cost:.0} times the \
+                 bits per key of its first (each sub-filter a chain grows has a lower rate, and \
+                 past {} times a chain is at its longest), so {}",
+                self.seg_path(&name).display(),
+                Config::MAX_GROWTH_COST,
+                crate::segment::chain_end(tier.kind)
+            )));
+        }
         let (capacity, rate) = self.config.file_subfilter_plan(tier, index);
         // A table's first sweep day: the tables' day, which a write raised
         // after its clock check, not a fresh clock read that may have
