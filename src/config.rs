@@ -516,15 +516,20 @@ impl Config {
         }
         for t in &self.tiers {
             let (capacity, rate) = self.subfilter_plan(t, 0);
-            let bytes = sizing::file_plan(t.kind, capacity, rate)
+            // A rate no geometry reaches plans 2^64 - 1 blocks, whose
+            // bytes are past what a u64 counts: "more than" that, not it.
+            let need = match sizing::file_plan(t.kind, capacity, rate)
                 .nblocks
-                .saturating_mul(64);
-            if bytes > MAX_SEGMENT_BYTES {
-                return Err(Error::config(format!(
-                    "tier {t}: one window would need {bytes} bytes (at most {MAX_SEGMENT_BYTES}); \
-                     lower expected_items_per_day or raise fpr"
-                )));
-            }
+                .checked_mul(64)
+            {
+                Some(bytes) if bytes <= MAX_SEGMENT_BYTES => continue,
+                Some(bytes) => format!("{bytes} bytes"),
+                None => format!("more than {} bytes", u64::MAX),
+            };
+            return Err(Error::config(format!(
+                "tier {t}: one window would need {need} (at most {MAX_SEGMENT_BYTES}); \
+                 lower expected_items_per_day or raise fpr"
+            )));
         }
         Ok(())
     }
@@ -741,6 +746,27 @@ mod tests {
             assert!(
                 matches!(c.validate(), Err(Error::InvalidConfig { .. })),
                 "case {i}"
+            );
+        }
+    }
+
+    /// A rate so low that no geometry reaches it (1e-300 for one key a
+    /// day: about 1e270 blocks) is refused as needing more bytes than a
+    /// file can hold, not as needing exactly 2^64 - 1 bytes, the count the
+    /// plan saturates at.
+    #[test]
+    fn an_unreachable_rate_is_refused_without_a_made_up_size() {
+        for (items, fpr) in [(1, 1e-300), (1_000_000, 5e-324), (u64::MAX, 0.001)] {
+            let c = Config {
+                expected_items_per_day: items,
+                fpr,
+                ..Config::default()
+            };
+            let msg = c.validate().unwrap_err().to_string();
+            assert!(
+                !msg.contains(&format!("need {} bytes", u64::MAX))
+                    && msg.contains("need more than"),
+                "{items} keys a day at {fpr:e}: {msg}"
             );
         }
     }
