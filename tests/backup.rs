@@ -244,3 +244,97 @@ fn a_copy_across_a_dropped_table_is_refused_and_step_5_catches_it() {
     drop(w);
     drop(e);
 }
+
+/// The live procedure of `a_live_copy_opens_with_every_write_acknowledged_before_it`
+/// for each tier kind: a writer under `always` inserts batches (and, when
+/// no tier is Bloom, takes back each batch's first key) into an engine
+/// planned for few keys, so that its chains grow, with a small log, so
+/// that checkpoints (and, for counting windows and fingerprint tables,
+/// their shadow copies) run while the copies are taken. Every copy that
+/// passes step 5 opens with every key acknowledged before its step 1.
+fn live_copies_keep_every_acknowledged_key(tiers: &[Tier], removes: bool) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("live.tb");
+    let clock = ManualClock::new(day(0));
+    let mut cfg = config(tiers, 2_000, 0.001);
+    cfg.sync = SyncPolicy::Always;
+    let opts = Options::default()
+        .clock(clock)
+        .checkpoint_log_bytes(64 << 10);
+    let e = Arc::new(Engine::create_with(&dir, cfg, opts).unwrap());
+    let done = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (e, done, stop) = (Arc::clone(&e), Arc::clone(&done), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut b = 0u64;
+            while !stop.load(Ordering::SeqCst) && b < 3_000 {
+                let keys: Vec<Vec<u8>> = (0..10).map(|i| url(1, b * 10 + i)).collect();
+                e.insert_batch(&keys).unwrap();
+                if removes {
+                    assert!(e.remove(&keys[0]).unwrap());
+                }
+                done.store(((b + 1) * 10) as usize, Ordering::SeqCst);
+                b += 1;
+            }
+        })
+    };
+    let (mut copies, mut retries) = (0, 0);
+    for attempt in 0..40 {
+        while done.load(Ordering::SeqCst) < 600 * (attempt + 1) {
+            assert!(!writer.is_finished(), "the writer stopped early");
+            std::thread::yield_now();
+        }
+        let acked = done.load(Ordering::SeqCst);
+        let copy = tmp.path().join(format!("copy{attempt}"));
+        fs::create_dir_all(&copy).unwrap();
+        fs::copy(dir.join("MANIFEST"), copy.join("MANIFEST")).unwrap();
+        if !finish_copy(&dir, &copy) {
+            retries += 1;
+            continue;
+        }
+        let ro = Engine::open_with(&copy, Options::default().clock(ManualClock::new(day(0))))
+            .unwrap_or_else(|err| panic!("copy {attempt} does not open: {err}"));
+        for i in 0..acked as u64 {
+            if removes && i % 10 == 0 {
+                continue;
+            }
+            assert!(
+                ro.contains(&url(1, i)).unwrap(),
+                "{tiers:?} copy {attempt}: key {i} acknowledged before the copy is missing \
+                 ({acked} acknowledged)"
+            );
+        }
+        ro.verify().unwrap();
+        drop(ro);
+        fs::remove_dir_all(&copy).unwrap();
+        copies += 1;
+        if copies == 5 {
+            break;
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    writer.join().unwrap();
+    assert!(
+        copies >= 3,
+        "only {copies} usable copies ({retries} copied again)"
+    );
+}
+
+#[test]
+fn a_live_copy_of_bloom_windows_and_a_table_keeps_every_acknowledged_key() {
+    live_copies_keep_every_acknowledged_key(&[Tier::daily(3), Tier::fingerprint(10)], false);
+}
+
+#[test]
+fn a_live_copy_of_counting_windows_and_a_table_keeps_every_acknowledged_key() {
+    live_copies_keep_every_acknowledged_key(
+        &[Tier::daily(3).counting(), Tier::fingerprint(10)],
+        true,
+    );
+}
+
+#[test]
+fn a_live_copy_of_bloom_windows_keeps_every_acknowledged_key() {
+    live_copies_keep_every_acknowledged_key(&[Tier::daily(3), Tier::weekly(2)], false);
+}
