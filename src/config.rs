@@ -333,12 +333,16 @@ pub struct Config {
     pub utc_offset_secs: i32,
     /// How much larger each new sub-filter of a grown segment is (default 2).
     /// Each also has a lower rate (`tightening`), so a chain cannot grow
-    /// for ever: at 1, a window given about 64 times its plan fills the
-    /// longest chain (64 sub-filters), and inserts that need another
+    /// for ever: at 1, a window given many times its plan fills its chain
+    /// (64 sub-filters at most, fewer where the next would cost more than
+    /// 16 times the bits per key of the first: 37 of a Bloom chain at the
+    /// default tightening and rate), and inserts that need another
     /// sub-filter fail with an error saying so (the keys before stay).
     pub growth_factor: f64,
     /// How much tighter each new sub-filter's rate is (default 0.5): the
-    /// rates of a chain add up to at most the segment's share.
+    /// planned rates of a chain add up to at most the segment's share.
+    /// Below about 0.04 a chain fed many times its plan can run up to about
+    /// 3% past the share (docs/design.md, "Chain growth").
     pub tightening: f64,
     /// When writes become durable against power loss (default: a 1 s
     /// interval). [`crate::Options::sync`] overrides it for one open.
