@@ -416,3 +416,41 @@ fn a_chain_stops_before_its_files_cost_without_bound() {
         assert!(e.contains(&url(12, i)).unwrap(), "key {i} of {acked} lost");
     }
 }
+
+/// A past window filled by backfills until its chain is at its longest
+/// (here at the cost bound) refuses keys the window does not hold, but
+/// the open window of the same tier still grows: today's keys past its
+/// plan are recorded, not refused with the past window's error.
+#[test]
+fn a_past_window_at_its_longest_leaves_the_open_one_growing() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(1));
+    let mut cfg = config(&[Tier::daily(3)], 20, 0.001);
+    cfg.growth_factor = 1.0;
+    cfg.tightening = 0.05;
+    let e = create(dir.path(), cfg, &clock);
+    let mut i = 0;
+    let err = loop {
+        match e.insert_at(&url(17, i), day(0)) {
+            Ok(_) => i += 1,
+            Err(err) => break err,
+        }
+        assert!(i < 5_000, "no refusal after {i} backfilled keys");
+    };
+    assert!(err.to_string().contains("bits per key"), "{err}");
+    for j in 0..100 {
+        if let Err(err) = e.insert(&url(18, j)) {
+            panic!("today's key {j} refused: {err}");
+        }
+    }
+    // The past window still refuses what it does not hold, and keeps what
+    // it took.
+    let again = e.insert_at(&url(17, i + 1), day(0)).unwrap_err();
+    assert_eq!(again.to_string(), err.to_string());
+    for k in 0..i {
+        assert!(e.contains(&url(17, k)).unwrap(), "backfilled key {k} lost");
+    }
+    for j in 0..100 {
+        assert!(e.contains(&url(18, j)).unwrap(), "today's key {j} lost");
+    }
+}

@@ -726,23 +726,43 @@ impl Engine {
         }
     }
 
-    /// Appends a sub-filter to every open segment whose newest one is full.
+    /// Appends a sub-filter to every open segment (the newest window of
+    /// each tier) whose newest one is full.
     pub(super) fn grow(&self) -> Result<()> {
+        self.grow_windows(None)
+    }
+
+    /// [`Engine::grow`] for the windows `targets` names (`(tier, window)`
+    /// pairs, as a backfill writes them), or the open ones for `None`.
+    /// Only those: a past window whose chain a backfill took to its longest
+    /// refuses the backfills of keys it does not hold, not the growth of
+    /// the open windows (which its error stopped for every tier).
+    pub(super) fn grow_windows(&self, targets: Option<&[(usize, i64)]>) -> Result<()> {
         let mut m = self.maint.lock();
         let cur = self.current.load_full();
         self.check_usable(&cur)?;
-        let r = self.grow_locked(&mut m, &cur);
+        let r = self.grow_locked(&mut m, &cur, targets);
         self.latch(r)
     }
 
-    fn grow_locked(&self, m: &mut Maint, cur: &Snapshot) -> Result<()> {
+    fn grow_locked(
+        &self,
+        m: &mut Maint,
+        cur: &Snapshot,
+        targets: Option<&[(usize, i64)]>,
+    ) -> Result<()> {
         let mut next = cur.clone();
         let mut grown = false;
         let mut counting = false;
         let mut fresh: Vec<Arc<SubFilter>> = Vec::new();
-        for t in &mut next.tiers {
+        for (ti, t) in next.tiers.iter_mut().enumerate() {
+            let newest = t.segments.last().map(|s| s.window);
             for seg in &mut t.segments {
-                if !growth_due(seg) {
+                let wanted = match targets {
+                    None => Some(seg.window) == newest,
+                    Some(targets) => targets.contains(&(ti, seg.window)),
+                };
+                if !wanted || !growth_due(seg) {
                     continue;
                 }
                 if seg.subs.len() >= MAX_CHAIN {

@@ -709,7 +709,7 @@ impl Engine {
                 .collect();
             if segs.iter().all(Option::is_some) {
                 if segs.iter().flatten().any(|s| growth_due(s)) {
-                    self.grow()?;
+                    self.grow_windows(Some(&targets))?;
                     src.refresh(self);
                     continue;
                 }
@@ -727,7 +727,7 @@ impl Engine {
                     let pick = |ti: usize| targets.iter().any(|&(t, _)| t == ti);
                     if let Some(Step::Grow) = self.write_tables(snap, &x, h, day, today, pick)? {
                         drop(x);
-                        self.grow()?;
+                        self.grow_windows(Some(&targets))?;
                         src.refresh(self);
                         continue;
                     }
