@@ -996,9 +996,17 @@ impl Engine {
         // would be deleted (see `ahead::Made`). The mutex may have been
         // held by a parent thread at the fork: `get_mut` takes no lock.
         std::mem::forget(self.ahead.get_mut().take());
+        // Handles of threads that exist only in the parent: dropped, each
+        // would detach a thread this process does not have, which POSIX
+        // leaves undefined (glibc may free a stack record a thread of the
+        // child reuses). Leaked, as the process's copy of them is.
+        let m = self.maint.get_mut();
+        std::mem::forget(std::mem::take(&mut m.sealing));
+        std::mem::forget(std::mem::take(&mut m.prefaulting));
+        std::mem::forget(m.background.take());
+        std::mem::forget(self.syncer.get_mut().take());
         // The other fields drop harmlessly: mappings are unmapped and
-        // descriptors closed in this process only, and the handles of
-        // threads that exist only in the parent are detached, not joined.
+        // descriptors closed in this process only.
     }
 
     fn close_inner(&self) -> Result<()> {
