@@ -295,8 +295,9 @@ pub mod testing {
         HOOKED.store(on, Ordering::SeqCst);
     }
 
-    /// A pause hook: given the pause point and the engine's directory, it
-    /// may block the calling thread (until the test lets go).
+    /// A pause hook: given the pause point and a path of the engine's (its
+    /// directory, or the file or directory the point names), it may block
+    /// the calling thread (until the test lets go).
     pub type PauseHook = Box<dyn Fn(&'static str, &Path) + Send + Sync>;
     pub(super) static PAUSES: AtomicBool = AtomicBool::new(false);
     static PAUSE: RwLock<Option<PauseHook>> = RwLock::new(None);
@@ -307,7 +308,10 @@ pub mod testing {
     /// record not yet appended; `"logs listed"` and `"shadows listed"`
     /// (given the `wal/` directory), a reading of the log files (recovery,
     /// verification) or a verification of the shadow copies that has
-    /// listed them and not yet read them.
+    /// listed them and not yet read them; `"counting target chosen"`
+    /// (given the sub-filter's file), a counting insert that chose an older
+    /// sub-filter than the newest of its chain, holding the chain's lock,
+    /// its counters not yet written.
     pub fn set_pause_hook(hook: Option<PauseHook>) {
         let on = hook.is_some();
         *PAUSE.write().unwrap_or_else(|e| e.into_inner()) = hook;
