@@ -87,9 +87,11 @@ pub struct RedisOptions {
     /// More shards spread a Cluster's load and keep each string under
     /// Redis's 2^32-bit limit. Default 16.
     pub shards: u32,
-    /// Connecting to a node gives up after this long. Default 5 s.
+    /// Connecting to a node gives up after this long. Default 5 s; 0 is
+    /// refused (`InvalidConfig`).
     pub connect_timeout: Duration,
-    /// A command without a reply gives up after this long. Default 10 s.
+    /// A command without a reply gives up after this long. Default 10 s; 0
+    /// is refused (`InvalidConfig`).
     pub io_timeout: Duration,
     /// Reconnect-and-resend attempts after a connection loss. Default 8.
     pub retries: u32,
@@ -366,6 +368,17 @@ impl RedisEngine {
         options: RedisOptions,
     ) -> Result<(RedisEngine, bool)> {
         layout::check_prefix(prefix).map_err(crate::Error::config)?;
+        for (name, timeout) in [
+            ("connect_timeout", options.connect_timeout),
+            ("io_timeout", options.io_timeout),
+        ] {
+            if timeout.is_zero() {
+                return Err(crate::Error::config(format!(
+                    "{name} must be above zero (a connection takes no timeout of 0)"
+                ))
+                .into());
+            }
+        }
         let names = Names {
             prefix: prefix.to_string(),
         };
@@ -1383,6 +1396,41 @@ mod tests {
     fn engine_is_send_and_sync() {
         fn check<T: Send + Sync>() {}
         check::<super::RedisEngine>();
+    }
+
+    /// A zero connect or I/O timeout cannot be set on a connection: it is
+    /// refused as a configuration error before any connection, not
+    /// retried into a connection error. (Nothing listens on port 1.)
+    #[test]
+    fn a_zero_timeout_is_refused_before_connecting() {
+        use super::{RedisEngine, RedisError, RedisOptions};
+        use std::time::Duration;
+        for (name, options) in [
+            (
+                "connect_timeout",
+                RedisOptions {
+                    connect_timeout: Duration::ZERO,
+                    ..RedisOptions::default()
+                },
+            ),
+            (
+                "io_timeout",
+                RedisOptions {
+                    io_timeout: Duration::ZERO,
+                    retries: 0,
+                    ..RedisOptions::default()
+                },
+            ),
+        ] {
+            let r = RedisEngine::open_with("redis://127.0.0.1:1", "tbtest", options);
+            match r {
+                Err(RedisError::Engine(crate::Error::InvalidConfig { reason })) => {
+                    assert!(reason.contains(name), "{reason}");
+                }
+                Err(e) => panic!("{name} of 0: {e}"),
+                Ok(_) => panic!("{name} of 0: opened"),
+            }
+        }
     }
 
     #[test]
