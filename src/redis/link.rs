@@ -549,18 +549,7 @@ fn key_slot(key: &[u8]) -> u16 {
         let close = rest.iter().position(|&b| b == b'}')?;
         (close > 0).then_some(&rest[..close])
     });
-    let mut crc: u16 = 0;
-    for &b in tagged.unwrap_or(key) {
-        crc ^= u16::from(b) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc % 16_384
+    crc16::State::<crc16::XMODEM>::calculate(tagged.unwrap_or(key)) % 16_384
 }
 
 #[cfg(test)]
