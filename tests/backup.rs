@@ -22,6 +22,37 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// Starts a writer that inserts `batches` batches of 10 keys (`url(1, i)`,
+/// in order) into `e` until told to stop, taking back each batch's first
+/// key when `removes`. Returns the count of keys acknowledged so far (after
+/// each batch), the stop flag, and the writer.
+fn spawn_writer(
+    e: &Arc<Engine>,
+    batches: u64,
+    removes: bool,
+) -> (
+    Arc<AtomicUsize>,
+    Arc<AtomicBool>,
+    std::thread::JoinHandle<()>,
+) {
+    let done = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (e, acked, stopped) = (Arc::clone(e), Arc::clone(&done), Arc::clone(&stop));
+    let writer = std::thread::spawn(move || {
+        let mut b = 0u64;
+        while !stopped.load(Ordering::SeqCst) && b < batches {
+            let keys: Vec<Vec<u8>> = (0..10).map(|i| url(1, b * 10 + i)).collect();
+            e.insert_batch(&keys).unwrap();
+            if removes {
+                assert!(e.remove(&keys[0]).unwrap());
+            }
+            acked.store(((b + 1) * 10) as usize, Ordering::SeqCst);
+            b += 1;
+        }
+    });
+    (done, stop, writer)
+}
+
 #[test]
 fn a_live_copy_opens_with_every_write_acknowledged_before_it() {
     let tmp = tempfile::tempdir().unwrap();
@@ -31,22 +62,8 @@ fn a_live_copy_opens_with_every_write_acknowledged_before_it() {
     let mut cfg = config(&tiers, 20_000, 0.001);
     cfg.sync = SyncPolicy::Always;
     let e = Arc::new(Engine::create_with(&dir, cfg, Options::default().clock(clock)).unwrap());
-    let done = Arc::new(AtomicUsize::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (e, done, stop) = (Arc::clone(&e), Arc::clone(&done), Arc::clone(&stop));
-        std::thread::spawn(move || {
-            let mut b = 0u64;
-            while !stop.load(Ordering::SeqCst) && b < 2_000 {
-                let keys: Vec<Vec<u8>> = (0..10).map(|i| url(1, b * 10 + i)).collect();
-                e.insert_batch(&keys).unwrap();
-                // Every batch's first key is taken back at once.
-                assert!(e.remove(&keys[0]).unwrap());
-                done.store(((b + 1) * 10) as usize, Ordering::SeqCst);
-                b += 1;
-            }
-        })
-    };
+    // Every batch's first key is taken back at once.
+    let (done, stop, writer) = spawn_writer(&e, 2_000, true);
     let mut copies = 0;
     for attempt in 0..20 {
         while done.load(Ordering::SeqCst) < 500 * (attempt + 1) {
@@ -262,23 +279,7 @@ fn live_copies_keep_every_acknowledged_key(tiers: &[Tier], removes: bool) {
         .clock(clock)
         .checkpoint_log_bytes(64 << 10);
     let e = Arc::new(Engine::create_with(&dir, cfg, opts).unwrap());
-    let done = Arc::new(AtomicUsize::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (e, done, stop) = (Arc::clone(&e), Arc::clone(&done), Arc::clone(&stop));
-        std::thread::spawn(move || {
-            let mut b = 0u64;
-            while !stop.load(Ordering::SeqCst) && b < 3_000 {
-                let keys: Vec<Vec<u8>> = (0..10).map(|i| url(1, b * 10 + i)).collect();
-                e.insert_batch(&keys).unwrap();
-                if removes {
-                    assert!(e.remove(&keys[0]).unwrap());
-                }
-                done.store(((b + 1) * 10) as usize, Ordering::SeqCst);
-                b += 1;
-            }
-        })
-    };
+    let (done, stop, writer) = spawn_writer(&e, 3_000, removes);
     let (mut copies, mut retries) = (0, 0);
     for attempt in 0..40 {
         while done.load(Ordering::SeqCst) < 600 * (attempt + 1) {
