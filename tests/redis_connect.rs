@@ -16,18 +16,7 @@ fn acl_user_and_password_in_the_url() {
     if !require("acl_user_and_password_in_the_url") {
         return;
     }
-    let server = Server::with_args(&[
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--user",
-        "crawler",
-        "on",
-        ">s3cret",
-        "~tbtest*",
-        "+@all",
-    ]);
+    let server = Server::with_user("crawler", "s3cret", "tbtest*");
     let good = format!("redis://crawler:s3cret@127.0.0.1:{}", server.port);
     let config = Config {
         tiers: vec![Tier::daily(2)],
@@ -215,18 +204,7 @@ fn errors_from_a_server_name_its_address_not_its_password() {
     if !require("errors_from_a_server_name_its_address_not_its_password") {
         return;
     }
-    let mut server = Server::with_args(&[
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--user",
-        "crawler",
-        "on",
-        ">pa55-w0rd-z7",
-        "~*",
-        "+@all",
-    ]);
+    let mut server = Server::with_user("crawler", "pa55-w0rd-z7", "*");
     let at = format!("127.0.0.1:{}", server.port);
     let url = format!("redis://crawler:pa55-w0rd-z7@{at}");
     let pre = prefix("named");

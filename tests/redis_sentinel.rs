@@ -132,18 +132,7 @@ fn a_percent_encoded_password_works_through_the_sentinel_as_directly() {
     if !require("a_percent_encoded_password_works_through_the_sentinel_as_directly") {
         return;
     }
-    let master = Server::with_args(&[
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--user",
-        "crawler",
-        "on",
-        ">s3cr@t/x%",
-        "~*",
-        "+@all",
-    ]);
+    let master = Server::with_user("crawler", "s3cr@t/x%", "*");
     let sentinel = Sentinel::start(master.port);
     let encoded = "crawler:s3cr%40t%2Fx%25";
     let config = Config {

@@ -86,6 +86,24 @@ impl Server {
         ])
     }
 
+    /// A plain server with an ACL user `user` (password `password`) that
+    /// may run every command on the keys matching `keys` (`~` pattern).
+    pub fn with_user(user: &str, password: &str, keys: &str) -> Server {
+        let (password, keys) = (format!(">{password}"), format!("~{keys}"));
+        Server::with_args(&[
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--user",
+            user,
+            "on",
+            &password,
+            &keys,
+            "+@all",
+        ])
+    }
+
     pub fn with_args(extra: &[&str]) -> Server {
         let tmp = tempfile::tempdir().expect("temp dir");
         let mut s = Server {
