@@ -504,7 +504,7 @@ impl Config {
         if !(self.fpr > 0.0 && self.fpr < 1.0) {
             return Err(Error::config(format!(
                 "fpr must be strictly between 0 and 1 (got {})",
-                self.fpr
+                crate::plan::units::fmt_rate(self.fpr)
             )));
         }
         if self.utc_offset_secs.unsigned_abs() >= 86_400 {
@@ -552,7 +552,7 @@ impl Config {
                 return Err(Error::config(format!(
                     "fpr {}: a fingerprint tier meets rates down to {best:.2e} \
                      (32-bit fingerprints with every slot live); raise fpr or use Bloom tiers",
-                    self.fpr
+                    crate::plan::units::fmt_rate(self.fpr)
                 )));
             }
         }

@@ -1192,7 +1192,7 @@ fn describe(c: &Config) -> String {
         "tiers {}, {} keys/day, fpr {}, utc{}",
         tier_list(&c.tiers),
         c.expected_items_per_day,
-        c.fpr,
+        units::fmt_rate(c.fpr),
         fmt_offset(c.utc_offset_secs)
     )
 }

@@ -28,8 +28,8 @@ use crate::segment::BODY_OFFSET;
 use crate::window;
 
 #[path = "units.rs"]
-mod units;
-use units::{fmt_bytes, fmt_secs};
+pub(crate) mod units;
+use units::{fmt_bytes, fmt_rate, fmt_secs};
 
 /// The sizing of one tier.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -159,7 +159,8 @@ impl fmt::Display for Plan {
         writeln!(
             f,
             "{} keys/day planned, fpr {} per lookup",
-            self.items_per_day, self.fpr
+            self.items_per_day,
+            fmt_rate(self.fpr)
         )?;
         // The tier column fits its longest name (`365d:fingerprint`).
         let w = (self.tiers.iter())

@@ -106,7 +106,8 @@ pub struct SegmentStats {
     /// Counters stuck at 15 (counting segments).
     pub saturated: u64,
     /// Bytes of the segment's files per estimated key, in bits (for a
-    /// fingerprint table: per live slot, see `estimated_items`).
+    /// fingerprint table: per live slot, see `estimated_items`); 0 while
+    /// no key is counted.
     pub bits_per_key: f64,
     /// Fingerprint tables: entries relocated to make room since the engine
     /// was opened (0 for other kinds).

@@ -1,5 +1,5 @@
-//! Numbers for people: byte sizes and durations, shared by the `plan`
-//! module and the `timebloom` binary.
+//! Numbers for people: byte sizes, durations and rates, shared by the
+//! `plan` module, error messages and the `timebloom` binary.
 
 /// `1.5 MiB`: binary units, one decimal.
 pub fn fmt_bytes(b: u64) -> String {
@@ -38,12 +38,45 @@ pub fn fmt_secs(s: u64) -> String {
     }
 }
 
+/// A rate as given, the shortest text that reads back as the same value:
+/// `0.001` and `0.25` as decimals, `1e-300` and `2.5e-7` (below 1e-4) or
+/// `1e300` (from 1e6) in exponent form, where a decimal would spell out
+/// hundreds of zeros.
+pub fn fmt_rate(r: f64) -> String {
+    let a = r.abs();
+    if a == 0.0 || !a.is_finite() || (1e-4..1e6).contains(&a) {
+        format!("{r}")
+    } else {
+        format!("{r:e}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    #[test]
+    fn a_rate_prints_short() {
+        assert_eq!(fmt_rate(0.001), "0.001");
+        assert_eq!(fmt_rate(0.5), "0.5");
+        assert_eq!(fmt_rate(1e-300), "1e-300");
+        assert_eq!(fmt_rate(2.5e-7), "2.5e-7");
+        assert_eq!(fmt_rate(1e300), "1e300");
+        assert_eq!(fmt_rate(0.0), "0");
+        assert_eq!(fmt_rate(f64::NAN), "NaN");
+    }
+
     proptest! {
+        /// Any rate prints in at most 24 characters and reads back as the
+        /// same value.
+        #[test]
+        fn a_rate_reads_back(r in any::<f64>().prop_filter("finite", |r| r.is_finite())) {
+            let text = fmt_rate(r);
+            prop_assert!(text.len() <= 24, "{}", text);
+            prop_assert_eq!(text.parse::<f64>().unwrap(), r);
+        }
+
         /// A size prints as whole bytes below 1 KiB, and above as a value
         /// from 1 to 1024 of the largest unit it reaches (TiB at most),
         /// within the rounding of one decimal.

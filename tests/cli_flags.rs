@@ -325,3 +325,39 @@ fn completions_and_help_examples() {
         assert!(last.contains("timebloom"), "{c} help ends with: {last}");
     }
 }
+
+/// Rates print in their shortest form: an fpr of 1e-300 is `1e-300` in
+/// the refusal (not a decimal of 300 zeros), and an empty fingerprint
+/// table's bits per key is `-` (nothing counted), not its size in bits.
+#[test]
+fn rates_and_an_empty_tables_bits_per_key_print_short() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let db = db.to_str().unwrap();
+    let tiny = run(
+        &[
+            "create",
+            db,
+            "--tiers",
+            "365d:fingerprint",
+            "--fpr",
+            "1e-300",
+        ],
+        b"",
+    );
+    assert_eq!(code(&tiny), 2, "{}", stderr(&tiny));
+    let err = stderr(&tiny);
+    assert!(err.contains("fpr 1e-300:"), "{err}");
+    assert!(err.len() < 300, "{err}");
+    let made = run(&["create", db, "--tiers", "365d:fingerprint"], b"");
+    assert_eq!(code(&made), 0, "{}", stderr(&made));
+    let stats = run(&["stats", db], b"");
+    assert_eq!(code(&stats), 0, "{}", stderr(&stats));
+    let text = stdout(&stats);
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("table"))
+        .unwrap();
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cols[cols.len() - 2], "-", "{text}");
+}

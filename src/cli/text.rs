@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use timebloom::{Kind, Stats};
 
-use crate::units::{fmt_bytes, fmt_secs};
+use crate::units::{fmt_bytes, fmt_rate, fmt_secs};
 use crate::TierList;
 
 // ---- stats --------------------------------------------------------------------
@@ -21,7 +21,7 @@ pub fn stats_table(name: &str, place: &str, s: &Stats) -> String {
         fmt_instant(s.now),
         s.generation,
         fmt_bytes(s.bytes),
-        s.fpr,
+        fmt_rate(s.fpr),
         s.expected_items_per_day
     );
     if !s.lost_windows.is_empty() {
@@ -100,7 +100,11 @@ pub fn stats_table(name: &str, place: &str, s: &Stats) -> String {
                 let _ = write!(t, " {:>10}", g.saturated);
             }
             if table {
-                let _ = write!(t, " {:>9.2} {:>10}", g.bits_per_key, g.moves);
+                let bits = match g.estimated_items {
+                    0 => "-".to_string(),
+                    _ => format!("{:.2}", g.bits_per_key),
+                };
+                let _ = write!(t, " {bits:>9} {:>10}", g.moves);
             }
             t.push('\n');
         }

@@ -307,7 +307,10 @@ impl Engine {
                     s.moves += sub.moves();
                 }
                 s.fill = s.occupied as f64 / s.cells.max(1) as f64;
-                s.bits_per_key = (s.bytes * 8) as f64 / s.estimated_items.max(1) as f64;
+                s.bits_per_key = match s.estimated_items {
+                    0 => 0.0,
+                    n => (s.bytes * 8) as f64 / n as f64,
+                };
                 bytes += s.bytes;
                 if !table {
                     newest = newest.max(s.window_start);

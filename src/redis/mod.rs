@@ -406,7 +406,7 @@ impl RedisEngine {
                             "tier {t}: its first sub-filter's rate, {rate:.1e} (fpr {} shared \
                              over the tier's windows and its chain), is below the lowest the \
                              Redis layout plans, about 3.5e-18; raise fpr",
-                            config.fpr
+                            crate::plan::units::fmt_rate(config.fpr)
                         ),
                     });
                 }
