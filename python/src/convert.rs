@@ -280,10 +280,18 @@ pub(crate) fn path_of(obj: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
     }
 }
 
+/// Whether `e`, raised while reading a number as a float, says the
+/// number is too large for one (an int, or a `Fraction` of ints, past
+/// about 1.8e308): a number out of range, not a wrong type.
+fn overflowed(py: Python<'_>, e: &PyErr) -> bool {
+    e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py)
+}
+
 /// Seconds from a `timedelta` or a number, as a `Duration`: another type
 /// (a `bool` included) is a `TypeError`; a negative, NaN or infinite
-/// number, or one of 2**64 seconds or more (an int too large for a float
-/// included), a `ValueError`.
+/// number, or one of 2**64 seconds or more (a number too large for a
+/// float, such as an int or a `Fraction` past 1.8e308, included), a
+/// `ValueError`.
 pub(crate) fn duration_of(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
     let secs: f64 = if obj.hasattr("total_seconds")? {
         obj.call_method0("total_seconds")?.extract()?
@@ -294,8 +302,13 @@ pub(crate) fn duration_of(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
         obj.extract()
             .map_err(|_| PyValueError::new_err(format!("not a valid duration: {obj} seconds")))?
     } else {
-        obj.extract()
-            .map_err(|_| PyTypeError::new_err("a duration is a timedelta or seconds"))?
+        obj.extract().map_err(|e| {
+            if overflowed(obj.py(), &e) {
+                PyValueError::new_err(format!("not a valid duration: {obj} seconds"))
+            } else {
+                PyTypeError::new_err("a duration is a timedelta or seconds")
+            }
+        })?
     };
     Duration::try_from_secs_f64(secs)
         .map_err(|_| PyValueError::new_err(format!("not a valid duration: {secs} seconds")))
@@ -319,8 +332,14 @@ pub(crate) fn instant_of(obj: &Bound<'_, PyAny>) -> PyResult<SystemTime> {
         obj.extract()
             .map_err(|_| PyValueError::new_err(format!("instant {obj} is out of range")))?
     } else {
-        obj.extract().map_err(|_| {
-            PyTypeError::new_err("an instant is an aware datetime or seconds since the Unix epoch")
+        obj.extract().map_err(|e| {
+            if overflowed(obj.py(), &e) {
+                PyValueError::new_err(format!("instant {obj} is out of range"))
+            } else {
+                PyTypeError::new_err(
+                    "an instant is an aware datetime or seconds since the Unix epoch",
+                )
+            }
         })?
     };
     if !secs.is_finite() || secs < 0.0 {

@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 from datetime import datetime, timedelta, timezone
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -947,7 +948,8 @@ def test_what_a_horizon_raises_is_what_the_docs_say(tmp_path):
             for bad in (True, "7d", None):
                 with pytest.raises(TypeError):
                     call(bad)
-            for bad in (-1, -(10**400), float("nan"), float("inf"), float("-inf"), timedelta.min, 2**64, 1e30):
+            huge = Fraction(10**400)
+            for bad in (-1, -(10**400), float("nan"), float("inf"), float("-inf"), timedelta.min, 2**64, 1e30, huge, -huge):
                 with pytest.raises(ValueError, match="not a valid duration"):
                     call(bad)
             for long in (30 * 86_400, 2**63, timedelta.max):
@@ -973,8 +975,9 @@ def test_a_generator_that_raises_part_way_records_nothing(tb_dir):
 
 
 def test_an_instant_too_large_for_a_float_is_a_value_error(tmp_path):
-    # An int instant past what a float holds is a number out of range, as
-    # for durations, not a TypeError saying it is not a number.
+    # An int (or a Fraction) instant past what a float holds is a number
+    # out of range, as for durations, not a TypeError saying it is not a
+    # number.
     c = ManualClock(T0)
     e = Engine.create(tmp_path / "e", clock=c)
     try:
@@ -983,6 +986,8 @@ def test_an_instant_too_large_for_a_float_is_a_value_error(tmp_path):
             lambda: c.set(10**400),
             lambda: e.insert_at("k", 10**400),
             lambda: e.maintain(10**400),
+            lambda: e.insert_at("k", Fraction(10**400)),
+            lambda: c.set(Fraction(10**400)),
         ):
             with pytest.raises(ValueError, match="out of range"):
                 call()
