@@ -298,6 +298,11 @@ pub(crate) fn duration_of(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
     } else if obj.is_instance_of::<pyo3::types::PyBool>() {
         return Err(PyTypeError::new_err("a duration is a timedelta or seconds"));
     } else if obj.is_instance_of::<pyo3::types::PyInt>() {
+        // Whole seconds as they are: through a float, the ints of the last
+        // 1,024 below 2**64 would round up to it.
+        if let Ok(n) = obj.extract::<u64>() {
+            return Ok(Duration::from_secs(n));
+        }
         // An int too large for a float is a number, not a wrong type.
         obj.extract()
             .map_err(|_| PyValueError::new_err(format!("not a valid duration: {obj} seconds")))?

@@ -958,6 +958,20 @@ def test_what_a_horizon_raises_is_what_the_docs_say(tmp_path):
         assert not e.contains("k")
 
 
+def test_an_int_duration_below_2_64_seconds_is_taken_exactly(tmp_path):
+    # docs/python.md: only 2**64 s and more is a ValueError. An int of the
+    # last 1,024 below it was rounded through a float to 2**64 and refused
+    # as "not a valid duration"; one a little further below was reported
+    # with the float's value, not the horizon given.
+    with Engine.create(tmp_path / "e", "7d", items_per_day=100, clock=ManualClock(T0)) as e:
+        for h in (2**64 - 1, 2**64 - 1024, 2**64 - 1025, 2**53 + 1):
+            with pytest.raises(timebloom.HorizonTooLongError, match=f"horizon of {h}s "):
+                e.contains_within("k", h)
+    c = ManualClock(1_700_000_000)
+    c.advance(2**64 - 1)
+    assert c.timestamp() == 2**63 - 1
+
+
 def test_a_generator_that_raises_part_way_records_nothing(tb_dir):
     # docs/python.md: an iterable that is not a list is read whole first.
     def keys():
