@@ -183,9 +183,11 @@ impl Options {
     /// clock set years ahead by mistake must not empty the engine. `None`
     /// (the default) sets no further limit, so a crawler paused for weeks
     /// restarts as usual while a longer tier still keeps its keys. With
-    /// `Some(d)`, any step longer than `d` past the latest instant the
-    /// engine knows (the start of its newest window, or the last instant it
-    /// read) is refused too.
+    /// `Some(d)`, a step that passes the first window boundary the engine
+    /// has not crossed (the end of its newest window of the shortest
+    /// length) by more than `d` is refused too, or, once lookups have read
+    /// the clock past that boundary, a step more than `d` past the latest
+    /// instant they read. Steps before that boundary are never refused.
     pub fn max_clock_jump(mut self, limit: Option<Duration>) -> Options {
         self.max_clock_jump = limit;
         self

@@ -383,8 +383,9 @@ struct LineFlags {
 /// Flags of the commands that write.
 #[derive(Args)]
 struct WriteFlags {
-    /// Refuse to move the engine's clock forward by more than this (3d,
-    /// 12h...) in one step; `maintain --now` is the way past it.
+    /// Refuse a forward step of the clock that passes the next window
+    /// boundary by more than this (3d, 12h...); `maintain --now` is the way
+    /// past it.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     max_clock_jump: Option<Duration>,
 }
