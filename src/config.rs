@@ -374,7 +374,7 @@ impl Config {
     /// answers for itself: its clock may have stepped back behind the
     /// days its tables took.
     pub fn check_new_horizon(&self, now: std::time::SystemTime, horizon: Duration) -> Result<()> {
-        self.horizon_tier(crate::clock::instant(now)?, horizon, 0)
+        self.horizon_tier(crate::clock::instant(now)?, horizon, 0, i64::MIN)
             .map(|_| ())
     }
 
@@ -388,11 +388,19 @@ impl Config {
     /// counts the horizon back from its own day, and the reach a refusal
     /// names is measured from the start of that day (see `Engine`'s
     /// `table_today`). Bloom windows are numbered from `now` as they are.
+    ///
+    /// `open_from` is the latest start among the windows the engine writes
+    /// to (`i64::MIN` when unknown). A clock stepped back behind it leaves
+    /// each tier's newest window ahead of the clock's, and the rotation into
+    /// that window expired the windows it does not keep: a tier covers a
+    /// horizon only from the oldest window its newest one keeps, not from
+    /// the oldest the clock's window would keep.
     pub(crate) fn horizon_tier(
         &self,
         now: i64,
         horizon: Duration,
         table_day: u32,
+        open_from: i64,
     ) -> Result<(usize, i64)> {
         let off = self.utc_offset_secs;
         let index = |span: Span, t: i64| {
@@ -421,8 +429,11 @@ impl Config {
                 let oldest = today - i64::from(t.table_days());
                 (today, today - cur, oldest, oldest)
             } else {
-                let reach_cur = index(span, reach_now)?;
-                (cur, 0, t.oldest_live(cur), t.oldest_live(reach_cur))
+                // The newest window the tier has, which a clock stepped back
+                // leaves ahead of the clock's.
+                let newest = index(span, now.max(open_from))?;
+                let reach_cur = index(span, reach_now.max(open_from))?;
+                (cur, 0, t.oldest_live(newest), t.oldest_live(reach_cur))
             };
             if let Some(start) = window::start(span, reach_oldest, off) {
                 max_cover = max_cover.max(reach_now.saturating_sub(start).max(0) as u64);
@@ -712,10 +723,10 @@ mod tests {
         let now = 100 * DAY + DAY / 2;
         let day = Duration::from_secs(86_400);
         // The same finest windows; the table reads one segment, not two.
-        assert_eq!(c.horizon_tier(now, day, 0).unwrap(), (1, 99));
-        assert_eq!(c.horizon_tier(now, day, 100).unwrap(), (1, 99));
-        assert_eq!(c.horizon_tier(now, day, 104).unwrap(), (1, 103));
-        let reach = |table_day| match c.horizon_tier(now, 60 * day, table_day) {
+        assert_eq!(c.horizon_tier(now, day, 0, i64::MIN).unwrap(), (1, 99));
+        assert_eq!(c.horizon_tier(now, day, 100, i64::MIN).unwrap(), (1, 99));
+        assert_eq!(c.horizon_tier(now, day, 104, i64::MIN).unwrap(), (1, 103));
+        let reach = |table_day| match c.horizon_tier(now, 60 * day, table_day, i64::MIN) {
             Err(Error::HorizonTooLong { max_secs, .. }) => max_secs,
             other => panic!("{other:?}"),
         };

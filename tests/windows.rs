@@ -500,3 +500,49 @@ fn a_clock_outside_1970_to_9999_is_refused_however_it_got_there() {
         assert_eq!(clock.now(), t, "{how}: the clock shows what it was given");
     }
 }
+
+/// A clock stepped back behind the newest window reads horizons from the
+/// tiers that still hold them: the daily tier's rotation at day 10 expired
+/// days 0 to 3, so a horizon reaching day 2 from a clock at day 7 is the
+/// monthly tier's to answer, not the daily tier's (whose windows of days 2
+/// and 3 are gone).
+#[test]
+fn a_clock_behind_answers_horizons_from_a_tier_that_still_holds_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(2));
+    let e = create(
+        dir.path(),
+        config(&[Tier::daily(7), Tier::monthly(3)], 1000, 0.001),
+        &clock,
+    );
+    e.insert(b"day 2").unwrap();
+    clock.set(day(10));
+    e.insert(b"day 10").unwrap();
+    clock.set(day(7));
+    // Inserted exactly five days before the clock's instant.
+    assert!(
+        e.contains_within(b"day 2", 5 * DAY).unwrap(),
+        "a key inserted within the horizon reads as not seen"
+    );
+    assert!(e.contains(b"day 2").unwrap());
+    // Nothing of the daily tier's live windows is left out either.
+    assert!(e.contains_within(b"day 10", DAY).unwrap());
+    drop(e);
+
+    // One daily tier: a horizon reaching an expired window is refused, and
+    // the longest horizon the refusal names is one the engine answers.
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(10));
+    let e = create(dir.path(), config(&[Tier::daily(7)], 1000, 0.001), &clock);
+    e.insert(b"day 10").unwrap();
+    clock.set(day(7));
+    let max = match e.contains_within(b"day 10", 5 * DAY) {
+        Err(Error::HorizonTooLong { max_secs, .. }) => max_secs,
+        other => panic!("a horizon reaching day 2, expired at day 10: {other:?}"),
+    };
+    // From noon of day 7 back to the start of day 4, the oldest kept.
+    assert_eq!(max, 3 * 86_400 + 43_200);
+    assert!(e
+        .contains_within(b"day 10", Duration::from_secs(max))
+        .unwrap());
+}

@@ -194,7 +194,7 @@ impl Engine {
         if now >= snap.next_boundary {
             self.past_boundary(snap, now)?;
         }
-        let (ti, first) = self.pick_tier(now, horizon)?;
+        let (ti, first) = self.pick_tier(snap, now, horizon)?;
         let t = &snap.tiers[ti];
         if t.tier.is_table() {
             let today = self.table_today_in(snap, now)?;
@@ -209,10 +209,11 @@ impl Engine {
         Ok(any_contains(&segs[from..], h))
     }
 
-    /// The tier and first window that answer a horizon.
-    fn pick_tier(&self, now: i64, horizon: Duration) -> Result<(usize, i64)> {
+    /// The tier and first window that answer a horizon in `snap`.
+    fn pick_tier(&self, snap: &Snapshot, now: i64, horizon: Duration) -> Result<(usize, i64)> {
         let table_day = self.table_day.load(Ordering::Relaxed);
-        self.config.horizon_tier(now, horizon, table_day)
+        self.config
+            .horizon_tier(now, horizon, table_day, snap.open_from)
     }
 
     /// Checks every segment's header copies, every sealed segment's body

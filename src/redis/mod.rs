@@ -933,7 +933,7 @@ impl RedisEngine {
     /// The tier and first window that answer a horizon: the finest windows
     /// first, then the fewest of them (the embedded engine's rule).
     fn pick_tier(&self, now: i64, horizon: Duration) -> Result<(usize, i64)> {
-        Ok(self.stored.config.horizon_tier(now, horizon, 0)?)
+        Ok(self.stored.config.horizon_tier(now, horizon, 0, i64::MIN)?)
     }
 
     // ---- the batch machinery ------------------------------------------------
