@@ -546,3 +546,39 @@ fn a_clock_behind_answers_horizons_from_a_tier_that_still_holds_them() {
         .contains_within(b"day 10", Duration::from_secs(max))
         .unwrap());
 }
+
+/// `contains` reads the tier whose live windows reach furthest back from
+/// the windows the engine has, also after a reopen with the clock behind
+/// them: the weekly tier's rotation at Monday day 14 kept weeks 3 and 4
+/// only, while the daily tier still keeps Saturday day 5 (week 2), so the
+/// daily tier answers, not the weekly one whose windows of the clock's
+/// reach (week 2 from Friday day 11) are gone.
+#[test]
+fn a_clock_behind_at_reopen_reads_the_tier_that_reaches_furthest_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(5));
+    let e = create(
+        dir.path(),
+        config(&[Tier::daily(10), Tier::weekly(2)], 1000, 0.001),
+        &clock,
+    );
+    e.insert(b"day 5").unwrap();
+    clock.set(day(14));
+    e.insert(b"day 14").unwrap();
+    assert!(e.contains(b"day 5").unwrap());
+    e.close().unwrap();
+    clock.set(day(11));
+    let e = open(dir.path(), &clock);
+    assert!(
+        e.contains(b"day 5").unwrap(),
+        "a key the daily tier keeps reads as absent"
+    );
+    assert_eq!(
+        e.contains_batch(&[&b"day 5"[..], &b"day 14"[..]]).unwrap(),
+        [true, true]
+    );
+    assert!(
+        !e.insert(b"day 5").unwrap(),
+        "a key the daily tier keeps is new"
+    );
+}

@@ -949,8 +949,11 @@ impl Engine {
     /// (see [`Engine::table_today`]), for every tier: the tier that answers
     /// `contains` is the one whose retention reaches furthest back from
     /// the newest time the engine wrote at, not from a clock behind it.
-    fn tier_reach(&self, tier: &Tier, now: i64) -> Result<(i64, Option<i64>)> {
-        let off = self.config.utc_offset_secs;
+    /// So a window tier's live windows are those its newest window keeps
+    /// when the clock is behind that window (its rotation expired the
+    /// older ones), while its current window is still the clock's.
+    fn tier_reach(&self, t: &TierState, now: i64) -> Result<(i64, Option<i64>)> {
+        let (tier, off) = (&t.tier, self.config.utc_offset_secs);
         let now = self.table_now(now);
         let (span, cur, oldest) = if tier.is_table() {
             let today = i64::from(self.day_of(now)?);
@@ -958,7 +961,8 @@ impl Engine {
             (window::Span::Day, today, first)
         } else {
             let cur = self.window_index(tier.span, now)?;
-            (tier.span, cur, tier.oldest_live(cur))
+            let newest = t.segments.last().map_or(cur, |s| s.window.max(cur));
+            (tier.span, cur, tier.oldest_live(newest))
         };
         let start = window::start(span, oldest, off).unwrap_or(i64::MIN);
         Ok((start, window::end(span, cur, off)))

@@ -71,7 +71,7 @@ impl Engine {
         self.past_boundary(snap, now)?;
         let mut best: Option<(i64, &'s TierState)> = None;
         for t in &snap.tiers {
-            let (start, _) = self.tier_reach(&t.tier, now)?;
+            let (start, _) = self.tier_reach(t, now)?;
             if best.is_none_or(|b| start < b.0) {
                 best = Some((start, t));
             }
@@ -273,7 +273,7 @@ impl Engine {
         // day, and the newest window of each Bloom tier (below).
         let mut newest = reach_now;
         for (ti, t) in st.tiers.iter().enumerate() {
-            let (start, _) = self.tier_reach(&t.tier, now)?;
+            let (start, _) = self.tier_reach(t, now)?;
             let covers = reach_now.saturating_sub(start).max(0) as u64;
             let table = t.tier.is_table();
             let mut segments = Vec::new();

@@ -353,7 +353,7 @@ impl Engine {
         let mut ahead_from = i64::MAX;
         let mut oldest = i64::MAX;
         for (ti, t) in next.tiers.iter().enumerate() {
-            let (start, end) = self.tier_reach(&t.tier, now)?;
+            let (start, end) = self.tier_reach(t, now)?;
             if let Some(end) = end {
                 if end < boundary {
                     boundary = end;
