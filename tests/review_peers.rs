@@ -4,8 +4,8 @@
 //! Item 9: docs/benchmarks.md said bloomfilter 3 misses its configured rate
 //! by far (3.7% at 1%). benches/filters.rs had seeded it with `[7u8; 32]`.
 //! bloomfilter 3 splits its 32-byte seed into the keys of its two SipHash-1-3
-//! hashers and probes `h1 + i * h2`; with equal halves `h1 == h2`, every
-//! probe is a multiple of one hash, and the rate measured was the seed's.
+//! hashers and probes `h1`, `h2`, then `h1 + i * h2` (`Bloom::bloom_hash`);
+//! with equal halves `h1 == h2`, every probe is a multiple of one hash, and the rate measured was the seed's.
 //! The benchmark now gives it a seed of distinct bytes (and checks, reading
 //! the keys back from the crate, that the two differ); this test pins both
 //! sides of what the report now says about the crate.

@@ -13,7 +13,8 @@ use crate::config::{Config, Tier};
 use crate::filter::{sizing, Kind, PROBE_MUL};
 use crate::hash::KeyHash;
 
-/// Redis strings hold at most 2^32 bits: 2^23 blocks of 64 bytes.
+/// Redis strings hold at most `proto-max-bulk-len` bytes, 512 MiB (2^32
+/// bits) by default, which every layout keeps to: 2^23 blocks of 64 bytes.
 pub(crate) const MAX_SHARD_BLOCKS: u64 = 1 << 23;
 /// Sub-filters one window may grow to.
 pub(crate) const MAX_CHAIN: u32 = 64;
