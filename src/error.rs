@@ -172,7 +172,9 @@ pub enum Error {
     /// first `answers.len()` keys, which were recorded before `cause`
     /// stopped the batch; the keys after them were not (but for the first
     /// one when `cause` is an I/O error of the write-ahead log: see
-    /// [`crate::Engine::insert_batch`]).
+    /// [`crate::Engine::insert_batch`]). When `cause` is a failed sync of
+    /// the batch (under `always`), `answers` may cover the whole batch:
+    /// every key recorded, none known to be durable.
     Incomplete {
         /// Check-and-insert answers for the recorded prefix of the batch.
         answers: Vec<bool>,

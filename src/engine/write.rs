@@ -215,12 +215,15 @@ impl Engine {
 
     /// The end of a batch of writes: one sync for the whole batch under
     /// `always` (group commit), then the answers, or `Incomplete` with the
-    /// answers of the keys recorded before the error that stopped it.
+    /// answers of the keys recorded before the error that stopped it. A
+    /// failed sync is the cause, with the answers of every key recorded
+    /// (all of them when nothing else stopped the batch): those keys are in
+    /// the windows and a later call answers "seen", so their answers must
+    /// reach the caller.
     fn batch_answers(&self, out: Vec<bool>, r: Result<()>) -> Result<Vec<bool>> {
         match (r, self.sync_writes()) {
             (Ok(()), Ok(())) => Ok(out),
-            (Err(e), Ok(())) => Err(incomplete(out, e)),
-            (_, Err(e)) => Err(e),
+            (Err(e), Ok(())) | (_, Err(e)) => Err(incomplete(out, e)),
         }
     }
 
@@ -505,8 +508,11 @@ impl Engine {
     /// answers for those keys (a prefix of `keys`); no other key is
     /// recorded, except after an I/O error of the write-ahead log, which
     /// comes after a key's write: the key whose record failed may be
-    /// recorded too, and when the batch's closing sync fails (under
-    /// `always`) the error is that failure alone, every key recorded.
+    /// recorded too. When the batch's closing sync fails (under `always`),
+    /// the error is [`Error::Incomplete`] with that failure as its cause
+    /// and the answers of every key recorded (the whole batch when nothing
+    /// stopped it before): recorded, as a later call's "seen" shows, but
+    /// not known to be durable.
     ///
     /// ```
     /// use timebloom::{Config, Engine, Error, Tier};
