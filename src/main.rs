@@ -604,8 +604,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             // The keys recorded before an error are reported too.
             out.write(&[format!("added {new} new of {total} keys\n").as_bytes()])?;
             out.flush()?;
-            result?;
-            closed?;
+            finish(result, closed)?;
         }
         Command::FilterNew {
             dir,
@@ -647,8 +646,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             };
             let result = filter_new(&engine, reader, &mode, &mut out);
             let closed = engine.close();
-            result?;
-            closed?;
+            finish(result, closed)?;
         }
         Command::Check {
             dir,
@@ -740,8 +738,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             // The keys removed before an error are reported too.
             out.write(&[format!("removed {removed} of {total} keys\n").as_bytes()])?;
             out.flush()?;
-            result?;
-            closed?;
+            finish(result, closed.map_err(|e| named(&dir, e)))?;
         }
         Command::Stats { dir, redis, json } => {
             let target = Target::of(dir, redis)?;
@@ -848,6 +845,24 @@ fn recorded(
             Ok((answers, Some(named(dir, *cause))))
         }
         Err(e) => Err(named(dir, e)),
+    }
+}
+
+/// The end of a writing command: the error of its work, or else of the
+/// close. When both failed, the close's error is printed first unless it
+/// says the same: a write refused after an earlier I/O failure says only
+/// that (`PreviousIo`), and the close names the failure itself, the file
+/// and the reason, where no call was told of it (a failed write of the
+/// log's `interval` thread, a failed background checkpoint).
+fn finish(result: CliResult<()>, closed: CliResult<()>) -> CliResult<()> {
+    match (result, closed) {
+        (Err(e), Err(cause)) => {
+            if cause.0 != e.0 {
+                note(format_args!("{}", cause.0));
+            }
+            Err(e)
+        }
+        (result, closed) => result.and(closed),
     }
 }
 

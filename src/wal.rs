@@ -527,6 +527,10 @@ pub(crate) struct Wal {
     appended: AtomicU64,
     durable: AtomicU64,
     failed: AtomicBool,
+    /// The failure of a sync no caller waited for (the `interval` syncer's
+    /// tick), kept for `close` to report: writes after it are refused with
+    /// `PreviousIo`, which names no file.
+    cause: Mutex<Option<Error>>,
     /// The first LSN of the current file.
     file_first: AtomicU64,
 }
@@ -565,6 +569,7 @@ impl Wal {
             appended: AtomicU64::new(next_lsn),
             durable: AtomicU64::new(next_lsn),
             failed: AtomicBool::new(false),
+            cause: Mutex::new(None),
             file_first: AtomicU64::new(next_lsn),
         })
     }
@@ -573,6 +578,20 @@ impl Wal {
     #[inline]
     pub(crate) fn failed(&self) -> bool {
         self.failed.load(Ordering::Relaxed)
+    }
+
+    /// Keeps the failure of a sync whose caller reports it to nobody (the
+    /// `interval` syncer), the first one only; `PreviousIo` (a failure
+    /// already reported to the call that met it) is not kept.
+    pub(crate) fn keep_cause(&self, e: Error) {
+        if !matches!(e, Error::PreviousIo) {
+            lock(&self.cause).get_or_insert(e);
+        }
+    }
+
+    /// The failure [`Wal::keep_cause`] kept, once.
+    pub(crate) fn take_cause(&self) -> Option<Error> {
+        lock(&self.cause).take()
     }
 
     /// Returns once everything appended so far is durable; two loads when

@@ -179,3 +179,52 @@ fn a_log_that_cannot_grow_still_prints_every_recorded_key() {
         &missing[..missing.len().min(3)]
     );
 }
+
+/// Under `--sync interval` the log is written by a thread of its own: when
+/// that write fails (a file size limit, EFBIG), the next batch is refused
+/// and the command exits 2. The message must say what failed, and where:
+/// it said only "an earlier I/O error left the engine in an unknown state;
+/// close and reopen it", naming neither the log nor the reason.
+#[test]
+fn a_log_write_failing_between_batches_is_reported_with_its_path() {
+    let (_tmp, db) = temp_db();
+    let out = cmd("create", &db, &["--sync", "interval=50ms"], b"");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let script = "trap '' XFSZ; ulimit -f 40 && exec \"$0\" \"$@\"";
+    let mut command = std::process::Command::new("sh");
+    command
+        .args(["-c", script, BIN, "filter-new"])
+        .arg(&db)
+        .args(["--now", DAY0]);
+    let mut child = spawn_piped(&mut command);
+    let mut stdin = child.stdin.take().unwrap();
+    // Batches of 100 keys, the log's thread running between them, until
+    // the command stops reading.
+    let feeder = std::thread::spawn(move || {
+        use std::io::Write;
+        for b in 0..100 {
+            let batch: String = (0..100).map(|i| format!("k{b}-{i}\n")).collect();
+            if stdin.write_all(batch.as_bytes()).is_err() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(30));
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    let err = stderr(&out);
+    assert_eq!(code(&out), 2, "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.contains("wal/") && err.contains(".log") && err.contains("os error 27"),
+        "the failed log write is not named: {err}"
+    );
+    // Every key printed is there once the limit is gone.
+    let text = stdout(&out);
+    let printed: Vec<&str> = text.lines().collect();
+    assert!(!printed.is_empty());
+    let mut args = vec!["check", db.to_str().unwrap(), "--now", DAY0];
+    args.extend(printed.iter().copied());
+    let check = run(&args, b"");
+    assert_eq!(code(&check), 0, "{}", stdout(&check));
+}

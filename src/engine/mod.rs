@@ -171,8 +171,11 @@ impl Syncer {
                         break;
                     }
                     drop(stopped);
-                    // A failure is latched in the log: the next write reports it.
-                    let _ = wal.sync_all();
+                    // A failure is latched in the log: the next write is
+                    // refused (`PreviousIo`), and `close` reports the cause.
+                    if let Err(e) = wal.sync_all() {
+                        wal.keep_cause(e);
+                    }
                     stopped = m.lock();
                 }
             })
@@ -1048,8 +1051,13 @@ impl Engine {
         flushed?;
         if self.failed.load(Ordering::Relaxed) || self.wal.as_ref().is_some_and(|w| w.failed()) {
             // Nothing is written after an I/O error; the caller learns that
-            // the last writes may not have reached the disk.
-            return Err(Error::PreviousIo);
+            // the last writes may not have reached the disk, and why when
+            // no call was told (a failed tick of the `interval` syncer).
+            return Err(self
+                .wal
+                .as_ref()
+                .and_then(|w| w.take_cause())
+                .unwrap_or(Error::PreviousIo));
         }
         sealed?;
         // Everything logged reaches the segments; the log restarts empty.
