@@ -501,6 +501,7 @@ fn note(msg: std::fmt::Arguments) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    signals::catch_file_size_limit();
     let code = match run(cli) {
         Ok(code) => code,
         Err(CliError(msg)) => {

@@ -128,7 +128,13 @@ fn remove_at_takes_back_an_earlier_insert() {
 /// of 512 bytes (`ulimit -f`, with SIGXFSZ ignored so that a write past it
 /// fails with EFBIG instead of ending the process), feeding `input`.
 fn run_with_file_size_limit(blocks: u64, args: &[&str], input: &[u8]) -> std::process::Output {
-    let script = format!("trap '' XFSZ; ulimit -f {blocks} && exec \"$0\" \"$@\"");
+    run_under_ulimit(&format!("trap '' XFSZ; ulimit -f {blocks}"), args, input)
+}
+
+/// Runs the binary with `args` after the shell commands `setup`, feeding
+/// `input`; fails on a panic.
+fn run_under_ulimit(setup: &str, args: &[&str], input: &[u8]) -> std::process::Output {
+    let script = format!("{setup} && exec \"$0\" \"$@\"");
     let mut command = std::process::Command::new("sh");
     command.args(["-c", &script, BIN]).args(args);
     let mut child = spawn_piped(&mut command);
@@ -227,4 +233,43 @@ fn a_log_write_failing_between_batches_is_reported_with_its_path() {
     args.extend(printed.iter().copied());
     let check = run(&args, b"");
     assert_eq!(code(&check), 0, "{}", stdout(&check));
+}
+
+/// A file size limit as a service manager or a shell sets it (`ulimit -f`,
+/// LimitFSIZE), SIGXFSZ left at its default: a write past the limit raises
+/// SIGXFSZ, whose default action ends the process. `filter-new` was ended
+/// by it in the middle of its first batch's log write (exit 153 in the
+/// shell, no message), the batch's 6000 keys recorded and none printed,
+/// and a second run of the same input printed none of them either. The
+/// write must fail with EFBIG instead, reported as any I/O error is.
+#[test]
+fn a_file_size_limit_is_an_error_not_a_death_by_sigxfsz() {
+    let (_tmp, db) = temp_db();
+    let out = cmd("create", &db, &["--sync", "always"], b"");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let d = db.to_str().unwrap();
+    let keys: Vec<String> = (0..6000).map(|i| format!("k{i}")).collect();
+    let input = keys.iter().map(|k| format!("{k}\n")).collect::<String>();
+    let first = run_under_ulimit(
+        "trap - XFSZ; ulimit -f 40",
+        &["filter-new", d, "--now", DAY0],
+        input.as_bytes(),
+    );
+    let err = stderr(&first);
+    assert_eq!(
+        first.status.code(),
+        Some(2),
+        "{:?} (a death by signal has no code): {err}",
+        first.status
+    );
+    assert!(err.contains(".log") && err.contains("os error 27"), "{err}");
+    let second = cmd("filter-new", &db, &[], input.as_bytes());
+    assert_eq!(code(&second), 0, "{}", stderr(&second));
+    let printed: std::collections::HashSet<String> = stdout(&first)
+        .lines()
+        .chain(stdout(&second).lines())
+        .map(str::to_owned)
+        .collect();
+    let missing = keys.iter().filter(|k| !printed.contains(*k)).count();
+    assert_eq!(missing, 0, "keys printed by neither run");
 }

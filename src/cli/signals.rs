@@ -111,6 +111,20 @@ pub fn install() {
     }
 }
 
+/// Catches SIGXFSZ, so that a write past the file size limit
+/// (`ulimit -f`, a service's LimitFSIZE) fails with EFBIG, reported with
+/// its file as any I/O error is, instead of ending the process at once by
+/// the signal's default action: that left a batch recorded and never
+/// printed, and no message. The handler only sets a flag nobody reads.
+/// If it cannot be set up, the signal keeps its default action.
+pub fn catch_file_size_limit() {
+    #[cfg(unix)]
+    {
+        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let _ = signal_hook::flag::register(signal_hook::consts::SIGXFSZ, flag);
+    }
+}
+
 /// Acts on `sig` (on the signal thread): holds it if a batch holds
 /// signals and none is held yet, else ends the process by it.
 #[cfg(unix)]
