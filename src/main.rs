@@ -850,15 +850,16 @@ fn recorded(
 }
 
 /// The end of a writing command: the error of its work, or else of the
-/// close. When both failed, the close's error is printed first unless it
-/// says the same: a write refused after an earlier I/O failure says only
-/// that (`PreviousIo`), and the close names the failure itself, the file
-/// and the reason, where no call was told of it (a failed write of the
-/// log's `interval` thread, a failed background checkpoint).
+/// close. When both failed, the close's error is printed first if it names
+/// a failure (not `PreviousIo`, nor the same error): a write refused after
+/// an earlier I/O failure says only that (`PreviousIo`), and the close
+/// names the failure itself, the file and the reason, where no call was
+/// told of it (a failed write of the log's `interval` thread, a failed
+/// background checkpoint).
 fn finish(result: CliResult<()>, closed: CliResult<()>) -> CliResult<()> {
     match (result, closed) {
         (Err(e), Err(cause)) => {
-            if cause.0 != e.0 {
+            if cause.0 != e.0 && !cause.0.ends_with(&Error::PreviousIo.to_string()) {
                 note(format_args!("{}", cause.0));
             }
             Err(e)
