@@ -216,6 +216,26 @@ impl Error {
         )
     }
 
+    /// A copy of a damage error ([`Error::is_damage`]); `None` for others.
+    pub(crate) fn damage_copy(&self) -> Option<Error> {
+        match self {
+            Error::Corrupt { path, reason } => Some(Error::Corrupt {
+                path: path.clone(),
+                reason: reason.clone(),
+            }),
+            Error::UnsupportedVersion {
+                path,
+                expected,
+                got,
+            } => Some(Error::UnsupportedVersion {
+                path: path.clone(),
+                expected: *expected,
+                got: *got,
+            }),
+            _ => None,
+        }
+    }
+
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         Error::Io {
             op,

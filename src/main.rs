@@ -764,8 +764,11 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
                 "Redis keeps no checksummed segment files (Redis's own persistence checks apply)",
             )?;
             let dir = engine_dir(dir)?;
-            // Exit 1 for damage (every damaged file named), 2 for any other error.
-            let engine = match Engine::open_read_only_with(&dir, opts) {
+            // Exit 1 for damage (every damaged file named), 2 for any other
+            // error. Degraded, so that the open goes on past a damaged file
+            // (a read-only open moves nothing) and `verify_each` names them
+            // all.
+            let engine = match Engine::open_read_only_with(&dir, opts.degraded(true)) {
                 Ok(e) => e,
                 Err(e) if e.is_damage() => {
                     note(format_args!("{e}"));

@@ -273,3 +273,45 @@ fn a_file_size_limit_is_an_error_not_a_death_by_sigxfsz() {
     let missing = keys.iter().filter(|k| !printed.contains(*k)).count();
     assert_eq!(missing, 0, "keys printed by neither run");
 }
+
+/// A copy of an engine cut short (a backup onto a full disk): two segment
+/// files short of their length. `verify` named only the first one it
+/// opened, and `verify --degraded` printed "ok" and exited 0, the damaged
+/// windows left out of what it checked.
+#[test]
+fn verify_names_every_damaged_file_of_a_copy_cut_short() {
+    let (_tmp, db) = temp_db();
+    let out = cmd("add", &db, &["-"], b"a\nb\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let seg = db.join("seg");
+    let mut files: Vec<_> = fs::read_dir(&seg)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 3, "{files:?}");
+    let (short, empty) = (&files[0], &files[files.len() - 1]);
+    let len = fs::metadata(short).unwrap().len();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(short)
+        .unwrap()
+        .set_len(len - 4096)
+        .unwrap();
+    fs::write(empty, b"").unwrap();
+    for flags in [&[][..], &["--degraded"][..]] {
+        let out = cmd("verify", &db, flags, b"");
+        let err = stderr(&out);
+        assert_eq!(code(&out), 1, "verify {flags:?}: {}{err}", stdout(&out));
+        for f in [short, empty] {
+            let name = f.file_name().unwrap().to_str().unwrap();
+            assert!(
+                err.contains(name),
+                "verify {flags:?} does not name {name}: {err}"
+            );
+        }
+    }
+    // Nothing was moved: verify reads only.
+    assert_eq!(fs::read_dir(&seg).unwrap().count(), files.len());
+    assert!(!db.join("quarantine").exists());
+}

@@ -118,6 +118,10 @@ pub struct Engine {
     manifest_generation: AtomicU64,
     /// Windows left out at a degraded open (`TIER WINDOW`).
     lost: Vec<String>,
+    /// What was wrong with the files of the windows a read-only degraded
+    /// open left out, for [`Engine::verify_each`] (a writer's degraded open
+    /// moves them to quarantine instead).
+    damaged: Vec<Error>,
     /// Windows a degraded open recovered without their damaged shadow
     /// copy (`TIER WINDOW`; see [`crate::Stats::unrestored_windows`]).
     unrestored: Vec<String>,
@@ -561,6 +565,7 @@ impl Engine {
         let mut tiers: Vec<Vec<Segment>> =
             manifest.config.tiers.iter().map(|_| Vec::new()).collect();
         let mut lost = Vec::new();
+        let mut damaged = Vec::new();
         // The entries of the windows left out: the manifest stops naming
         // their files, so the files of such a window that opened (or were
         // not tried) are leftovers too, deleted below. Kept, the first file
@@ -606,6 +611,7 @@ impl Engine {
                             // A read-only open moves nothing; it only leaves
                             // the window out.
                             lost.push(window);
+                            damaged.push(err);
                             left_out.push((e.tier, e.window));
                             continue 'segments;
                         }
@@ -654,6 +660,7 @@ impl Engine {
             lost,
             manifest.checkpoint_lsn,
         );
+        engine.damaged = damaged;
         // The tables' newest day: the manifest's, or (written by a build
         // that did not record it) the latest sweep's.
         let swept = engine
@@ -742,6 +749,7 @@ impl Engine {
             table_day: Arc::new(AtomicU32::new(0)),
             manifest_generation: AtomicU64::new(generation),
             lost,
+            damaged: Vec::new(),
             unrestored: Vec::new(),
             maint: Mutex::new(Maint {
                 checkpoint_lsn,

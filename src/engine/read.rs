@@ -228,11 +228,13 @@ impl Engine {
     }
 
     /// Every problem [`Engine::verify`] checks for, one error per damaged
-    /// file (empty when everything verifies).
+    /// file (empty when everything verifies). An engine opened read-only
+    /// with [`crate::Options::degraded`] reports the files of the windows
+    /// its open left out too.
     pub fn verify_each(&self) -> Vec<Error> {
         let checkpoint = self.maint.lock().checkpoint_lsn;
         let snap = self.current.load_full();
-        let mut problems = Vec::new();
+        let mut problems: Vec<Error> = self.damaged.iter().filter_map(Error::damage_copy).collect();
         if let Err(e) = wal::verify(&self.dir.join(WAL_DIR), checkpoint) {
             problems.push(e);
         }
