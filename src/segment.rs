@@ -1397,13 +1397,31 @@ impl SubFilter {
 
     /// Both header copies as the file holds them now, each checked; the
     /// one in use (the higher sequence number).
+    ///
+    /// A read is not atomic with a write to the file: beside a writer (a
+    /// read-only engine's `verify`, or the writer's own beside its
+    /// checkpoint) the copy it is rewriting may be read half old, half
+    /// new, and fail its checksum. So a copy that fails is read again a
+    /// moment later, and reported damaged only when the page read the same
+    /// twice.
     fn header_on_disk(&self) -> Result<Header> {
-        let mut page = [0u8; HEADER_COPY as usize + HEADER_LEN];
-        self.file
-            .read_exact_at(&mut page, 0)
-            .map_err(|e| Error::io("read segment header", &self.path, e))?;
-        for at in [0, HEADER_COPY] {
-            if let Err(e) = Header::decode(&page[at as usize..], &self.path) {
+        let mut last: Option<Vec<u8>> = None;
+        let mut tries = 0;
+        loop {
+            let mut page = [0u8; HEADER_COPY as usize + HEADER_LEN];
+            self.file
+                .read_exact_at(&mut page, 0)
+                .map_err(|e| Error::io("read segment header", &self.path, e))?;
+            let damaged = [0, HEADER_COPY].into_iter().find_map(|at| {
+                Header::decode(&page[at as usize..], &self.path)
+                    .err()
+                    .map(|e| (at, e))
+            });
+            let Some((at, e)) = damaged else {
+                return Header::decode_page(&page, &self.path);
+            };
+            tries += 1;
+            if last.as_deref() == Some(&page[..]) || tries >= 10 {
                 return Err(Error::corrupt(
                     &self.path,
                     format!(
@@ -1411,8 +1429,9 @@ impl SubFilter {
                     ),
                 ));
             }
+            last = Some(page.to_vec());
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        Header::decode_page(&page, &self.path)
     }
 }
 
