@@ -693,7 +693,12 @@ impl SubFilter {
         let table = header.geometry().map(|geo| TableState {
             geo,
             retention: header.retention,
-            shared: fingerprint::Shared::default(),
+            // A read-only mapping's writer (if any) is another engine,
+            // whose move counter this one never sees.
+            shared: match map {
+                Map::ReadOnly(_) => fingerprint::Shared::blind(),
+                Map::Writable(_) => fingerprint::Shared::default(),
+            },
             swept: AtomicU32::new(header.swept),
             full: AtomicBool::new(false),
             scanned: AtomicU32::new(UNSCANNED),
