@@ -492,3 +492,82 @@ fn stats_shows_saturated_counters_of_counting_tiers() {
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert!(v["tiers"][0]["segments"][0]["saturated"].as_u64().unwrap() > 0);
 }
+
+/// `check`, `stats`, `verify` and `filter-new --dry-run`, each a process of
+/// its own, beside a writer that stays open and moves day by day (rotating,
+/// expiring, sealing, growing chains, checkpointing under `sync always`):
+/// every key the writer acknowledged before a reader started is seen, and
+/// no reader fails or reports damage. Bloom tiers, and a fingerprint table.
+#[test]
+fn read_only_commands_beside_a_rotating_writer_see_every_acknowledged_key() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::time::{Duration, UNIX_EPOCH};
+    use timebloom::{Engine, ManualClock, Options, SyncPolicy, Tier};
+    const T0: u64 = 1_767_571_200; // 2026-01-05T00:00:00Z
+    let noon = |d: u64| UNIX_EPOCH + Duration::from_secs(T0 + d * 86_400 + 12 * 3600);
+    let rfc = |d: u64| {
+        time::OffsetDateTime::from_unix_timestamp((T0 + d * 86_400 + 12 * 3600) as i64)
+            .unwrap()
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap()
+    };
+    for tiers in [
+        vec![Tier::daily(3), Tier::weekly(2)],
+        vec![Tier::fingerprint(3)],
+    ] {
+        let (_tmp, db) = temp_db();
+        let d = db.to_str().unwrap();
+        let clock = ManualClock::new(noon(0));
+        let config = timebloom::Config {
+            tiers,
+            expected_items_per_day: 100,
+            sync: SyncPolicy::Always,
+            ..timebloom::Config::default()
+        };
+        let w = Engine::create_with(&db, config, Options::default().clock(clock.clone())).unwrap();
+        let acked = AtomicU64::new(u64::MAX);
+        let stop = AtomicBool::new(false);
+        let mut rounds = 0;
+        thread::scope(|s| {
+            s.spawn(|| {
+                for day in 0..12u64 {
+                    clock.set(noon(day));
+                    let keys: Vec<Vec<u8>> = (0..300)
+                        .map(|j| format!("k{day}-{j}").into_bytes())
+                        .collect();
+                    w.insert_batch(&keys).unwrap();
+                    if day % 3 == 0 {
+                        w.flush().unwrap();
+                    }
+                    acked.store(day, Ordering::SeqCst);
+                    thread::sleep(Duration::from_millis(40));
+                }
+                stop.store(true, Ordering::SeqCst);
+            });
+            while !stop.load(Ordering::SeqCst) {
+                let day = acked.load(Ordering::SeqCst);
+                if day == u64::MAX {
+                    thread::yield_now();
+                    continue;
+                }
+                let now = rfc(day);
+                let keys: String = (0..300).map(|j| format!("k{day}-{j}\n")).collect();
+                let out = run(&["check", d, "--now", &now], keys.as_bytes());
+                assert_eq!(code(&out), 0, "day {day}: {}", stderr(&out));
+                let out = run(
+                    &["filter-new", d, "--dry-run", "--now", &now],
+                    keys.as_bytes(),
+                );
+                assert_exit(&out, 0);
+                assert_eq!(stdout(&out), "", "day {day}: new under --dry-run");
+                for command in ["stats", "verify"] {
+                    let out = run(&[command, d, "--now", &now], b"");
+                    assert_eq!(code(&out), 0, "{command} day {day}: {}", stderr(&out));
+                }
+                rounds += 1;
+            }
+        });
+        w.close().unwrap();
+        assert!(rounds > 0);
+    }
+}
