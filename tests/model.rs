@@ -1,7 +1,8 @@
 // Guards promise 1 of RELIABILITY, no false negatives within the retention or
 // a horizon, against an exact model over random sequences of insert /
 // contains / contains_within / clock advances / reopen / crash / flush /
-// insert_at (backfill).
+// insert_at (backfill), and (in `engine_matches_model_with_the_clock_stepping_back`)
+// steps of the clock back.
 //
 // The model, the operation alphabet and the checks live in
 // `tests/common/model_core.rs`, shared with `fuzz/fuzz_targets/model.rs`;
@@ -101,13 +102,27 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// 64 cases (`PROPTEST_CASES` overrides it for longer runs); failures are
-/// kept in `tests/model.proptest-regressions` and replayed first.
+/// The same operations, and steps of the clock back (two thirds as often
+/// as steps forward, so that the clock still moves on across expiries).
+fn op_or_back() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        22 => op(),
+        2 => step().prop_map(Op::Back),
+    ]
+}
+
+/// 64 cases, or `default` (`PROPTEST_CASES` overrides both for longer
+/// runs); failures are kept in `tests/model.proptest-regressions` and
+/// replayed first.
 fn config() -> ProptestConfig {
+    config_with(64)
+}
+
+fn config_with(default: u32) -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(64);
+        .unwrap_or(default);
     ProptestConfig {
         cases,
         failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
@@ -125,6 +140,22 @@ proptest! {
         v in 0..VARIANTS,
         start_offset in 0u32..7 * 86_400,
         ops in prop::collection::vec(op(), 1..200),
+    ) {
+        run(v, start_offset, &ops)?;
+    }
+}
+
+proptest! {
+    // A fifth of the cases above: the steps back have their own test, so
+    // the exact checks of a clock that only moves forward keep every case
+    // of `engine_matches_model`.
+    #![proptest_config(config_with(13))]
+
+    #[test]
+    fn engine_matches_model_with_the_clock_stepping_back(
+        v in 0..VARIANTS,
+        start_offset in 0u32..7 * 86_400,
+        ops in prop::collection::vec(op_or_back(), 1..200),
     ) {
         run(v, start_offset, &ops)?;
     }

@@ -54,7 +54,8 @@ impl Input<'_> {
 }
 
 fn decode(input: &mut Input) -> Op {
-    match input.u8() % 16 {
+    let op = input.u8() % 16;
+    match op {
         0..=3 => Op::Insert(input.key()),
         4 | 5 => Op::Contains(input.key()),
         6 | 7 => {
@@ -69,11 +70,19 @@ fn decode(input: &mut Input) -> Op {
         }
         8 | 9 => {
             let a = input.u8();
-            Op::Advance(match a % 3 {
+            // Opcode 9 with the argument's high bit set steps the clock
+            // back: one step in 32 operations, a third as many as forward.
+            let back = op == 9 && a & 0x80 != 0;
+            let a = if back { a & 0x7f } else { a };
+            let step = match a % 3 {
                 0 => Step::Hours(1 + (a / 3) % 30),
                 1 => Step::Days(1 + (a / 3) % 5),
                 _ => Step::Midnight(input.delta()),
-            })
+            };
+            match back {
+                true => Op::Back(step),
+                false => Op::Advance(step),
+            }
         }
         10 => Op::Reopen,
         11 => Op::Crash,

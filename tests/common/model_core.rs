@@ -20,6 +20,40 @@
 //!   in a future window of some tier or is older than every tier keeps.
 //! * After a flush, no tier keeps more segments than its retention.
 //!
+//! The clock also steps back (`Op::Back`, never before the engine's
+//! creation), as a VM restored from a snapshot or a reset host clock does.
+//! The engine then expires nothing and brings back no expired window: each
+//! tier keeps the windows its newest one keeps, and those were made by the
+//! latest instant the clock ever showed (the model calls `maintain` at every
+//! step forward, so the engine rotated to it). A fingerprint table keeps
+//! the newest day it took (`table_today`, that latest instant's day) and
+//! counts its days and horizons from it (docs/fingerprint.md, "A clock that
+//! steps back"). So, while the clock is behind the latest instant:
+//!
+//! * "kept" (`contains`, and `insert` never saying "new") is measured from
+//!   the latest instant, not from the clock: the conservative reading,
+//!   since every tier keeps at least that much;
+//! * "within the horizon" must hold counted back from the clock AND from
+//!   the table's day: a key inserted at or after `now - h + shift` days,
+//!   where `shift` is how many days the table's day is ahead of the
+//!   clock's (0 without a table);
+//! * `HorizonTooLong` is no longer exact: a horizon some tier keeps counted
+//!   from the latest instant must be answered, one no tier keeps counted
+//!   from the clock (which reaches further back than any tier really keeps)
+//!   must be refused, and in between either answer is right (the engine
+//!   counts Bloom windows from its newest ones, a table's days from the
+//!   clock's day shifted to the table's). A refusal's longest horizon is
+//!   shorter than the one asked and answered (in every run), except with
+//!   the clock behind every window the tiers keep, where no horizon is
+//!   answered and the refusal names 0 s;
+//! * `insert_at` stays exact: a Bloom tier refuses an instant past the
+//!   clock's window, a table one past its day, and a tier takes what its
+//!   newest window (day) keeps.
+//!
+//! Once the clock is back at the latest instant every bound above is the
+//! exact one again; in a run whose clock never stepped back the clock is
+//! always the latest instant, so nothing is relaxed there.
+//!
 //! Positive answers for keys the model does not require are false positives
 //! and allowed.
 //!
@@ -120,6 +154,9 @@ struct ModelTier {
     retention: i64,
     /// The configuration's `utc_offset_secs`.
     off: i64,
+    /// A fingerprint table (days as windows; its "today" is the newest day
+    /// it took, see `Model::table_shift`).
+    table: bool,
 }
 
 impl ModelTier {
@@ -189,6 +226,7 @@ fn model_tiers(tiers: &[Tier], off: i32) -> Vec<ModelTier> {
             },
             retention: i64::from(t.retention),
             off: i64::from(off),
+            table: matches!(t.kind, timebloom::Kind::Fingerprint),
         })
         .collect()
 }
@@ -199,7 +237,9 @@ struct Model {
 }
 
 impl Model {
-    /// The start of the oldest live window of the tier reaching furthest back.
+    /// The start of the oldest live window of the tier reaching furthest
+    /// back, with the newest windows at `now` (the latest instant the clock
+    /// showed: see the module comment).
     fn coverage_start(&self, now: i64) -> i64 {
         self.tiers
             .iter()
@@ -208,9 +248,10 @@ impl Model {
             .unwrap_or(i64::MAX)
     }
 
-    /// Whether `contains` must answer true.
-    fn must_contain(&self, key: &[u8], now: i64) -> bool {
-        self.inserted_since(key, self.coverage_start(now))
+    /// Whether `contains` must answer true, the newest windows made at
+    /// `latest`.
+    fn must_contain(&self, key: &[u8], latest: i64) -> bool {
+        self.inserted_since(key, self.coverage_start(latest))
     }
 
     fn inserted_since(&self, key: &[u8], from: i64) -> bool {
@@ -219,21 +260,42 @@ impl Model {
             .is_some_and(|ts| ts.iter().any(|&t| t >= from))
     }
 
-    /// Whether some tier keeps the window holding `since` (else `HorizonTooLong`).
+    /// Whether some tier keeps the window holding `since` when its newest
+    /// window holds `now` (else `HorizonTooLong`).
     fn horizon_covered(&self, now: i64, since: i64) -> bool {
         self.tiers
             .iter()
             .any(|t| t.index(since) >= t.oldest_live(now))
     }
 
-    /// Whether `insert_at(t)` must succeed.
-    fn backfill_ok(&self, now: i64, t: i64) -> bool {
-        let future = self.tiers.iter().any(|tr| tr.index(t) > tr.index(now));
+    /// Whether `insert_at(t)` must succeed at clock `now`, the newest
+    /// windows (and the tables' day) made at `latest` (`now` unless the
+    /// clock stepped back). A Bloom tier's future is the clock's (it makes
+    /// no window past it), a table's is past the day it took; a tier keeps
+    /// what its newest window (day) keeps.
+    fn backfill_ok(&self, now: i64, latest: i64, t: i64) -> bool {
+        let future = self.tiers.iter().any(|tr| match tr.table {
+            true => tr.index(t) > tr.index(latest),
+            false => tr.index(t) > tr.index(now),
+        });
         !future
             && self
                 .tiers
                 .iter()
-                .any(|tr| tr.index(t) >= tr.oldest_live(now))
+                .any(|tr| tr.index(t) >= tr.oldest_live(latest))
+    }
+
+    /// How many days the tables' day (that of `latest`) is ahead of the
+    /// clock's day: a table counts a horizon back from its day, so at clock
+    /// `now` it answers `h` from `now - h + shift` days on (0 without a
+    /// table, or with the clock at the latest instant).
+    fn table_shift(&self, now: i64, latest: i64) -> i64 {
+        self.tiers
+            .iter()
+            .filter(|t| t.table)
+            .map(|t| t.index(latest) - t.index(now))
+            .max()
+            .unwrap_or(0)
     }
 
     fn record(&mut self, key: &[u8], t: i64) {
@@ -267,6 +329,10 @@ pub enum Op {
     Contains(u8),
     ContainsWithin(u8, u32),
     Advance(Step),
+    /// Steps the clock back (`Step::Midnight`: to the start of the clock's
+    /// local day, plus -1, 0 or +1 seconds), never before the engine's
+    /// creation. No `maintain`: the engine sees the clock in its calls.
+    Back(Step),
     Reopen,
     /// Copies the directory while the engine is open (what a process crash
     /// leaves: the page cache survives) and opens the copy.
@@ -306,6 +372,11 @@ pub struct Harness<S: Storage> {
     dir: TempDir,
     clock: ManualClock,
     now: i64,
+    /// The latest instant the clock showed (the engine rotated to it: every
+    /// tier's newest window, and the tables' day, hold it).
+    latest: i64,
+    /// The engine's creation instant: the clock never steps back before it.
+    created: i64,
     engine: Option<Engine>,
     model: Model,
     retention: Vec<u32>,
@@ -330,6 +401,8 @@ impl<S: Storage> Harness<S> {
             dir,
             clock,
             now,
+            latest: now,
+            created: now,
             engine: Some(engine),
             model: Model {
                 tiers: model_tiers(&tiers, off),
@@ -357,8 +430,9 @@ impl<S: Storage> Harness<S> {
     }
 
     fn set_now(&mut self, t: i64) {
-        assert!(t >= self.now, "the model clock only moves forward");
+        assert!(t >= self.now, "Advance moves the model clock forward");
         self.now = t;
+        self.latest = self.latest.max(t);
         self.clock.set(at(t));
     }
 
@@ -373,11 +447,11 @@ impl<S: Storage> Harness<S> {
 
     /// Applies one operation and checks the engine against the model.
     pub fn apply(&mut self, op: Op) -> Result<(), String> {
-        let now = self.now;
+        let (now, latest) = (self.now, self.latest);
         match op {
             Op::Insert(k) => {
                 let key = key_bytes(k);
-                let must = self.model.must_contain(&key, now);
+                let must = self.model.must_contain(&key, latest);
                 let new = self
                     .engine()
                     .insert(&key)
@@ -396,37 +470,69 @@ impl<S: Storage> Harness<S> {
                     .contains(&key)
                     .map_err(|e| format!("contains: {e}"))?;
                 check!(
-                    got || !self.model.must_contain(&key, now),
-                    "false negative: contains(k{k}) = false, inserted at {:?}, now {now}, \
-                     coverage from {}",
+                    got || !self.model.must_contain(&key, latest),
+                    "false negative: contains(k{k}) = false, inserted at {:?}, now {now} \
+                     (latest {latest}), coverage from {}",
                     self.model.inserted.get(&key),
-                    self.model.coverage_start(now)
+                    self.model.coverage_start(latest)
                 );
             }
             Op::ContainsWithin(k, h) => {
                 let key = key_bytes(k);
                 let since = now - i64::from(h);
-                let covered = self.model.horizon_covered(now, since);
+                // Equal unless the clock is behind the latest instant (see
+                // the module comment): then a horizon kept counted from the
+                // latest instant must be answered, and one answered must be
+                // kept counted from the clock, which reaches further back.
+                let must_answer = self.model.horizon_covered(latest, since);
+                let may_answer = self.model.horizon_covered(now, since);
+                // Within the horizon from the clock and from the tables' day.
+                let shift = self.model.table_shift(now, latest);
+                let within_from = since + shift * DAY;
                 match self
                     .engine()
                     .contains_within(&key, Duration::from_secs(u64::from(h)))
                 {
                     Ok(got) => {
                         check!(
-                            covered,
-                            "contains_within({h}s) answered though no tier keeps {since}"
+                            may_answer,
+                            "contains_within({h}s) answered though no tier keeps {since} \
+                             (now {now}, latest {latest})"
                         );
                         check!(
-                            got || !self.model.inserted_since(&key, since),
+                            got || !self.model.inserted_since(&key, within_from),
                             "false negative: contains_within(k{k}, {h}s) = false, inserted at \
-                             {:?}, now {now}",
+                             {:?}, now {now}, latest {latest}, within from {within_from}",
                             self.model.inserted.get(&key)
                         );
                     }
-                    Err(Error::HorizonTooLong { .. }) => check!(
-                        !covered,
-                        "contains_within({h}s) refused a horizon that a tier keeps (now {now})"
-                    ),
+                    Err(Error::HorizonTooLong { max_secs, .. }) => {
+                        check!(
+                            !must_answer,
+                            "contains_within({h}s) refused a horizon that a tier keeps (now \
+                             {now}, latest {latest})"
+                        );
+                        // The longest horizon a refusal names is shorter and
+                        // answered, unless the clock stepped back behind
+                        // every window the tiers keep: then every horizon
+                        // reaches windows a rotation expired, none is
+                        // answered, and the refusal names 0 s (which
+                        // `HorizonTooLong::max_secs` does not say).
+                        let none = max_secs == 0 && !self.model.horizon_covered(latest, now);
+                        check!(
+                            max_secs < u64::from(h) || none,
+                            "contains_within({h}s) refused, naming a longest horizon of \
+                             {max_secs}s (now {now}, latest {latest})"
+                        );
+                        let longest = self
+                            .engine()
+                            .contains_within(&key, Duration::from_secs(max_secs));
+                        check!(
+                            longest.is_ok() || none,
+                            "contains_within({h}s) refused naming a longest horizon of \
+                             {max_secs}s, which answers {longest:?} (now {now}, latest {latest})"
+                        );
+                    }
                     Err(e) => return Err(format!("contains_within: {e}")),
                 }
             }
@@ -445,6 +551,17 @@ impl<S: Storage> Harness<S> {
                 self.engine()
                     .maintain(at(self.now))
                     .map_err(|e| format!("maintain: {e}"))?;
+            }
+            Op::Back(step) => {
+                let to = match step {
+                    Step::Hours(n) => now - i64::from(n) * HOUR,
+                    Step::Days(n) => now - i64::from(n) * DAY,
+                    Step::Midnight(d) => {
+                        self.local_day(now) * DAY - self.off + i64::from(d.signum())
+                    }
+                };
+                self.now = to.min(now).max(self.created);
+                self.clock.set(at(self.now));
             }
             Op::Reopen => {
                 let engine = self.engine.take().expect("engine is open");
@@ -475,11 +592,11 @@ impl<S: Storage> Harness<S> {
             Op::InsertAt(k, w) => {
                 let key = key_bytes(k);
                 let t = self.when(w);
-                let ok = self.model.backfill_ok(now, t);
-                let must = self.model.must_contain(&key, now);
+                let ok = self.model.backfill_ok(now, latest, t);
+                let must = self.model.must_contain(&key, latest);
                 match self.engine().insert_at(&key, at(t)) {
                     Ok(new) => {
-                        check!(ok, "insert_at({t}) accepted, now {now}");
+                        check!(ok, "insert_at({t}) accepted, now {now}, latest {latest}");
                         check!(
                             !(must && new),
                             "insert_at reported new a key the model holds (k{k} inserted at \
@@ -489,7 +606,7 @@ impl<S: Storage> Harness<S> {
                         self.model.record(&key, t);
                     }
                     Err(Error::WindowUnavailable { .. }) => {
-                        check!(!ok, "insert_at({t}) refused, now {now}")
+                        check!(!ok, "insert_at({t}) refused, now {now}, latest {latest}")
                     }
                     Err(e) => return Err(format!("insert_at({t}): {e}")),
                 }
@@ -514,10 +631,11 @@ impl<S: Storage> Harness<S> {
                 .contains(&key)
                 .map_err(|e| format!("contains: {e}"))?;
             check!(
-                got || !self.model.must_contain(&key, self.now),
-                "false negative at the end: k{k}, inserted at {:?}, now {}",
+                got || !self.model.must_contain(&key, self.latest),
+                "false negative at the end: k{k}, inserted at {:?}, now {}, latest {}",
                 self.model.inserted.get(&key),
-                self.now
+                self.now,
+                self.latest
             );
         }
         Ok(())
