@@ -390,7 +390,9 @@ impl Config {
     /// `table_today`). Bloom windows are numbered from `now` as they are.
     ///
     /// `open_from` is the latest start among the windows the engine writes
-    /// to (`i64::MIN` when unknown). A clock stepped back behind it leaves
+    /// to (`i64::MIN` when unknown). A clock behind every window the tiers
+    /// keep answers no horizon: `WindowUnavailable`, not a `HorizonTooLong`
+    /// naming a longest horizon of 0 s that is refused too. A clock stepped back behind it leaves
     /// each tier's newest window ahead of the clock's, and the rotation into
     /// that window expired the windows it does not keep: a tier covers a
     /// horizon only from the oldest window its newest one keeps, not from
@@ -418,6 +420,7 @@ impl Config {
         };
         let mut best: Option<(u64, i64, usize, i64)> = None; // (window secs, segments, tier, first)
         let mut max_cover = 0u64;
+        let mut behind_all = true;
         for (ti, t) in self.tiers.iter().enumerate() {
             // A fingerprint tier's "windows" are its days (one table).
             let span = if t.is_table() { Span::Day } else { t.span };
@@ -438,6 +441,8 @@ impl Config {
             if let Some(start) = window::start(span, reach_oldest, off) {
                 max_cover = max_cover.max(reach_now.saturating_sub(start).max(0) as u64);
             }
+            // A horizon of 0 s reads the current window (day): kept?
+            behind_all &= cur < oldest;
             let Some(first) = window::index(span, since, off) else {
                 continue;
             };
@@ -451,10 +456,24 @@ impl Config {
                 best = Some(cand);
             }
         }
-        best.map(|b| (b.2, b.3)).ok_or(Error::HorizonTooLong {
-            horizon_secs: horizon.as_secs(),
-            max_secs: max_cover,
-        })
+        match best {
+            Some(b) => Ok((b.2, b.3)),
+            // A clock stepped back behind every window the tiers keep: every
+            // horizon, 0 s included, reaches windows a rotation expired, so
+            // no "longest horizon" can be named.
+            None if behind_all => Err(Error::WindowUnavailable {
+                reason: format!(
+                    "the clock ({}) is behind every window the tiers keep (the \
+                     newest from {}): no horizon can be answered until it catches up",
+                    crate::clock::rfc3339(now),
+                    crate::clock::rfc3339(open_from)
+                ),
+            }),
+            None => Err(Error::HorizonTooLong {
+                horizon_secs: horizon.as_secs(),
+                max_secs: max_cover,
+            }),
+        }
     }
 
     /// Checks every field; the engine writes nothing for an invalid config.

@@ -131,6 +131,8 @@ pub enum Error {
     /// their batch and `_within` forms) returns it while the clock reads
     /// before 1970 or after 9999, whether the system clock or a
     /// [`crate::ManualClock`] created, set or advanced there.
+    /// `contains_within` returns it while the clock is behind every window
+    /// the tiers keep (see [`crate::Engine::contains_within`]).
     WindowUnavailable {
         /// Why the instant cannot be written.
         reason: String,

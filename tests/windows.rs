@@ -582,3 +582,32 @@ fn a_clock_behind_at_reopen_reads_the_tier_that_reaches_furthest_back() {
         "a key the daily tier keeps is new"
     );
 }
+
+/// A clock stepped back behind every window its tiers keep (a daily tier
+/// of two windows rotated to day 3, the clock set back to day 1) answers
+/// no horizon: every one, 0 s included, reaches days a rotation expired.
+/// The refusal was `HorizonTooLong` naming 0 s as the longest horizon the
+/// engine could answer, which it refused too; it is `WindowUnavailable`
+/// saying the clock is behind, and horizons are answered again once the
+/// clock is back among the kept windows.
+#[test]
+fn a_clock_behind_every_kept_window_says_so_for_every_horizon() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let e = create(dir.path(), config(&[Tier::daily(2)], 1000, 0.001), &clock);
+    for d in 1..=3 {
+        clock.set(day(d));
+        e.insert(format!("day {d}").as_bytes()).unwrap();
+    }
+    clock.set(at(T0 + 86_400 + 43_200));
+    for h in [0, 3600, 86_400] {
+        match e.contains_within(b"day 3", Duration::from_secs(h)) {
+            Err(Error::WindowUnavailable { reason }) => {
+                assert!(reason.contains("behind every window"), "{reason}")
+            }
+            other => panic!("horizon {h}s with the clock behind every kept window: {other:?}"),
+        }
+    }
+    clock.set(day(3));
+    assert!(e.contains_within(b"day 3", DAY).unwrap());
+}

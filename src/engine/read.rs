@@ -146,7 +146,12 @@ impl Engine {
     /// the horizon, and in it only the windows the horizon touches. The answer is guaranteed `true` for every key inserted
     /// within `horizon`, and may also be `true` for a key up to one window
     /// of that tier older (windows are whole: see `stats`, `coarseness_secs`).
-    /// A horizon longer than every tier keeps is an error.
+    /// A horizon longer than every tier keeps is an error
+    /// ([`Error::HorizonTooLong`](crate::Error::HorizonTooLong)); so is any
+    /// horizon while the clock is behind every window the tiers keep (it
+    /// was stepped back further than the tiers keep, after the engine
+    /// rotated at a later time: [`Error::WindowUnavailable`](crate::Error::WindowUnavailable),
+    /// until the clock catches up).
     ///
     /// ```
     /// use std::time::{Duration, SystemTime};

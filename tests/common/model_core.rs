@@ -43,9 +43,9 @@
 //!   must be refused, and in between either answer is right (the engine
 //!   counts Bloom windows from its newest ones, a table's days from the
 //!   clock's day shifted to the table's). A refusal's longest horizon is
-//!   shorter than the one asked and answered (in every run), except with
-//!   the clock behind every window the tiers keep, where no horizon is
-//!   answered and the refusal names 0 s;
+//!   shorter than the one asked and answered (in every run); with the
+//!   clock behind every window the tiers keep no horizon is answered, and
+//!   the refusal is `WindowUnavailable`;
 //! * `insert_at` stays exact: a Bloom tier refuses an instant past the
 //!   clock's window, a table one past its day, and a tier takes what its
 //!   newest window (day) keeps.
@@ -513,14 +513,9 @@ impl<S: Storage> Harness<S> {
                              {now}, latest {latest})"
                         );
                         // The longest horizon a refusal names is shorter and
-                        // answered, unless the clock stepped back behind
-                        // every window the tiers keep: then every horizon
-                        // reaches windows a rotation expired, none is
-                        // answered, and the refusal names 0 s (which
-                        // `HorizonTooLong::max_secs` does not say).
-                        let none = max_secs == 0 && !self.model.horizon_covered(latest, now);
+                        // answered.
                         check!(
-                            max_secs < u64::from(h) || none,
+                            max_secs < u64::from(h),
                             "contains_within({h}s) refused, naming a longest horizon of \
                              {max_secs}s (now {now}, latest {latest})"
                         );
@@ -528,9 +523,21 @@ impl<S: Storage> Harness<S> {
                             .engine()
                             .contains_within(&key, Duration::from_secs(max_secs));
                         check!(
-                            longest.is_ok() || none,
+                            longest.is_ok(),
                             "contains_within({h}s) refused naming a longest horizon of \
                              {max_secs}s, which answers {longest:?} (now {now}, latest {latest})"
+                        );
+                    }
+                    // The clock stepped back behind every window the tiers
+                    // keep: every horizon reaches windows a rotation
+                    // expired, and none is answered.
+                    Err(Error::WindowUnavailable { reason })
+                        if !self.model.horizon_covered(latest, now) =>
+                    {
+                        check!(
+                            !must_answer,
+                            "contains_within({h}s) refused a horizon that a tier keeps: \
+                             {reason} (now {now}, latest {latest})"
                         );
                     }
                     Err(e) => return Err(format!("contains_within: {e}")),
