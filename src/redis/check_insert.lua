@@ -103,8 +103,15 @@ local now = tonumber(redis.call('TIME')[1])
 -- bits set in each of them (fields '<window>' and '<window>:<i>'), when
 -- Redis drops the window's strings ('e<window>') and the engine that
 -- writes them ('id').
+-- A key of the prefix changed to another type behind the engine's back
+-- is an error naming it (a plain WRONGTYPE names no key).
+local function wrongtype(ki, r, what)
+  return redis.error_reply('timebloom: ' .. KEYS[ki] .. ' is not ' .. what .. ' (' ..
+    tostring(r.err) .. '): it was overwritten by something other than timebloom')
+end
 for _, t in ipairs(tiers) do
-  local flat = redis.call('HGETALL', KEYS[t.dir])
+  local flat = redis.pcall('HGETALL', KEYS[t.dir])
+  if type(flat) == 'table' and flat.err then return wrongtype(t.dir, flat, 'a hash') end
   local chain = {}
   local fills = {}
   local exps = {}
@@ -152,16 +159,38 @@ for _, t in ipairs(tiers) do
     -- The strings the call names: one the directory lists must exist
     -- (Redis evicts under a maxmemory-policy other than noeviction, and
     -- its keys would then read as absent); one it does not list is read
-    -- too (a directory evicted or deleted while its strings remain).
+    -- too (a directory evicted or deleted while its strings remain). A
+    -- string is made at its full length and keeps it: one of another
+    -- length (0: missing) was overwritten, and its bits are gone.
+    local function size(i)
+      local ki = win.key + i
+      local n = redis.pcall('STRLEN', KEYS[ki])
+      if type(n) == 'table' then return nil, wrongtype(ki, n, 'a string') end
+      local want = len[win.geom + i]
+      if n ~= 0 and n ~= want then
+        return nil, redis.error_reply('timebloom: ' .. KEYS[ki] .. ' is ' .. n ..
+          ' bytes long, not the ' .. want .. ' of its sub-filter: it was overwritten by ' ..
+          'something other than timebloom; the keys inserted into it are lost')
+      end
+      return n
+    end
     local top = 0
     for i = win.n - 1, 0, -1 do
-      if redis.call('EXISTS', KEYS[win.key + i]) == 1 then
+      local n, err = size(i)
+      if err then return err end
+      if n > 0 then
         top = i + 1
         break
       end
     end
     for i = 0, math.max(have, top) - 1 do
-      if i >= top or (i < top - 1 and redis.call('EXISTS', KEYS[win.key + i]) == 0) then
+      local n = 1
+      if i < top - 1 then
+        local err
+        n, err = size(i)
+        if err then return err end
+      end
+      if i >= top or n == 0 then
         return redis.error_reply('timebloom: ' .. KEYS[win.key + i] .. ' is gone though ' ..
           KEYS[t.dir] .. ' lists it: Redis evicted it (a maxmemory-policy other than ' ..
           'noeviction) or it was deleted or expired (a client clock more than an hour ' ..

@@ -1,0 +1,118 @@
+//! Keys under an engine's prefix changed behind its back: a sub-filter
+//! string overwritten with another value, a directory replaced by another
+//! type. Acknowledged keys must not silently read as absent (and be
+//! reported new again): the call fails, naming the key, where the script
+//! can tell.
+//!
+//! Run: `cargo test --features redis --release --test redis_tamper`.
+#![cfg(feature = "redis")]
+
+mod redis_support;
+
+use redis_support::*;
+use timebloom::redis::{RedisEngine, RedisOptions};
+use timebloom::{Config, ManualClock, Tier};
+
+fn config() -> Config {
+    Config {
+        tiers: vec![Tier::daily(7)],
+        expected_items_per_day: 100_000,
+        ..Config::default()
+    }
+}
+
+/// The keys of `server` matching `pattern` (`SCAN`, through `redis-cli`).
+fn keys_of(server: &Server, pattern: &str) -> Vec<String> {
+    server
+        .cli(&["--scan", "--pattern", pattern])
+        .lines()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// An engine with 1,000 acknowledged keys, its server and its prefix.
+fn engine_with_keys(test: &str, set: u64) -> (Server, RedisEngine, String, Vec<Vec<u8>>) {
+    let server = Server::start();
+    let clock = ManualClock::new(day(0));
+    let pre = prefix(test);
+    let e = RedisEngine::create_with(
+        &server.url(),
+        &pre,
+        config(),
+        RedisOptions::default().clock(clock),
+    )
+    .expect("create");
+    let keys: Vec<Vec<u8>> = (0..1000).map(|i| url(set, i)).collect();
+    assert!(e.insert_batch(&keys).expect("insert").iter().all(|&n| n));
+    (server, e, pre, keys)
+}
+
+/// A sub-filter string replaced by a short value (`SET key x`): its bits
+/// are gone. Before, every acknowledged key read as absent and was
+/// reported new again, without an error.
+#[test]
+fn an_overwritten_filter_string_is_an_error_naming_it() {
+    if !require("an_overwritten_filter_string_is_an_error_naming_it") {
+        return;
+    }
+    let (server, e, pre, keys) = engine_with_keys("overwrite", 170);
+    let strings = keys_of(&server, &format!("{pre}:*:d:*"));
+    assert!(!strings.is_empty());
+    for s in &strings {
+        assert_eq!(server.cli(&["SET", s, "x", "KEEPTTL"]).trim(), "OK");
+    }
+    let names = |msg: &str| strings.iter().any(|s| msg.contains(s.as_str()));
+    match e.contains_batch(&keys) {
+        Ok(found) => {
+            let missing = found.iter().filter(|&&f| !f).count();
+            assert_eq!(missing, 0, "{missing} acknowledged keys absent, no error");
+        }
+        Err(err) => {
+            let msg = err.to_string();
+            assert!(names(&msg) && msg.contains("overwritten"), "{msg}");
+        }
+    }
+    match e.insert_batch(&keys) {
+        Ok(new) => {
+            let again = new.iter().filter(|&&n| n).count();
+            assert_eq!(again, 0, "{again} acknowledged keys reported new again");
+        }
+        Err(err) => {
+            let msg = err.to_string();
+            assert!(names(&msg) && msg.contains("overwritten"), "{msg}");
+        }
+    }
+}
+
+/// A sub-filter string replaced by a hash, and a directory replaced by a
+/// string: the error names the key of the wrong type, not only the
+/// client's result key.
+#[test]
+fn a_key_of_the_wrong_type_is_an_error_naming_it() {
+    if !require("a_key_of_the_wrong_type_is_an_error_naming_it") {
+        return;
+    }
+    let (server, e, pre, keys) = engine_with_keys("wrongtype", 171);
+    let strings = keys_of(&server, &format!("{pre}:*:d:*"));
+    for s in &strings {
+        server.cli(&["DEL", s]);
+        server.cli(&["HSET", s, "a", "b"]);
+    }
+    let msg = e
+        .contains_batch(&keys)
+        .expect_err("a hash read as a filter")
+        .to_string();
+    assert!(strings.iter().any(|s| msg.contains(s.as_str())), "{msg}");
+
+    let (server, e, pre, keys) = engine_with_keys("wrongtype-dir", 172);
+    let dirs = keys_of(&server, &format!("{pre}:*:dir:*"));
+    assert!(!dirs.is_empty());
+    for d in &dirs {
+        assert_eq!(server.cli(&["SET", d, "x"]).trim(), "OK");
+    }
+    for r in [e.contains_batch(&keys), e.insert_batch(&keys)] {
+        let msg = r.expect_err("a string read as a directory").to_string();
+        assert!(dirs.iter().any(|d| msg.contains(d.as_str())), "{msg}");
+    }
+}
