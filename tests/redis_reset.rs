@@ -63,3 +63,54 @@ fn an_engine_created_again_under_running_clients_is_refused_not_split() {
         }
     }
 }
+
+/// A server that comes back empty (a restart without persistence, or a
+/// `FLUSHDB`) under a client that keeps running, with no other process
+/// creating the engine again: the config hash is gone, and every key the
+/// client had inserted reads as absent. Before, the client answered
+/// "absent" and "new" for all of them, without an error.
+#[test]
+fn a_server_that_comes_back_empty_is_an_error_for_running_clients() {
+    if !require("a_server_that_comes_back_empty_is_an_error_for_running_clients") {
+        return;
+    }
+    let mut server = Server::start();
+    let clock = ManualClock::new(day(0));
+    let config = Config {
+        tiers: vec![Tier::daily(7)],
+        expected_items_per_day: 100_000,
+        ..Config::default()
+    };
+    for (round, how) in ["restart", "FLUSHDB"].iter().enumerate() {
+        let pre = prefix(&format!("empty-{how}"));
+        let e = RedisEngine::create_or_open_with(
+            &server.url(),
+            &pre,
+            config.clone(),
+            RedisOptions::default().clock(clock.clone()),
+        )
+        .expect("create");
+        let keys: Vec<Vec<u8>> = (0..1000).map(|i| url(152 + round as u64, i)).collect();
+        assert!(e.insert_batch(&keys).expect("insert").iter().all(|&n| n));
+        if *how == "restart" {
+            server.restart();
+        } else {
+            assert_eq!(server.cli(&["FLUSHDB"]).trim(), "OK");
+        }
+        let config_key = format!("{pre}:config");
+        match e.contains_batch(&keys) {
+            Ok(found) => {
+                let missing = found.iter().filter(|&&f| !f).count();
+                assert_eq!(missing, 0, "{how}: {missing} keys absent, no error");
+            }
+            Err(err) => assert!(err.to_string().contains(&config_key), "{how}: {err}"),
+        }
+        match e.insert_batch(&keys) {
+            Ok(new) => {
+                let again = new.iter().filter(|&&n| n).count();
+                assert_eq!(again, 0, "{how}: {again} keys reported new again, no error");
+            }
+            Err(err) => assert!(err.to_string().contains(&config_key), "{how}: {err}"),
+        }
+    }
+}

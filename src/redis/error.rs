@@ -79,6 +79,17 @@ pub enum RedisError {
         /// What, and why.
         reason: String,
     },
+    /// The engine's config hash is gone, or holds another engine, while
+    /// this client runs: Redis lost the engine's keys (restarted without
+    /// persistence, flushed, failed over to an empty replica, evicted under
+    /// an `allkeys-*` policy), so the call's answers cannot be trusted
+    /// (every key would read as absent). Checked with every batch.
+    EngineLost {
+        /// The config hash key.
+        key: String,
+        /// What was found there.
+        reason: String,
+    },
 }
 
 /// `Result` with [`RedisError`].
@@ -169,6 +180,11 @@ impl fmt::Debug for RedisError {
                 .debug_struct("Unsupported")
                 .field("reason", reason)
                 .finish(),
+            RedisError::EngineLost { key, reason } => f
+                .debug_struct("EngineLost")
+                .field("key", key)
+                .field("reason", reason)
+                .finish(),
         }
     }
 }
@@ -217,6 +233,13 @@ impl fmt::Display for RedisError {
                  it is applied on the master but a failover may lose it"
             ),
             RedisError::Unsupported { reason } => write!(f, "not supported on Redis: {reason}"),
+            RedisError::EngineLost { key, reason } => write!(
+                f,
+                "the timebloom engine's config hash {key:?} {reason}: Redis lost the engine's \
+                 keys (a restart without persistence, a flush, a failover to an empty replica, \
+                 an eviction) and every key would read as absent; stop every client, then \
+                 delete the prefix's keys or use another prefix"
+            ),
         }
     }
 }

@@ -243,6 +243,9 @@ type Method = (u8, i64);
 pub struct RedisEngine {
     names: Names,
     stored: Stored,
+    /// The config hash's engine field as read at open: every batch reads
+    /// it again (in the same pipeline) and fails when it changed.
+    engine_json: String,
     clock: TimeSource,
     codes: Vec<String>,
     geoms: Mutex<Vec<Vec<Geom>>>,
@@ -464,6 +467,7 @@ impl RedisEngine {
         let geoms = stored.config.tiers.iter().map(|_| Vec::new()).collect();
         let engine = RedisEngine {
             names,
+            engine_json: json,
             clock: options.clock.clone(),
             codes,
             geoms: Mutex::new(geoms),
@@ -989,13 +993,24 @@ impl RedisEngine {
                 })
                 .collect::<Result<_>>()?;
             let sha = &self.sha;
-            let replies = st.link.run(
+            let config_key = self.names.config();
+            let mut replies = st.link.run(
                 match mode {
                     Mode::Insert | Mode::Due => "EVALSHA check-and-insert",
                     Mode::Check => "EVALSHA check",
                 },
-                |i| calls.get(i).map(|c| c.keys[0].clone()).unwrap_or_default(),
+                |i| {
+                    calls
+                        .get(i)
+                        .map_or_else(|| config_key.clone(), |c| c.keys[0].clone())
+                },
                 |eval| {
+                    // The engine field last: a server that lost the
+                    // engine's keys (restarted empty, flushed) would
+                    // answer every key absent, which only the config
+                    // hash's absence (or another engine in it) tells.
+                    let mut check = redis::cmd("HGET");
+                    check.arg(&config_key).arg(ENGINE_FIELD);
                     calls
                         .iter()
                         .map(|call| {
@@ -1011,9 +1026,33 @@ impl RedisEngine {
                             c.arg(call.keys.len()).arg(&call.keys).arg(&call.argv);
                             c
                         })
+                        .chain(std::iter::once(check))
                         .collect()
                 },
             )?;
+            if replies.len() != calls.len() + 1 {
+                return Err(RedisError::bad_reply(
+                    "EVALSHA check-and-insert",
+                    &config_key,
+                    "one reply per command expected",
+                ));
+            }
+            let engine = replies.pop().unwrap_or(Value::Nil);
+            let lost = match bulk(&engine) {
+                None => Some("is gone".to_string()),
+                Some(b) if b != self.engine_json.as_bytes() => Some(format!(
+                    "holds another engine ({}) than the one this client opened ({})",
+                    String::from_utf8_lossy(b),
+                    self.engine_json
+                )),
+                Some(_) => None,
+            };
+            if let Some(reason) = lost {
+                return Err(RedisError::EngineLost {
+                    key: config_key,
+                    reason,
+                });
+            }
             let mut stale = Vec::new();
             for ((&g, call), reply) in pending.iter().zip(&calls).zip(&replies) {
                 let cmd = "EVALSHA check-and-insert";
