@@ -104,7 +104,76 @@ fn volatile_lru_eviction_is_an_error_not_a_false_negative() {
     never_a_silent_false_negative("volatile-lru");
 }
 
+/// `volatile-ttl` drops the keys nearest their expiry first: the result
+/// keys, then the oldest windows' strings.
+#[test]
+fn volatile_ttl_eviction_is_an_error_not_a_false_negative() {
+    never_a_silent_false_negative("volatile-ttl");
+}
+
 #[test]
 fn allkeys_lru_eviction_is_an_error_not_a_false_negative() {
     never_a_silent_false_negative("allkeys-lru");
+}
+
+/// `noeviction` (the default): a server at its `maxmemory` refuses the
+/// groups of a batch that would write past it (`OOM`), after it ran the
+/// groups before. The call is an error; sent again once memory is free,
+/// it resumes, so every key is reported new exactly once, and the groups
+/// that had run are not reported "present".
+#[test]
+fn noeviction_out_of_memory_mid_batch_reports_each_key_new_once() {
+    if !require("noeviction_out_of_memory_mid_batch_reports_each_key_new_once") {
+        return;
+    }
+    let server = Server::start();
+    let clock = ManualClock::new(day(0));
+    // A day's window: 16 shard strings of about 110 KB each, made when a
+    // shard first writes there.
+    let config = Config {
+        tiers: vec![Tier::daily(7)],
+        expected_items_per_day: 1_000_000,
+        fpr: 0.001,
+        ..Config::default()
+    };
+    let pre = prefix("noeviction");
+    let e = RedisEngine::create_with(
+        &server.url(),
+        &pre,
+        config,
+        RedisOptions::default().clock(clock.clone()),
+    )
+    .expect("create");
+    let used: u64 = server
+        .cli(&["INFO", "memory"])
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("used_memory");
+    // Room for a few of the shards' strings, not for all sixteen.
+    let limit = (used + 500_000).to_string();
+    server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    server.cli(&["CONFIG", "SET", "maxmemory", &limit]);
+    let keys: Vec<Vec<u8>> = (0..3000).map(|i| url(160, i)).collect();
+    let err = e.insert_batch(&keys).expect_err("past maxmemory");
+    assert!(err.to_string().contains("OOM"), "{err}");
+    let found = e.contains_batch(&keys).expect("lookups run out of memory");
+    let applied = found.iter().filter(|&&f| f).count();
+    assert!(
+        applied > 0 && applied < keys.len(),
+        "{applied} of {} keys applied: the batch should stop part-way",
+        keys.len()
+    );
+    // Still out of memory: an error again, nothing reported.
+    assert!(e.insert_batch(&keys).is_err());
+    server.cli(&["CONFIG", "SET", "maxmemory", "0"]);
+    let new = e.insert_batch(&keys).expect("insert once memory is free");
+    let once = new.iter().filter(|&&n| n).count();
+    assert_eq!(
+        once,
+        keys.len(),
+        "{} keys of the groups applied before the OOM reported present",
+        keys.len() - once
+    );
+    assert!(e.contains_batch(&keys).expect("lookups").iter().all(|&f| f));
 }
