@@ -116,3 +116,26 @@ fn a_key_of_the_wrong_type_is_an_error_naming_it() {
         assert!(dirs.iter().any(|d| msg.contains(d.as_str())), "{msg}");
     }
 }
+
+/// Every directory deleted while the strings remain: the strings the
+/// calls name are read anyway, so no acknowledged key reads as absent or
+/// is reported new again.
+#[test]
+fn deleted_directories_lose_no_key() {
+    if !require("deleted_directories_lose_no_key") {
+        return;
+    }
+    let (server, e, pre, keys) = engine_with_keys("nodir", 173);
+    let dirs = keys_of(&server, &format!("{pre}:*:dir:*"));
+    assert!(!dirs.is_empty());
+    for d in &dirs {
+        assert_eq!(server.cli(&["DEL", d]).trim(), "1");
+    }
+    let found = e.contains_batch(&keys).expect("contains");
+    assert!(
+        found.iter().all(|&f| f),
+        "an acknowledged key read as absent"
+    );
+    let new = e.insert_batch(&keys).expect("insert");
+    assert!(new.iter().all(|&n| !n), "an acknowledged key reported new");
+}
