@@ -98,6 +98,13 @@ fn a_server_that_comes_back_empty_is_an_error_for_running_clients() {
             assert_eq!(server.cli(&["FLUSHDB"]).trim(), "OK");
         }
         let config_key = format!("{pre}:config");
+        // `stats` too: it showed empty windows, without an error.
+        match e.stats() {
+            Err(timebloom::redis::RedisError::EngineLost { key, .. }) => {
+                assert_eq!(key, config_key, "{how}")
+            }
+            other => panic!("{how}: stats of a lost engine: {other:?}"),
+        }
         match e.contains_batch(&keys) {
             Ok(found) => {
                 let missing = found.iter().filter(|&&f| !f).count();

@@ -83,7 +83,8 @@ pub enum RedisError {
     /// this client runs: Redis lost the engine's keys (restarted without
     /// persistence, flushed, failed over to an empty replica, evicted under
     /// an `allkeys-*` policy), so the call's answers cannot be trusted
-    /// (every key would read as absent). Checked with every batch.
+    /// (every key would read as absent). Checked with every batch and by
+    /// `stats`.
     EngineLost {
         /// The config hash key.
         key: String,

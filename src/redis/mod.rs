@@ -567,6 +567,8 @@ impl RedisEngine {
     fn refresh_chains(&self, st: &mut State, now: i64) -> Result<()> {
         let key = self.names.config();
         let fields = pairs(&st.link.one("HGETALL", &key, &[])?);
+        let engine = fields.iter().find(|(f, _)| f == ENGINE_FIELD);
+        self.still_there(engine.map(|(_, v)| v.as_bytes()))?;
         self.absorb_chains(st, &fields);
         let mut old = Vec::new();
         for (ti, t) in self.stored.config.tiers.iter().enumerate() {
@@ -588,6 +590,27 @@ impl RedisEngine {
         }
         st.refresh_at = self.next_boundary(now)?;
         Ok(())
+    }
+
+    /// `EngineLost` unless `engine`, the config hash's engine field as
+    /// the server holds it now, is the one this client opened: a server
+    /// that lost the engine's keys (restarted empty, flushed) would read
+    /// every key absent, which only the config hash's absence (or another
+    /// engine in it) tells.
+    fn still_there(&self, engine: Option<&[u8]>) -> Result<()> {
+        let reason = match engine {
+            None => "is gone".to_string(),
+            Some(b) if b != self.engine_json.as_bytes() => format!(
+                "holds another engine ({}) than the one this client opened ({})",
+                String::from_utf8_lossy(b),
+                self.engine_json
+            ),
+            Some(_) => return Ok(()),
+        };
+        Err(RedisError::EngineLost {
+            key: self.names.config(),
+            reason,
+        })
     }
 
     /// The earliest end of a current window of any tier.
@@ -1038,21 +1061,7 @@ impl RedisEngine {
                 ));
             }
             let engine = replies.pop().unwrap_or(Value::Nil);
-            let lost = match bulk(&engine) {
-                None => Some("is gone".to_string()),
-                Some(b) if b != self.engine_json.as_bytes() => Some(format!(
-                    "holds another engine ({}) than the one this client opened ({})",
-                    String::from_utf8_lossy(b),
-                    self.engine_json
-                )),
-                Some(_) => None,
-            };
-            if let Some(reason) = lost {
-                return Err(RedisError::EngineLost {
-                    key: config_key,
-                    reason,
-                });
-            }
+            self.still_there(bulk(&engine))?;
             let mut stale = Vec::new();
             for ((&g, call), reply) in pending.iter().zip(&calls).zip(&replies) {
                 let cmd = "EVALSHA check-and-insert";
