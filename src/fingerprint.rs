@@ -274,10 +274,6 @@ pub(crate) struct Shared {
     stripes: Box<[AtomicBool]>,
     kick: Mutex<()>,
     moves: AtomicU64,
-    /// The writer's move counter is not this one: a read-only mapping of
-    /// a table another engine (another process) writes. Its lookups take
-    /// the third read of bucket 1 on every miss (see `contains_in`).
-    blind: bool,
     /// Test hook: body stores left before a simulated crash (then every
     /// store is dropped); `u64::MAX` is unlimited.
     #[cfg(test)]
@@ -297,7 +293,6 @@ impl Default for Shared {
             stripes: (0..STRIPES).map(|_| AtomicBool::new(false)).collect(),
             kick: Mutex::new(()),
             moves: AtomicU64::new(0),
-            blind: false,
             #[cfg(test)]
             budget: AtomicU64::new(u64::MAX),
             #[cfg(test)]
@@ -310,10 +305,13 @@ impl Default for Shared {
 
 impl Shared {
     /// The state of a table mapped read-only, which another engine may be
-    /// writing: its moves never reach this counter.
+    /// writing: its moves never reach this counter. The counter starts odd
+    /// ("a move in flight") and nothing writes it, so its lookups take the
+    /// third read of bucket 1 on every miss (see `contains_in`), at no cost
+    /// to a writer's lookups.
     pub(crate) fn blind() -> Shared {
         Shared {
-            blind: true,
+            moves: AtomicU64::new(1),
             ..Shared::default()
         }
     }
@@ -626,8 +624,8 @@ impl<'a> Table<'a> {
             // A move in flight may have carried the entry from bucket 2 to
             // bucket 1 between the two reads: the third read sees it. A
             // reader blind to the writer's counter (a read-only engine
-            // beside a writer) cannot tell, so it always reads again.
-            if (s1 & 1 == 1 || self.shared.blind) && has(b1) {
+            // beside a writer) always sees it odd (`Shared::blind`).
+            if s1 & 1 == 1 && has(b1) {
                 return true;
             }
             fence(Ordering::Acquire);
