@@ -225,8 +225,11 @@ impl PyEngine {
     /// Whether `key` was inserted within `horizon` (a timedelta or seconds)
     /// of now. True for every key inserted within the horizon; may be True
     /// for a key up to one window of the answering tier older.
-    /// `HorizonTooLongError` when no tier keeps `horizon`; a negative, NaN
-    /// or infinite one, or one of 2**64 s or more, is a `ValueError`.
+    /// `HorizonTooLongError` when no tier keeps `horizon`;
+    /// `WindowUnavailableError` for every horizon while the clock is behind
+    /// every window the tiers keep (stepped back further than they keep);
+    /// a negative, NaN or infinite one, or one of 2**64 s or more, is a
+    /// `ValueError`.
     fn contains_within(
         &self,
         key: &Bound<'_, PyAny>,

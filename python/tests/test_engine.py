@@ -1045,3 +1045,35 @@ def test_every_public_item_has_a_docstring():
             assert getattr(Engine, name).__doc__, name
     for name in ("set", "advance", "timestamp"):
         assert getattr(ManualClock, name).__doc__, name
+
+
+def test_a_clock_behind_every_kept_window_is_window_unavailable_for_every_horizon(tb_dir):
+    """A daily tier of 2 days rotated to day 3, then the clock set back to
+    day 1 noon: no horizon can be answered (the rotation expired the
+    windows it reaches), so every `_within` call raises
+    WindowUnavailableError saying so, and records nothing; plain calls go
+    on. The exception's docstring names the case."""
+    day0 = datetime(2026, 3, 10, tzinfo=timezone.utc)
+    clock = ManualClock(day0)
+    with Engine.create(tb_dir, "2d", items_per_day=1000, clock=clock) as e:
+        for d in (1, 2, 3):
+            clock.set(day0 + timedelta(days=d))
+            e.insert(f"day {d}")
+        clock.set(day0 + timedelta(days=1, hours=12))
+        for h in (0, 3600, timedelta(days=1)):
+            for call in (
+                lambda: e.contains_within("day 3", h),
+                lambda: e.insert_within("due", h),
+                lambda: e.insert_within_many(["due", "day 3"], h),
+            ):
+                with pytest.raises(timebloom.WindowUnavailableError, match="behind every window") as info:
+                    call()
+                assert info.value.path == str(tb_dir)
+                assert str(tb_dir) in str(info.value)
+        assert e.contains("day 3")
+        clock.set(day0 + timedelta(days=3))
+        assert e.contains_within("day 3", timedelta(days=1))
+        assert not e.contains("due"), "a refused insert_within recorded nothing"
+    assert "behind every window" in timebloom.WindowUnavailableError.__doc__
+    assert "WindowUnavailableError" in Engine.contains_within.__doc__
+

@@ -167,8 +167,10 @@ class Engine:
         """``contains`` for every key, with the GIL released."""
     def contains_within(self, key: _Key, horizon: _Seconds) -> bool:
         """Whether ``key`` was inserted within ``horizon`` of now.
-        ``HorizonTooLongError`` when no tier keeps ``horizon``; a
-        ``ValueError`` or ``TypeError`` for what ``_Seconds`` refuses."""
+        ``HorizonTooLongError`` when no tier keeps ``horizon``;
+        ``WindowUnavailableError`` for every horizon while the clock is
+        behind every window the tiers keep (stepped back further than they
+        keep); a ``ValueError`` or ``TypeError`` for what ``_Seconds`` refuses."""
     def insert_within(self, key: _Key, horizon: _Seconds) -> bool:
         """Records ``key`` now and returns True when it was not seen within ``horizon``; otherwise records nothing.
         Raises as ``contains_within`` does for ``horizon``, before recording anything."""
