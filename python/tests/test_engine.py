@@ -1077,3 +1077,39 @@ def test_a_clock_behind_every_kept_window_is_window_unavailable_for_every_horizo
     assert "behind every window" in timebloom.WindowUnavailableError.__doc__
     assert "WindowUnavailableError" in Engine.contains_within.__doc__
 
+
+LOG_CANNOT_GROW = """
+import resource, signal, sys, timebloom
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit is EFBIG
+e = timebloom.Engine.open(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (20480, resource.RLIM_INFINITY))
+keys = [f"k{i}" for i in range(int(sys.argv[2]))]
+call = getattr(e, sys.argv[3])
+try:
+    call(keys) if sys.argv[3] == "insert_many" else call(keys, 3600)
+    print("ok")
+except timebloom.IncompleteError as x:
+    c = x.__cause__
+    print(len(x.answers), sum(x.answers), type(c).__name__, "wal" in str(c), x.path == c.path == sys.argv[1])
+"""
+
+
+@pytest.mark.parametrize("call", ["insert_many", "insert_within_many"])
+def test_a_failed_closing_sync_is_incomplete_with_the_answers_of_the_whole_batch(tmp_path, call):
+    """Under sync="always" a batch whose log cannot grow (a 20 KiB file
+    size limit: EFBIG) recorded its keys before the sync that fails: the
+    IncompleteError's answers cover them all (3,000 of 3,000, each new),
+    and a batch of several chunks stops after its first chunk (16,384),
+    every answered key there after a reopen and none after it."""
+    for n, done in ((3000, 3000), (40_000, 16_384)):
+        d = tmp_path / f"tb-{n}"
+        Engine.create(d, "7d", items_per_day=100_000, sync="always").close()
+        out = subprocess.run(
+            [sys.executable, "-c", LOG_CANNOT_GROW, str(d), str(n), call], capture_output=True, text=True, check=True
+        ).stdout.split()
+        assert out == [str(done), str(done), "IoError", "True", "True"], out
+        keys = [f"k{i}" for i in range(n)]
+        with Engine.open(d) as again:
+            assert again.contains_many(keys[:done]) == [True] * done
+            assert not any(again.contains_many(keys[done:]))
+    assert "sync" in timebloom.IncompleteError.__doc__

@@ -69,7 +69,10 @@ class IncompleteError(TimebloomError):
     (the engine's, or in a batch of more than 16,384 keys a key of a later chunk that could not be encoded)."""
 
     answers: list[bool]
-    """Answers of the first ``len(answers)`` keys, which were recorded; the rest were not."""
+    """Answers of the first ``len(answers)`` keys, which were recorded; the rest were not.
+    When the batch's closing sync failed (under ``sync="always"``), every key
+    of the batch (or of its chunks up to the failed one): recorded, not known
+    to be durable."""
 
 class NotEmptyError(TimebloomError):
     """``Engine.create`` refused a directory that holds files it did not make."""
