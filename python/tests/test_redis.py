@@ -370,3 +370,37 @@ def test_every_public_item_has_a_docstring():
     for name in ("RedisError", "NotReplicatedError", "ConfigMismatchError", "UnsupportedError"):
         assert issubclass(getattr(timebloom, name), timebloom.TimebloomError)
     assert issubclass(timebloom.NotReplicatedError, timebloom.RedisError)
+
+
+def test_a_server_that_comes_back_empty_is_a_redis_error_saying_so(tmp_path):
+    """FLUSHDB under a running client (as a restart without persistence):
+    every call fails with RedisError naming the config hash and what to do,
+    not answers of "absent" and "new" for keys it had inserted. Sending the
+    batch again fails the same way (the resend advice of a lost connection
+    does not apply), and the exception's docstring says so."""
+    server = RedisServer(tmp_path)
+    try:
+        e = RedisEngine.create(server.url, "lost", "7d", items_per_day=1000)
+        keys = [f"https://lost.example/{i}" for i in range(100)]
+        assert all(e.insert_many(keys))
+        assert server.command("FLUSHDB") == b"+OK"
+        for call in (
+            lambda: e.insert_many(keys),
+            lambda: e.insert_many(keys),
+            lambda: e.insert(keys[0]),
+            lambda: e.contains_many(keys),
+            lambda: e.contains(keys[0]),
+            lambda: e.insert_within_many(keys, 3600),
+            lambda: e.contains_within(keys[0], 3600),
+            lambda: e.stats(),
+        ):
+            with pytest.raises(timebloom.RedisError) as info:
+                call()
+            assert type(info.value) is timebloom.RedisError, info.value
+            assert '"lost:config"' in str(info.value) and "lost the engine's keys" in str(info.value)
+            assert info.value.path == f"{server.url} (prefix lost)"
+        e.close()
+    finally:
+        server.stop()
+    doc = timebloom.RedisError.__doc__
+    assert "lost the engine's keys" in doc, doc

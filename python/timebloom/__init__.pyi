@@ -91,7 +91,11 @@ class RedisError(TimebloomError):
     something unexpected; ``path`` is the URL (password masked) and prefix.
     After a failed ``insert_many``, send the same keys again (same order,
     no other insert in between): the call resumes and reports each key new
-    exactly once."""
+    exactly once. Also raised by every call once Redis lost the engine's
+    keys (a restart without persistence, ``FLUSHDB``, a failover to an
+    empty replica; the message names the config hash): sending again fails
+    the same way; stop every client, then delete the prefix's keys or use
+    another prefix."""
 
 class NotReplicatedError(RedisError):
     """An insert batch was applied, but fewer replicas than ``wait_replicas``
