@@ -411,3 +411,50 @@ def test_redis_url_with_a_directory_or_a_sync_policy_is_refused(redis_server, tm
         make_filter({**base, "TIMEBLOOM_SYNC": "always"})
     with pytest.raises(timebloom.HorizonTooLongError):
         make_filter({**base, "TIMEBLOOM_TIERS": "7d", "TIMEBLOOM_RECRAWL_AFTER": "30d"})
+
+
+def test_a_clock_behind_every_kept_window_fails_the_recrawl_loudly(tmp_path, monkeypatch):
+    """The engine's clock behind every window its tiers keep (a replay's
+    TIMEBLOOM_NOW before the windows an earlier crawl rotated to, or a
+    system clock stepped back further than the tiers keep): no horizon can
+    be answered, so the filter fails with WindowUnavailableError naming the
+    clock, at start, or at each request when the clock steps back during a
+    crawl; it never lets every request through as unseen. Without a recrawl
+    horizon the filter goes on (a request is seen while any window holds it)."""
+    d = str(tmp_path / "tb")
+    day0 = datetime(2026, 3, 10, tzinfo=timezone.utc)
+    common = {"TIMEBLOOM_DIR": d, "TIMEBLOOM_TIERS": "2d", "TIMEBLOOM_RECRAWL_AFTER": "1h"}
+    clocks = []
+
+    def kept(now):
+        clocks.append(timebloom.ManualClock(now))
+        return clocks[-1]
+
+    monkeypatch.setattr("timebloom.scrapy.ManualClock", kept)
+    for day in (1, 2, 3):
+        df = make_filter({**common, "TIMEBLOOM_NOW": (day0 + timedelta(days=day)).isoformat()})
+        try:
+            assert not df.request_seen(Request(f"http://a.example/{day}"))
+        finally:
+            df.close("finished")
+    behind = (day0 + timedelta(days=1, hours=12)).isoformat()
+    with pytest.raises(timebloom.WindowUnavailableError, match="behind every window"):
+        make_filter({**common, "TIMEBLOOM_NOW": behind})
+    # The refused filter closed its engine: the directory is not locked.
+    timebloom.Engine.open(d, clock=timebloom.ManualClock(day0 + timedelta(days=3))).close()
+
+    df = make_filter({**common, "TIMEBLOOM_NOW": (day0 + timedelta(days=3)).isoformat()})
+    try:
+        clocks[-1].set(day0 + timedelta(days=1, hours=12))
+        for url in ("http://a.example/3", "http://a.example/new"):
+            with pytest.raises(timebloom.WindowUnavailableError, match="behind every window"):
+                df.request_seen(Request(url))
+    finally:
+        df.close("finished")
+    df = make_filter({"TIMEBLOOM_DIR": d, "TIMEBLOOM_NOW": behind})
+    try:
+        assert df.request_seen(Request("http://a.example/3"))
+        assert not df.request_seen(Request("http://a.example/new"))
+    finally:
+        df.close("finished")
+    assert "WindowUnavailableError" in timebloom.scrapy.__doc__

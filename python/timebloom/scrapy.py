@@ -63,6 +63,13 @@ spider closes.
 
 With ``TIMEBLOOM_RECRAWL_AFTER``, a request is checked against the horizon
 and recorded in one step (``insert_within``), recorded only when it is due.
+A horizon longer than the tiers keep fails when the crawl starts
+(``HorizonTooLongError``). So does an engine clock behind every window the
+tiers keep (a ``TIMEBLOOM_NOW`` before the windows an earlier crawl rotated
+to, or a system clock stepped back further than the tiers keep):
+``WindowUnavailableError``, at start, or at each request when the clock
+steps back during a crawl, rather than letting every request through as
+unseen; it goes away when the clock catches up.
 With or without it, of several processes sharing a Redis engine that reach
 the same request when it is new or due again, exactly one fetches it.
 """
