@@ -651,3 +651,43 @@ fn verify_reports_every_damaged_window_a_lookup_reads() {
     );
     assert!(n <= 1, "the expired day-0 window read ({n} of 50 keys)");
 }
+
+/// A read-only degraded open (the CLI's `verify`) leaves out a window at
+/// its first damaged file; `verify_each` still names every damaged file of
+/// that window, not only the one that stopped the open.
+#[test]
+fn a_degraded_read_only_verify_names_every_damaged_file_of_a_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let e = create(dir.path(), config(&[Tier::daily(3)], 50, 0.01), &clock);
+    for i in 0..400 {
+        e.insert(&url(1, i)).unwrap();
+    }
+    clock.set(day(1));
+    e.insert(b"today").unwrap();
+    e.close().unwrap();
+    let files = segment_files(dir.path());
+    // Day 0 grew sub-filters past its planned keys: damage two of them.
+    assert!(files.len() >= 3, "{files:?}");
+    for f in &files[..2] {
+        // Cut short, as a copy onto a full disk leaves them.
+        let len = fs::metadata(f).unwrap().len();
+        let file = fs::OpenOptions::new().write(true).open(f).unwrap();
+        file.set_len(len - 4096).unwrap();
+    }
+    let e = Engine::open_read_only_with(
+        dir.path(),
+        Options::default()
+            .clock(ManualClock::new(day(1)))
+            .degraded(true),
+    )
+    .unwrap();
+    let problems: Vec<String> = e.verify_each().iter().map(|p| p.to_string()).collect();
+    for f in &files[..2] {
+        let name = f.file_name().unwrap().to_str().unwrap();
+        assert!(
+            problems.iter().any(|p| p.contains(name)),
+            "{name} not named: {problems:?}"
+        );
+    }
+}

@@ -612,6 +612,22 @@ impl Engine {
                             // the window out.
                             lost.push(window);
                             damaged.push(err);
+                            // The window's other files are checked too, so
+                            // that `verify_each` names every damaged one,
+                            // not only the one that left the window out.
+                            for s in subs.drain(..) {
+                                damaged.extend(s.verify().err());
+                            }
+                            for (j, f) in e.files.iter().enumerate().skip(i + 1) {
+                                let id = Identity {
+                                    index: e.first + j as u32,
+                                    ..id
+                                };
+                                let path = dir.join(SEG_DIR).join(f);
+                                let checked = SubFilter::open_read_only(&path, id, seed_fp, false)
+                                    .and_then(|sub| sub.verify());
+                                damaged.extend(checked.err().filter(Error::is_damage));
+                            }
                             left_out.push((e.tier, e.window));
                             continue 'segments;
                         }
