@@ -84,7 +84,9 @@ pub enum RedisError {
     /// persistence, flushed, failed over to an empty replica, evicted under
     /// an `allkeys-*` policy), so the call's answers cannot be trusted
     /// (every key would read as absent). Checked with every batch and by
-    /// `stats`.
+    /// `stats`. On a Cluster only the node holding the config hash is
+    /// covered: another master that comes back empty is not detected
+    /// (docs/distributed.md).
     EngineLost {
         /// The config hash key.
         key: String,
