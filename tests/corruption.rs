@@ -652,37 +652,69 @@ fn verify_reports_every_damaged_window_a_lookup_reads() {
     assert!(n <= 1, "the expired day-0 window read ({n} of 50 keys)");
 }
 
-/// A read-only degraded open (the CLI's `verify`) leaves out a window at
-/// its first damaged file; `verify_each` still names every damaged file of
-/// that window, not only the one that stopped the open.
-#[test]
-fn a_degraded_read_only_verify_names_every_damaged_file_of_a_window() {
-    let dir = tempfile::tempdir().unwrap();
+/// An engine with one day of four sub-filters and one of one, closed.
+fn grown_day(dir: &Path) -> Vec<PathBuf> {
     let clock = ManualClock::new(day(0));
-    let e = create(dir.path(), config(&[Tier::daily(3)], 50, 0.01), &clock);
+    let e = create(dir, config(&[Tier::daily(3)], 50, 0.01), &clock);
     for i in 0..400 {
         e.insert(&url(1, i)).unwrap();
     }
     clock.set(day(1));
     e.insert(b"today").unwrap();
     e.close().unwrap();
-    let files = segment_files(dir.path());
-    // Day 0 grew sub-filters past its planned keys: damage two of them.
+    let files = segment_files(dir);
+    // Day 0 grew sub-filters past its planned keys.
     assert!(files.len() >= 3, "{files:?}");
-    for f in &files[..2] {
-        // Cut short, as a copy onto a full disk leaves them.
-        let len = fs::metadata(f).unwrap().len();
-        let file = fs::OpenOptions::new().write(true).open(f).unwrap();
-        file.set_len(len - 4096).unwrap();
-    }
+    files
+}
+
+/// Cuts a file short by a page, as a copy onto a full disk leaves it.
+fn cut_short(f: &Path) {
+    let len = fs::metadata(f).unwrap().len();
+    let file = fs::OpenOptions::new().write(true).open(f).unwrap();
+    file.set_len(len - 4096).unwrap();
+}
+
+/// What `verify_each` reports on a read-only degraded open at day 1.
+fn degraded_problems(dir: &Path) -> Vec<String> {
     let e = Engine::open_read_only_with(
-        dir.path(),
+        dir,
         Options::default()
             .clock(ManualClock::new(day(1)))
             .degraded(true),
     )
     .unwrap();
-    let problems: Vec<String> = e.verify_each().iter().map(|p| p.to_string()).collect();
+    e.verify_each().iter().map(|p| p.to_string()).collect()
+}
+
+/// A read-only degraded open (the CLI's `verify`) leaves out a window at
+/// its first damaged file; `verify_each` still names every damaged file of
+/// that window, not only the one that stopped the open.
+#[test]
+fn a_degraded_read_only_verify_names_every_damaged_file_of_a_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = grown_day(dir.path());
+    for f in &files[..2] {
+        cut_short(f);
+    }
+    let problems = degraded_problems(dir.path());
+    for f in &files[..2] {
+        let name = f.file_name().unwrap().to_str().unwrap();
+        assert!(
+            problems.iter().any(|p| p.contains(name)),
+            "{name} not named: {problems:?}"
+        );
+    }
+    // A damaged body before the file that left the window out, which the
+    // open does not read: named too.
+    let dir = tempfile::tempdir().unwrap();
+    let files = grown_day(dir.path());
+    let mut b = fs::read(&files[0]).unwrap();
+    let at = 4096 + (b.len() - 4096) / 2;
+    b[at] ^= 0xff;
+    fs::write(&files[0], &b).unwrap();
+    cut_short(&files[1]);
+    let problems = degraded_problems(dir.path());
     for f in &files[..2] {
         let name = f.file_name().unwrap().to_str().unwrap();
         assert!(

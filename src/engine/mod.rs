@@ -122,6 +122,10 @@ pub struct Engine {
     /// open left out, for [`Engine::verify_each`] (a writer's degraded open
     /// moves them to quarantine instead).
     damaged: Vec<Error>,
+    /// The other files of those windows, checked by
+    /// [`Engine::verify_each`] (a window is left out at its first damaged
+    /// file).
+    unchecked: Vec<(PathBuf, Identity)>,
     /// Windows a degraded open recovered without their damaged shadow
     /// copy (`TIER WINDOW`; see [`crate::Stats::unrestored_windows`]).
     unrestored: Vec<String>,
@@ -566,6 +570,7 @@ impl Engine {
             manifest.config.tiers.iter().map(|_| Vec::new()).collect();
         let mut lost = Vec::new();
         let mut damaged = Vec::new();
+        let mut unchecked = Vec::new();
         // The entries of the windows left out: the manifest stops naming
         // their files, so the files of such a window that opened (or were
         // not tried) are leftovers too, deleted below. Kept, the first file
@@ -612,22 +617,20 @@ impl Engine {
                             // the window out.
                             lost.push(window);
                             damaged.push(err);
-                            // The window's other files are checked too, so
-                            // that `verify_each` names every damaged one,
-                            // not only the one that left the window out.
-                            for s in subs.drain(..) {
-                                damaged.extend(s.verify().err());
-                            }
-                            for (j, f) in e.files.iter().enumerate().skip(i + 1) {
-                                let id = Identity {
-                                    index: e.first + j as u32,
-                                    ..id
-                                };
-                                let path = dir.join(SEG_DIR).join(f);
-                                let checked = SubFilter::open_read_only(&path, id, seed_fp, false)
-                                    .and_then(|sub| sub.verify());
-                                damaged.extend(checked.err().filter(Error::is_damage));
-                            }
+                            // The window's other files, for `verify_each`
+                            // to check too: it names every damaged one, not
+                            // only the one that left the window out.
+                            unchecked.extend(
+                                e.files.iter().enumerate().filter(|&(j, _)| j != i).map(
+                                    |(j, f)| {
+                                        let id = Identity {
+                                            index: e.first + j as u32,
+                                            ..id
+                                        };
+                                        (dir.join(SEG_DIR).join(f), id)
+                                    },
+                                ),
+                            );
                             left_out.push((e.tier, e.window));
                             continue 'segments;
                         }
@@ -677,6 +680,7 @@ impl Engine {
             manifest.checkpoint_lsn,
         );
         engine.damaged = damaged;
+        engine.unchecked = unchecked;
         // The tables' newest day: the manifest's, or (written by a build
         // that did not record it) the latest sweep's.
         let swept = engine
@@ -766,6 +770,7 @@ impl Engine {
             manifest_generation: AtomicU64::new(generation),
             lost,
             damaged: Vec::new(),
+            unchecked: Vec::new(),
             unrestored: Vec::new(),
             maint: Mutex::new(Maint {
                 checkpoint_lsn,

@@ -12,6 +12,7 @@ use crate::chain::{any_contains, Lookup, Segment, MAX_GROUP, READ_LOADS};
 use crate::error::{Error, Result};
 use crate::filter::sizing;
 use crate::hash::KeyHash;
+use crate::segment::SubFilter;
 use crate::stats::{SegmentStats, Stats, TierStats};
 use crate::wal;
 use crate::window;
@@ -240,6 +241,12 @@ impl Engine {
         let checkpoint = self.maint.lock().checkpoint_lsn;
         let snap = self.current.load_full();
         let mut problems: Vec<Error> = self.damaged.iter().filter_map(Error::damage_copy).collect();
+        let seed_fp = crate::hash::seed_fingerprint(self.seed);
+        for (path, id) in &self.unchecked {
+            let checked =
+                SubFilter::open_read_only(path, *id, seed_fp, false).and_then(|sub| sub.verify());
+            problems.extend(checked.err().filter(Error::is_damage));
+        }
         if let Err(e) = wal::verify(&self.dir.join(WAL_DIR), checkpoint) {
             problems.push(e);
         }
