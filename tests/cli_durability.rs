@@ -145,6 +145,47 @@ fn run_under_ulimit(setup: &str, args: &[&str], input: &[u8]) -> std::process::O
     out
 }
 
+/// A new engine under `--sync always`, and `n` keys (`k0`, `k1`, ...)
+/// with the input that gives them one a line.
+fn always_db_and_keys(n: usize) -> (tempfile::TempDir, std::path::PathBuf, Vec<String>, String) {
+    let (tmp, db) = temp_db();
+    let out = cmd("create", &db, &["--sync", "always"], b"");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let keys: Vec<String> = (0..n).map(|i| format!("k{i}")).collect();
+    let input = keys.iter().map(|k| format!("{k}\n")).collect::<String>();
+    (tmp, db, keys, input)
+}
+
+/// Runs `filter-new` again on `input` without a limit and checks that
+/// every key was printed by `first` or by that rerun: a key recorded and
+/// never printed is lost to the reader.
+fn every_key_printed_by_first_or_rerun(
+    db: &std::path::Path,
+    keys: &[String],
+    input: &str,
+    first: &std::process::Output,
+) {
+    let second = cmd("filter-new", db, &[], input.as_bytes());
+    assert_eq!(code(&second), 0, "{}", stderr(&second));
+    let printed: std::collections::HashSet<String> = stdout(first)
+        .lines()
+        .chain(stdout(&second).lines())
+        .map(str::to_owned)
+        .collect();
+    let missing: Vec<&String> = keys.iter().filter(|k| !printed.contains(*k)).collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} keys printed by neither run (first printed {}, second {}), such as {:?}; \
+         first run: {}",
+        missing.len(),
+        keys.len(),
+        stdout(first).lines().count(),
+        stdout(&second).lines().count(),
+        &missing[..missing.len().min(3)],
+        stderr(first)
+    );
+}
+
 /// A log that cannot grow (a file size limit, EFBIG; a full disk is the
 /// same) under `--sync always`: the batch whose log write or sync fails
 /// is recorded all the same (its bits are in the windows, and a later run
@@ -154,36 +195,15 @@ fn run_under_ulimit(setup: &str, args: &[&str], input: &[u8]) -> std::process::O
 /// printed nothing of it either: those keys never reached the reader.
 #[test]
 fn a_log_that_cannot_grow_still_prints_every_recorded_key() {
-    let (_tmp, db) = temp_db();
-    let out = cmd("create", &db, &["--sync", "always"], b"");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (_tmp, db, keys, input) = always_db_and_keys(3000);
     let d = db.to_str().unwrap();
-    let keys: Vec<String> = (0..3000).map(|i| format!("k{i}")).collect();
-    let input = keys.iter().map(|k| format!("{k}\n")).collect::<String>();
     // 40 blocks (20 KiB): the windows exist already and are written in
     // place; the log is the one file that grows.
     let first = run_with_file_size_limit(40, &["filter-new", d, "--now", DAY0], input.as_bytes());
     assert_eq!(code(&first), 2, "{}", stderr(&first));
     let err = stderr(&first);
     assert!(err.contains("wal") && err.contains(".log"), "{err}");
-    let second = cmd("filter-new", &db, &[], input.as_bytes());
-    assert_eq!(code(&second), 0, "{}", stderr(&second));
-    let printed: std::collections::HashSet<String> = stdout(&first)
-        .lines()
-        .chain(stdout(&second).lines())
-        .map(str::to_owned)
-        .collect();
-    let missing: Vec<&String> = keys.iter().filter(|k| !printed.contains(*k)).collect();
-    assert!(
-        missing.is_empty(),
-        "{} of {} keys printed by neither run (first printed {}, second {}), such as {:?}; \
-         first run: {err}",
-        missing.len(),
-        keys.len(),
-        stdout(&first).lines().count(),
-        stdout(&second).lines().count(),
-        &missing[..missing.len().min(3)]
-    );
+    every_key_printed_by_first_or_rerun(&db, &keys, &input, &first);
 }
 
 /// Under `--sync interval` the log is written by a thread of its own: when
@@ -244,12 +264,8 @@ fn a_log_write_failing_between_batches_is_reported_with_its_path() {
 /// write must fail with EFBIG instead, reported as any I/O error is.
 #[test]
 fn a_file_size_limit_is_an_error_not_a_death_by_sigxfsz() {
-    let (_tmp, db) = temp_db();
-    let out = cmd("create", &db, &["--sync", "always"], b"");
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (_tmp, db, keys, input) = always_db_and_keys(6000);
     let d = db.to_str().unwrap();
-    let keys: Vec<String> = (0..6000).map(|i| format!("k{i}")).collect();
-    let input = keys.iter().map(|k| format!("{k}\n")).collect::<String>();
     let first = run_under_ulimit(
         "trap - XFSZ; ulimit -f 40",
         &["filter-new", d, "--now", DAY0],
@@ -263,15 +279,7 @@ fn a_file_size_limit_is_an_error_not_a_death_by_sigxfsz() {
         first.status
     );
     assert!(err.contains(".log") && err.contains("os error 27"), "{err}");
-    let second = cmd("filter-new", &db, &[], input.as_bytes());
-    assert_eq!(code(&second), 0, "{}", stderr(&second));
-    let printed: std::collections::HashSet<String> = stdout(&first)
-        .lines()
-        .chain(stdout(&second).lines())
-        .map(str::to_owned)
-        .collect();
-    let missing = keys.iter().filter(|k| !printed.contains(*k)).count();
-    assert_eq!(missing, 0, "keys printed by neither run");
+    every_key_printed_by_first_or_rerun(&db, &keys, &input, &first);
 }
 
 /// A copy of an engine cut short (a backup onto a full disk): two segment

@@ -387,6 +387,19 @@ fn wrap_around_needs_the_sweep() {
     assert_eq!(t.count_occupied(), 0);
 }
 
+/// A key whose two candidate buckets differ in `t`: its hash,
+/// fingerprint and buckets.
+fn two_bucket_key(t: &Table<'_>) -> (KeyHash, u64, u64, u64) {
+    (0..)
+        .map(url)
+        .map(|h| {
+            let (fp, b1, b2) = t.locate(h);
+            (h, fp, b1, b2)
+        })
+        .find(|x| x.2 != x.3)
+        .expect("a key with two buckets")
+}
+
 /// The reason for the move counter: a lookup that reads bucket 1, then
 /// bucket 2, misses an entry moved from 2 to 1 in between. The counter
 /// makes the lookup notice and read again.
@@ -396,14 +409,7 @@ fn a_move_between_the_two_reads_is_caught() {
     let b = body(101);
     let shared = Shared::default();
     let t = Table::new(&b, geo, RETENTION, &shared);
-    let (h, fp, b1, b2) = (0..)
-        .map(url)
-        .map(|h| {
-            let (fp, b1, b2) = t.locate(h);
-            (h, fp, b1, b2)
-        })
-        .find(|x| x.2 != x.3)
-        .expect("a key with two buckets");
+    let (h, fp, b1, b2) = two_bucket_key(&t);
     // The key lives in its second bucket.
     t.write_slot(&b[b2 as usize], 3, fp, 9);
     assert!(t.contains_since(h, 9, 9));
@@ -999,14 +1005,7 @@ fn a_reader_blind_to_the_writers_moves_misses_no_moved_key() {
     let b = body(101);
     let shared = Shared::default();
     let t = Table::new(&b, geo, RETENTION, &shared);
-    let (h, fp, b1, b2) = (0..)
-        .map(url)
-        .map(|h| {
-            let (fp, b1, b2) = t.locate(h);
-            (h, fp, b1, b2)
-        })
-        .find(|x| x.2 != x.3)
-        .expect("a key with two buckets");
+    let (h, fp, b1, b2) = two_bucket_key(&t);
     t.write_slot(&b[b2 as usize], 3, fp, 9);
     let theirs = Shared::blind();
     let reader = Table::new(&b, geo, RETENTION, &theirs);
