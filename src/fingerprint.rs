@@ -303,12 +303,16 @@ impl Default for Shared {
     }
 }
 
+/// Reads after the first two of a lookup that saw a move in flight (or
+/// is blind to moves): bucket 1, 2, 1, 2, 1.
+const ODD_READS: u32 = 5;
+
 impl Shared {
     /// The state of a table mapped read-only, which another engine may be
     /// writing: its moves never reach this counter. The counter starts odd
     /// ("a move in flight") and nothing writes it, so its lookups take the
-    /// third read of bucket 1 on every miss (see `contains_in`), at no cost
-    /// to a writer's lookups.
+    /// further reads of a move in flight on every miss (see `contains_in`),
+    /// at no cost to a writer's lookups.
     pub(crate) fn blind() -> Shared {
         Shared {
             moves: AtomicU64::new(1),
@@ -624,8 +628,12 @@ impl<'a> Table<'a> {
             // A move in flight may have carried the entry from bucket 2 to
             // bucket 1 between the two reads: the third read sees it. A
             // reader blind to the writer's counter (a read-only engine
-            // beside a writer) always sees it odd (`Shared::blind`).
-            if s1 & 1 == 1 && has(b1) {
+            // beside a writer) always sees it odd (`Shared::blind`) and
+            // cannot tell how many moves overlapped its reads (it may be
+            // descheduled between two of them), so the reads go on
+            // alternating: to miss the entry, a move must fall between
+            // every two of them.
+            if s1 & 1 == 1 && (0..ODD_READS).any(|i| has(if i % 2 == 0 { b1 } else { b2 })) {
                 return true;
             }
             fence(Ordering::Acquire);
