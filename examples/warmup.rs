@@ -26,7 +26,8 @@ use timebloom::{Config, Engine, Error, ManualClock, Options};
 
 const USAGE: &str =
     "usage: warmup [--log FILE] [--dir DIR] [--now T] [--lines N] [--items-per-day N]
-  --log FILE           TIMESTAMP<TAB>URL lines, '-' for stdin (default: generate a 60-day log)
+  --log FILE           TIMESTAMP<TAB>URL lines, '-' for stdin (default: generate a 60-day log
+                       in a temporary directory)
   --dir DIR            engine directory, opened if it holds one, else created
                        (default: a temporary one)
   --now T              the present, RFC 3339 or Unix seconds (default: the system clock,
@@ -98,14 +99,16 @@ fn main() {
         .raw("now")
         .map(|s| common::parse_instant(&s).unwrap_or_else(|e| fail(format_args!("--now: {e}"))));
 
-    // The log: the given one, or one generated next to the engine.
+    // The log: the given one, or one generated in a temporary directory
+    // (never next to the engine, where the user's own log may be).
+    let mut log_tmp = None;
     let (log, now) = match args.raw("log") {
         Some(p) => (PathBuf::from(p), now),
         None => {
             let end = now.unwrap_or_else(|| common::start() + 60 * DAY);
             let path = match &tmp {
                 Some(t) => t.path().join("crawl.log"),
-                None => dir.with_extension("log"),
+                None => log_tmp.insert(common::temp_dir()).path().join("crawl.log"),
             };
             generate(&path, lines_wanted, end)
                 .unwrap_or_else(|e| fail(format_args!("{}: writing the log: {e}", path.display())));

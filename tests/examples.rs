@@ -252,3 +252,21 @@ fn warmup_progress_ends_at_100_percent_after_a_skipped_last_line() {
         assert!(stderr.contains("warmup: 100%"), "{name}: {stderr}");
     }
 }
+
+/// Without `--log`, warmup generates a log; with `--dir crawl.tb` it wrote
+/// it to `crawl.log` next to the engine, replacing the file the guide's
+/// own command loads (`--log crawl.log --dir crawl.tb`).
+#[test]
+fn warmup_generated_log_leaves_the_users_files_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("crawl.log");
+    let mine = "2026-11-01T08:00:00Z\thttps://my.example/kept\n";
+    std::fs::write(&log, mine).unwrap();
+    let engine = dir.path().join("crawl.tb");
+    run(
+        "warmup",
+        &["--dir", engine.to_str().unwrap(), "--lines", "10"],
+        0,
+    );
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), mine);
+}

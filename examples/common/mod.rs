@@ -145,11 +145,16 @@ pub fn engine_dir(args: &Args, name: &str) -> (std::path::PathBuf, Option<tempfi
     match args.raw("dir") {
         Some(d) => (d.into(), None),
         None => {
-            let tmp = tempfile::tempdir()
-                .unwrap_or_else(|e| fail(format_args!("creating a temporary directory: {e}")));
+            let tmp = temp_dir();
             (tmp.path().join(name), Some(tmp))
         }
     }
+}
+
+/// A new temporary directory, removed when the returned guard is dropped.
+pub fn temp_dir() -> tempfile::TempDir {
+    tempfile::tempdir()
+        .unwrap_or_else(|e| fail(format_args!("creating a temporary directory: {e}")))
 }
 
 /// Writes a line on stdout; a closed stdout (`| head`) ends the program
