@@ -181,7 +181,9 @@ fn main() {
         // One window a day, as many as a link lives: a link created on day 0
         // is in the filter through day `days - 1`.
         tiers: vec![Tier::daily(days).counting()],
-        expected_items_per_day: 2 * links,
+        // Saturating: a count past the largest plan is the configuration's
+        // clean refusal, not an overflow.
+        expected_items_per_day: links.saturating_mul(2),
         fpr,
         ..Config::default()
     };

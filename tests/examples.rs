@@ -270,3 +270,11 @@ fn warmup_generated_log_leaves_the_users_files_alone() {
     );
     assert_eq!(std::fs::read_to_string(&log).unwrap(), mine);
 }
+
+/// `--links` beyond half of u64 overflowed `2 * links` (a panic in a debug
+/// build) instead of a clean refusal.
+#[test]
+fn shortlinks_refuses_a_huge_link_count_without_a_panic() {
+    let err = run("shortlinks", &["--links", "18446744073709551615"], 2);
+    assert!(err.contains("configuration"), "{err}");
+}
