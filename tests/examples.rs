@@ -278,3 +278,15 @@ fn shortlinks_refuses_a_huge_link_count_without_a_panic() {
     let err = run("shortlinks", &["--links", "18446744073709551615"], 2);
     assert!(err.contains("configuration"), "{err}");
 }
+
+/// `--now` in Unix seconds past what a `SystemTime` holds panicked
+/// ("overflow when adding duration to instant").
+#[test]
+fn warmup_refuses_an_instant_out_of_range_without_a_panic() {
+    let err = run(
+        "warmup",
+        &["--lines", "10", "--now", "18446744073709551615"],
+        2,
+    );
+    assert!(err.contains("--now"), "{err}");
+}

@@ -102,7 +102,9 @@ impl Args {
 /// Unix epoch.
 pub fn parse_instant(s: &str) -> Result<SystemTime, String> {
     if let Ok(secs) = s.parse::<u64>() {
-        return Ok(UNIX_EPOCH + Duration::from_secs(secs));
+        return UNIX_EPOCH
+            .checked_add(Duration::from_secs(secs))
+            .ok_or_else(|| format!("{s:?} is past the latest instant this system holds"));
     }
     let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
         .map_err(|e| format!("{s:?} is neither RFC 3339 nor Unix seconds: {e}"))?;
