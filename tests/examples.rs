@@ -290,3 +290,28 @@ fn warmup_refuses_an_instant_out_of_range_without_a_panic() {
     );
     assert!(err.contains("--now"), "{err}");
 }
+
+/// An example that exits on an error (or on a closed stdout) removes the
+/// temporary directory it made for its engine, as a normal exit does.
+#[test]
+fn examples_remove_their_temporary_directory_on_an_error_exit() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, args) in [
+        ("crawler", &["--urls", "50", "--fpr", "2"][..]),
+        ("shortlinks", &["--links", "50", "--fpr", "1"][..]),
+        ("warmup", &["--lines", "10", "--items-per-day", "0"][..]),
+    ] {
+        let out = Command::new(example(name))
+            .args(args)
+            .env("TMPDIR", tmp.path())
+            .output()
+            .expect("run the example");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        let left: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "{name} left {left:?}: {stderr}");
+    }
+}

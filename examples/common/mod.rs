@@ -5,8 +5,10 @@
 
 use std::collections::HashMap;
 use std::fmt::Display;
+use std::path::PathBuf;
 use std::process::exit;
 use std::str::FromStr;
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// 2026-11-02T12:00:00Z, a Monday: where the examples' manual clocks start.
@@ -19,10 +21,23 @@ pub fn start() -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(START_SECS)
 }
 
+/// The temporary directories [`temp_dir`] made: an early exit ([`fail`],
+/// a closed stdout) runs no destructor, so it removes them itself.
+static TEMP_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Removes the temporary directories and exits with `code`.
+fn exit_now(code: i32) -> ! {
+    let dirs = std::mem::take(&mut *TEMP_DIRS.lock().unwrap_or_else(|p| p.into_inner()));
+    for d in dirs {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    exit(code)
+}
+
 /// Prints `msg` on stderr with the program's name and exits with status 2.
 pub fn fail(msg: impl Display) -> ! {
     eprintln!("{}: {msg}", program());
-    exit(2)
+    exit_now(2)
 }
 
 /// The value of a `timebloom::Result`, or a clean exit naming `what` failed.
@@ -142,8 +157,8 @@ pub fn bytes(n: f64) -> String {
 }
 
 /// The engine directory: `--dir` (or `TB_DIR`), else a temporary directory
-/// removed when the returned guard is dropped.
-pub fn engine_dir(args: &Args, name: &str) -> (std::path::PathBuf, Option<tempfile::TempDir>) {
+/// removed when the returned guard is dropped or at an early exit.
+pub fn engine_dir(args: &Args, name: &str) -> (PathBuf, Option<tempfile::TempDir>) {
     match args.raw("dir") {
         Some(d) => (d.into(), None),
         None => {
@@ -153,10 +168,16 @@ pub fn engine_dir(args: &Args, name: &str) -> (std::path::PathBuf, Option<tempfi
     }
 }
 
-/// A new temporary directory, removed when the returned guard is dropped.
+/// A new temporary directory, removed when the returned guard is dropped
+/// or at an early exit.
 pub fn temp_dir() -> tempfile::TempDir {
-    tempfile::tempdir()
-        .unwrap_or_else(|e| fail(format_args!("creating a temporary directory: {e}")))
+    let dir = tempfile::tempdir()
+        .unwrap_or_else(|e| fail(format_args!("creating a temporary directory: {e}")));
+    TEMP_DIRS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(dir.path().to_owned());
+    dir
 }
 
 /// Writes a line on stdout; a closed stdout (`| head`) ends the program
@@ -164,7 +185,7 @@ pub fn temp_dir() -> tempfile::TempDir {
 pub fn say(line: std::fmt::Arguments) {
     use std::io::Write;
     if writeln!(std::io::stdout().lock(), "{line}").is_err() {
-        exit(0);
+        exit_now(0);
     }
 }
 
