@@ -130,8 +130,12 @@ fn main() {
     } else {
         let f = File::open(&log)
             .unwrap_or_else(|e| fail(format_args!("{}: open failed: {e}", log.display())));
-        let len = f.metadata().ok().map(|m| m.len());
-        (Box::new(f), len)
+        let meta = f.metadata().ok();
+        // A directory opens, but its first read fails.
+        if meta.as_ref().is_some_and(std::fs::Metadata::is_dir) {
+            fail(format_args!("{}: a directory, not a log", log.display()));
+        }
+        (Box::new(f), meta.map(|m| m.len()))
     };
     let engine = match Engine::open_with(&dir, options.clone()) {
         Err(Error::NotFound { .. }) => {

@@ -315,3 +315,23 @@ fn examples_remove_their_temporary_directory_on_an_error_exit() {
         assert!(left.is_empty(), "{name} left {left:?}: {stderr}");
     }
 }
+
+/// A directory given as `--log` opens but cannot be read: warmup created
+/// the engine first, then failed on the first read.
+#[test]
+fn warmup_creates_no_engine_for_a_directory_given_as_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = dir.path().join("e.tb");
+    let err = run(
+        "warmup",
+        &[
+            "--log",
+            dir.path().to_str().unwrap(),
+            "--dir",
+            engine.to_str().unwrap(),
+        ],
+        2,
+    );
+    assert!(err.contains(dir.path().to_str().unwrap()), "{err}");
+    assert!(!engine.exists(), "an engine was created: {err}");
+}
