@@ -9,7 +9,8 @@
 //!
 //! A log line is `TIMESTAMP<TAB>URL`, the timestamp in RFC 3339
 //! (`2026-11-02T12:00:00Z`) or Unix seconds; `-` reads stdin. Lines older
-//! than every tier keeps, or in the future, are counted and skipped; a
+//! than every tier keeps, or in a window after the present one, are counted
+//! and skipped (a later instant of the present window is loaded); a
 //! malformed line is reported with its number and skipped.
 
 #[path = "common/mod.rs"]
