@@ -11,7 +11,8 @@
 //! (`2026-11-02T12:00:00Z`) or Unix seconds; `-` reads stdin. Lines older
 //! than every tier keeps, or in a window after the present one, are counted
 //! and skipped (a later instant of the present window is loaded); a
-//! malformed line is reported with its number and skipped.
+//! malformed line is skipped, counted, and (the first five) reported with
+//! its number.
 
 #[path = "common/mod.rs"]
 #[macro_use]
