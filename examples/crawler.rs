@@ -43,7 +43,7 @@ const USAGE: &str = "usage: crawler [--dir DIR] [--urls N] [--threads T] [--fail
   --urls N          distinct URLs in the frontier (default 2000)
   --threads T       fetcher threads (default 4)
   --fail-every K    about one fetch in K fails (default 7; 0: none)
-  --recrawl-days D  recrawl a URL not fetched within D days (default 3)
+  --recrawl-days D  recrawl a URL not fetched within D days, 1 to 6 (default 3)
   --fpr P           false-positive rate (default 0.001)
   --sync POLICY     when a record survives a power loss: always (default), interval=1s, none
   --counting        counting tiers: record at claim, take back on failure";
@@ -230,8 +230,14 @@ fn main() {
             "--urls must be at least 1, --threads 1 to 1024\n{USAGE}"
         ));
     }
-    if !(1..=300).contains(&recrawl_days) {
-        fail("--recrawl-days must be between 1 and 300 (the engine keeps 12 months)");
+    // The story recrawls on day D + 1. A horizon the daily tier (7 windows)
+    // cannot answer is answered from weekly or monthly windows, which count
+    // a URL up to one window (a week, a month) longer: nothing would be due.
+    if !(1..=6).contains(&recrawl_days) {
+        fail(
+            "--recrawl-days must be between 1 and 6: a longer horizon is answered from \
+             weekly or monthly windows, which count a URL up to a window longer",
+        );
     }
     let (dir, _tmp) = common::engine_dir(&args, "crawl.tb");
 

@@ -335,3 +335,28 @@ fn warmup_creates_no_engine_for_a_directory_given_as_log() {
     assert!(err.contains(dir.path().to_str().unwrap()), "{err}");
     assert!(!engine.exists(), "an engine was created: {err}");
 }
+
+/// The crawler's recrawl step advances the clock `--recrawl-days` + 1 days
+/// and says the URLs are due again; from 7 days on the horizon is answered
+/// from weekly or monthly windows, which count a URL up to a window longer,
+/// and "recrawl after 10 days" fetched 0 URLs, skipping all as seen.
+#[test]
+fn crawler_recrawl_fetches_or_refuses_the_horizon() {
+    for days in ["6", "7", "10", "40"] {
+        let out = Command::new(example("crawler"))
+            .args(["--urls", "50", "--fail-every", "0", "--recrawl-days", days])
+            .output()
+            .expect("run the example");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        match out.status.code() {
+            Some(0) => {
+                let label = format!("recrawl after {days} days: fetched ");
+                assert_eq!(number_after(&stdout, &label), 50, "{stdout}");
+            }
+            Some(2) => assert!(stderr.contains("--recrawl-days"), "{stderr}"),
+            other => panic!("exit {other:?}: {stderr}"),
+        }
+    }
+}
