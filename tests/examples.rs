@@ -360,3 +360,16 @@ fn crawler_recrawl_fetches_or_refuses_the_horizon() {
         }
     }
 }
+
+/// An option may come from `TB_NAME` in the environment; a bad value there
+/// was reported as `--urls "abc"`, an argument the user never gave.
+#[test]
+fn examples_name_the_environment_variable_a_bad_value_came_from() {
+    let out = Command::new(example("crawler"))
+        .env("TB_URLS", "abc")
+        .output()
+        .expect("run the example");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("TB_URLS \"abc\""), "{stderr}");
+}

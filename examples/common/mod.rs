@@ -90,7 +90,7 @@ impl Args {
         self.values
             .get(name)
             .cloned()
-            .or_else(|| std::env::var(format!("TB_{}", name.to_uppercase().replace('-', "_"))).ok())
+            .or_else(|| std::env::var(env_name(name)).ok())
     }
 
     /// `--name` parsed as a `T`, or `default`; a value that does not parse
@@ -101,9 +101,16 @@ impl Args {
     {
         match self.raw(name) {
             None => default,
-            Some(v) => v
-                .parse()
-                .unwrap_or_else(|e| fail(format_args!("--{name} {v:?}: {e}\n{}", self.usage))),
+            Some(v) => v.parse().unwrap_or_else(|e| {
+                // Name where the value came from: the argument, or the
+                // environment variable.
+                let source = if self.values.contains_key(name) {
+                    format!("--{name}")
+                } else {
+                    env_name(name)
+                };
+                fail(format_args!("{source} {v:?}: {e}\n{}", self.usage))
+            }),
         }
     }
 
@@ -111,6 +118,12 @@ impl Args {
     pub fn flag(&self, name: &str) -> bool {
         self.raw(name).is_some_and(|v| v != "0" && v != "false")
     }
+}
+
+/// The environment variable of option `name`: `TB_NAME` (upper case, `-`
+/// as `_`).
+fn env_name(name: &str) -> String {
+    format!("TB_{}", name.to_uppercase().replace('-', "_"))
 }
 
 /// An RFC 3339 instant (`2026-11-02T12:00:00Z`) or whole seconds since the
