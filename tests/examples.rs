@@ -373,3 +373,18 @@ fn examples_name_the_environment_variable_a_bad_value_came_from() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("TB_URLS \"abc\""), "{stderr}");
 }
+
+/// A tier list the plan refuses printed the table's header rows on stdout
+/// before the error: a half table under exit status 2.
+#[test]
+fn sizing_prints_no_partial_table_for_refused_tiers() {
+    let out = Command::new(example("sizing"))
+        .args(["--tiers", "0d"])
+        .output()
+        .expect("run the example");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("0d"), "{stderr}");
+    assert_eq!(stdout, "", "{stderr}");
+}
