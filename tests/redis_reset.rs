@@ -12,7 +12,7 @@
 mod redis_support;
 
 use redis_support::*;
-use timebloom::redis::{RedisEngine, RedisOptions};
+use timebloom::redis::{RedisEngine, RedisError, RedisOptions};
 use timebloom::{Config, ManualClock, Tier};
 
 #[test]
@@ -119,5 +119,94 @@ fn a_server_that_comes_back_empty_is_an_error_for_running_clients() {
             }
             Err(err) => assert!(err.to_string().contains(&config_key), "{how}: {err}"),
         }
+    }
+}
+
+/// On a Cluster, a master other than the one holding the config hash that
+/// comes back empty has lost the directories and strings of its shards.
+/// A client that has seen a shard's directory knows it must exist (a
+/// directory is never deleted: it names its engine for good), and is
+/// refused on that shard. Before, after `FLUSHALL` on the two masters
+/// without the config hash, a running client read 646 of 1,000 keys it
+/// had inserted as absent, without an error. No alarm before the loss:
+/// shards no key went to yet, new windows (the oldest leaving the tier).
+#[test]
+fn a_cluster_master_that_comes_back_empty_is_an_error_for_running_clients() {
+    if !require("a_cluster_master_that_comes_back_empty_is_an_error_for_running_clients") {
+        return;
+    }
+    let cluster = Cluster::start();
+    let clock = ManualClock::new(day(0));
+    let config = Config {
+        tiers: vec![Tier::daily(2)],
+        expected_items_per_day: 100_000,
+        ..Config::default()
+    };
+    let pre = prefix("cluster-empty");
+    let opts = || {
+        let mut o = RedisOptions::default().clock(clock.clone());
+        o.shards = 64;
+        o
+    };
+    let e = RedisEngine::create_or_open_with(&cluster.url(), &pre, config.clone(), opts())
+        .expect("create");
+    // A few keys: most of the 64 shards get none, and read no alarm.
+    let few: Vec<Vec<u8>> = (0..5).map(|i| url(160, i)).collect();
+    assert!(e.insert_batch(&few).expect("insert few").iter().all(|&n| n));
+    let others: Vec<Vec<u8>> = (0..1000).map(|i| url(161, i)).collect();
+    let found = e.contains_batch(&others).expect("read unwritten shards");
+    assert!(found.iter().filter(|&&f| f).count() < 5);
+    // A client that has only read sees the directories too.
+    let reader = RedisEngine::open_with(&cluster.url(), &pre, opts()).expect("open reader");
+    // Every shard written, then new windows (daily(2): the oldest leave).
+    let keys: Vec<Vec<u8>> = (0..1000).map(|i| url(162, i)).collect();
+    for d in 0..4 {
+        clock.set(day(d));
+        e.insert_batch(&keys).expect("insert");
+        assert!(reader
+            .contains_batch(&keys)
+            .expect("read")
+            .iter()
+            .all(|&f| f));
+    }
+    assert!(e.stats().is_ok());
+
+    let config_key = format!("{pre}:config");
+    let mut flushed = 0;
+    for n in &cluster.nodes {
+        if n.cli(&["EXISTS", &config_key]).trim() != "1" {
+            assert_eq!(n.cli(&["FLUSHALL"]).trim(), "OK");
+            flushed += 1;
+        }
+    }
+    assert_eq!(flushed, 2);
+    for (who, client) in [("writer", &e), ("reader", &reader)] {
+        match client.contains_batch(&keys) {
+            Ok(found) => {
+                let missing = found.iter().filter(|&&f| !f).count();
+                assert_eq!(missing, 0, "{who}: {missing} keys absent, no error");
+            }
+            Err(RedisError::EngineLost { key, .. }) => {
+                assert!(key.starts_with(&pre), "{who}: {key}")
+            }
+            Err(err) => panic!("{who}: {err}"),
+        }
+        match client.stats() {
+            Err(RedisError::EngineLost { key, .. }) => {
+                assert!(key.starts_with(&pre), "{who}: {key}")
+            }
+            other => panic!("{who}: stats after a master lost its keys: {other:?}"),
+        }
+    }
+    match e.insert_batch(&keys) {
+        Ok(new) => {
+            let again = new.iter().filter(|&&n| n).count();
+            assert_eq!(again, 0, "{again} keys reported new again, no error");
+        }
+        Err(RedisError::EngineLost { key, reason }) => {
+            assert!(key.starts_with(&pre), "{key}");
+            assert!(reason.contains("gone"), "{reason}");
+        }
+        Err(err) => panic!("{err}"),
     }
 }

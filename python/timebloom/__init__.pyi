@@ -93,7 +93,8 @@ class RedisError(TimebloomError):
     no other insert in between): the call resumes and reports each key new
     exactly once. Also raised by every call once Redis lost the engine's
     keys (a restart without persistence, ``FLUSHDB``, a failover to an
-    empty replica; the message names the config hash): sending again fails
+    empty replica; the message names the config hash, or on a Cluster the
+    directory of a shard whose master came back empty): sending again fails
     the same way; stop every client, then delete the prefix's keys or use
     another prefix."""
 

@@ -9,9 +9,11 @@
 --            check only
 -- ARGV[2]    request id (a retry sends the same id and gets the stored answer)
 -- ARGV[3]    plan: records separated by ';'
---              T <dir key index> <prune below window>
+--              T <dir key index> <prune below window> <seen>
 --              W <window> <n> <first key index> <first geometry> <r|w|rw> <expireat>
---            a W belongs to the T before it; the client names n sub-filters,
+--            <seen> is 1 when the client has seen that directory exist
+--            (a directory is never deleted, so its absence means the node
+--            lost its keys); a W belongs to the T before it; the client names n sub-filters,
 --            keys first..first+n-1 with geometries first..first+n-1 (for a
 --            window it writes, one more than it has seen: room to grow)
 -- ARGV[4]    probe count of each geometry, space separated
@@ -27,9 +29,12 @@
 --            another engine under the same prefix is refused
 -- Returns {0, '<dir index> <window> <n>'} when a directory knows more
 -- sub-filters than the plan names (the client learns and retries; nothing
--- was written), else {1, '<one char per key>|<chain reports>'}: '1' is new
--- (i) or present (c); a chain report '<dir index> <window> <n>' gives the
--- chain length in this shard of every window written.
+-- was written), {2, '<dir index>'} when a directory the client has seen
+-- is gone (nothing was written), else {1, '<one char per key>|<chain
+-- reports>', '<dir indices>'}: '1' is new (i) or present (c); a chain
+-- report '<dir index> <window> <n>' gives the chain length in this shard of
+-- every window written; the dir indices are the directories that exist
+-- after the call.
 local mode = ARGV[1]
 local req = ARGV[2]
 -- Whether this call writes (the result key, windows, chains).
@@ -85,7 +90,7 @@ for rec in string.gmatch(ARGV[3], '[^;]+') do
   local f = {}
   for w in string.gmatch(rec, '%S+') do f[#f + 1] = w end
   if f[1] == 'T' then
-    tier = {dir = tonumber(f[2]), prune = tonumber(f[3]), windows = {}}
+    tier = {dir = tonumber(f[2]), prune = tonumber(f[3]), seen = f[4] == '1', windows = {}}
     tiers[#tiers + 1] = tier
   else
     tier.windows[#tier.windows + 1] = {
@@ -112,6 +117,7 @@ end
 for _, t in ipairs(tiers) do
   local flat = redis.pcall('HGETALL', KEYS[t.dir])
   if type(flat) == 'table' and flat.err then return wrongtype(t.dir, flat, 'a hash') end
+  t.exists = #flat > 0
   local chain = {}
   local fills = {}
   local exps = {}
@@ -119,6 +125,7 @@ for _, t in ipairs(tiers) do
   for i = 1, #flat, 2 do
     local f, v = flat[i], flat[i + 1]
     if f == 'id' then
+      t.id = true
       if v ~= id then
         return redis.error_reply('timebloom: ' .. KEYS[t.dir] .. ' belongs to engine ' .. v ..
           ', this client opened engine ' .. id .. ': the engine under this prefix was ' ..
@@ -205,12 +212,26 @@ for _, t in ipairs(tiers) do
       end
     end
     win.have = math.max(have, top)
+    if top > 0 then t.strings = true end
   end
+  -- A directory keeps its 'id' field for good once written: one the
+  -- client has seen and Redis no longer has, with none of the strings the
+  -- call names, went with everything else of this node (restarted empty,
+  -- flushed, an empty replica promoted), and every key of the shard would
+  -- read as absent. (A directory deleted alone leaves its strings, which
+  -- are read as above.)
+  if t.seen and not t.exists and not t.strings then return {2, tostring(t.dir)} end
 end
 if writing then
   for _, t in ipairs(tiers) do
-    if #t.old > 0 then redis.call('HDEL', KEYS[t.dir], unpack(t.old)) end
+    if #t.old > 0 then
+      redis.call('HDEL', KEYS[t.dir], unpack(t.old))
+      -- Never emptied (a directory written before it named its engine).
+      if not t.id then redis.call('HSET', KEYS[t.dir], 'id', id) end
+    end
     for _, win in ipairs(t.windows) do
+      -- A written window's directory exists after the call (HSET below).
+      if win.write then t.exists = true end
       if win.write and win.have == 0 then
         win.have = 1
         win.fill[0] = 0
@@ -447,4 +468,8 @@ if writing then
 end
 local res = table.concat(out) .. '|' .. table.concat(chains, ';')
 if writing then redis.call('SET', KEYS[1], req .. '|' .. res, 'EX', ttl) end
-return {1, res}
+local exist = {}
+for _, t in ipairs(tiers) do
+  if t.exists then exist[#exist + 1] = t.dir end
+end
+return {1, res, table.concat(exist, ' ')}

@@ -80,15 +80,17 @@ pub enum RedisError {
         reason: String,
     },
     /// The engine's config hash is gone, or holds another engine, while
-    /// this client runs: Redis lost the engine's keys (restarted without
-    /// persistence, flushed, failed over to an empty replica, evicted under
-    /// an `allkeys-*` policy), so the call's answers cannot be trusted
-    /// (every key would read as absent). Checked with every batch and by
-    /// `stats`. On a Cluster only the node holding the config hash is
-    /// covered: another master that comes back empty is not detected
-    /// (docs/distributed.md).
+    /// this client runs, or a shard's directory this client has seen exist
+    /// is gone with its strings: Redis lost the engine's keys (restarted
+    /// without persistence, flushed, failed over to an empty replica,
+    /// evicted under an `allkeys-*` policy), so the call's answers cannot
+    /// be trusted (the keys would read as absent). Checked with every batch
+    /// and by `stats`. On a Cluster, a master other than the config hash's
+    /// that comes back empty is detected on the shards whose directories
+    /// this client has seen, until another client writes them again: a
+    /// process started after the loss cannot tell (docs/distributed.md).
     EngineLost {
-        /// The config hash key.
+        /// The config hash key, or the lost directory's key.
         key: String,
         /// What was found there.
         reason: String,
@@ -238,9 +240,9 @@ impl fmt::Display for RedisError {
             RedisError::Unsupported { reason } => write!(f, "not supported on Redis: {reason}"),
             RedisError::EngineLost { key, reason } => write!(
                 f,
-                "the timebloom engine's config hash {key:?} {reason}: Redis lost the engine's \
+                "the timebloom engine's key {key:?} {reason}: Redis lost the engine's \
                  keys (a restart without persistence, a flush, a failover to an empty replica, \
-                 an eviction) and every key would read as absent; stop every client, then \
+                 an eviction) and the keys it held would read as absent; stop every client, then \
                  delete the prefix's keys or use another prefix"
             ),
         }

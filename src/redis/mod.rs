@@ -38,7 +38,7 @@ mod error;
 pub(crate) mod layout;
 mod link;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
@@ -184,6 +184,11 @@ struct State {
     link: Link,
     /// Sub-filters per `(tier, window)` as last seen; 1 when absent.
     chains: HashMap<(usize, i64), u32>,
+    /// The `(tier, shard)` directories this client has seen exist. A
+    /// directory is never deleted (its `id` field stays), so one of these
+    /// that is gone went with the rest of its node's keys (see
+    /// `dir_lost`): on a Cluster, the config hash check covers one node.
+    dirs: HashSet<(usize, u32)>,
     /// Request ids: one per round of a batch.
     requests: u64,
     /// Writing rounds run so far (see `Unfinished`).
@@ -479,6 +484,7 @@ impl RedisEngine {
             state: Mutex::new(State {
                 link,
                 chains: HashMap::new(),
+                dirs: HashSet::new(),
                 requests: 0,
                 writes: 0,
                 unfinished: None,
@@ -599,9 +605,9 @@ impl RedisEngine {
     /// engine in it) tells.
     fn still_there(&self, engine: Option<&[u8]>) -> Result<()> {
         let reason = match engine {
-            None => "is gone".to_string(),
+            None => "(the config hash) is gone".to_string(),
             Some(b) if b != self.engine_json.as_bytes() => format!(
-                "holds another engine ({}) than the one this client opened ({})",
+                "(the config hash) holds another engine ({}) than the one this client opened ({})",
                 String::from_utf8_lossy(b),
                 self.engine_json
             ),
@@ -611,6 +617,18 @@ impl RedisEngine {
             key: self.names.config(),
             reason,
         })
+    }
+
+    /// `EngineLost` for the directory `key` of a shard, which this client
+    /// has seen exist and Redis no longer has: a directory is never
+    /// deleted, so the node holding it lost its keys (on a Cluster, a
+    /// master other than the config hash's), and every key of the shard
+    /// would read as absent.
+    fn dir_lost(&self, key: &str) -> RedisError {
+        RedisError::EngineLost {
+            key: key.to_string(),
+            reason: "(a shard's directory, which this client has seen) is gone".to_string(),
+        }
     }
 
     /// The earliest end of a current window of any tier.
@@ -1078,6 +1096,13 @@ impl RedisEngine {
                     .and_then(bulk)
                     .map(|b| String::from_utf8_lossy(b).into_owned())
                     .ok_or_else(|| bad("no payload"))?;
+                if status == 2 {
+                    // A directory this client has seen is gone.
+                    let dir = payload.parse::<usize>().ok();
+                    let dir = dir.and_then(|d| call.keys.get(d.checked_sub(1)?));
+                    let dir = dir.ok_or_else(|| bad("a malformed lost directory"))?;
+                    return Err(self.dir_lost(dir));
+                }
                 if status == 0 {
                     // A shard knows a longer chain: learn it, send again.
                     let (ti, w, n) = parse_report(&payload, &call.dir_tier)
@@ -1094,6 +1119,13 @@ impl RedisEngine {
                 }
                 for (i, a) in idx.iter().zip(answers.bytes()) {
                     out[*i] = a == b'1';
+                }
+                // The directories that exist now (none for a stored answer).
+                let exist = items.get(2).and_then(bulk).unwrap_or_default();
+                for d in String::from_utf8_lossy(exist).split(' ') {
+                    if let Some(&ti) = d.parse().ok().and_then(|d| call.dir_tier.get(&d)) {
+                        st.dirs.insert((ti, groups[g].0));
+                    }
                 }
                 for rep in chains.split(';').filter(|r| !r.is_empty()) {
                     let (ti, w, n) = parse_report(rep, &call.dir_tier)
@@ -1168,7 +1200,8 @@ impl RedisEngine {
             let dir = keys.len() + 1; // Lua counts from 1
             keys.push(self.names.dir(shard, code));
             dir_tier.insert(dir, p.tier);
-            plan.push_str(&format!("T {dir} {};", p.prune_below));
+            let seen = u8::from(st.dirs.contains(&(p.tier, shard)));
+            plan.push_str(&format!("T {dir} {} {seen};", p.prune_below));
             let longest = p
                 .windows
                 .iter()
@@ -1321,7 +1354,28 @@ impl RedisEngine {
             // Per window, per shard: (chain length, bits set per sub-filter).
             let mut windows: BTreeMap<i64, Vec<(u32, Vec<u64>)>> = BTreeMap::new();
             for (shard, r) in replies.iter().enumerate() {
-                for (f, v) in pairs(r) {
+                let fields = pairs(r);
+                // A directory is never deleted (see `dir_lost`); one deleted
+                // alone leaves the first sub-filters of its windows.
+                if fields.is_empty() && st.dirs.contains(&(ti, shard as u32)) {
+                    let cur = self.window_index(t.span, now)?;
+                    let mut firsts = Vec::new();
+                    for w in t.oldest_live(cur)..=cur + 1 {
+                        if let Some(label) = window::label(t.span, w) {
+                            firsts.push(self.names.filter(shard as u32, code, &label, 0));
+                        }
+                    }
+                    if let Some((first, rest)) = firsts.split_first() {
+                        let rest: Vec<&[u8]> = rest.iter().map(|k| k.as_bytes()).collect();
+                        if matches!(st.link.one("EXISTS", first, &rest)?, Value::Int(0)) {
+                            return Err(self.dir_lost(&dirs[shard]));
+                        }
+                    }
+                }
+                if !fields.is_empty() {
+                    st.dirs.insert((ti, shard as u32));
+                }
+                for (f, v) in fields {
                     let (w, sub) = match f.split_once(':') {
                         None => (f.parse::<i64>().ok(), None),
                         Some((w, i)) => (w.parse::<i64>().ok(), i.parse::<usize>().ok()),
