@@ -176,7 +176,10 @@ pub enum Error {
     /// one when `cause` is an I/O error of the write-ahead log: see
     /// [`crate::Engine::insert_batch`]). When `cause` is a failed sync of
     /// the batch (under `always`), `answers` may cover the whole batch:
-    /// every key recorded, none known to be durable.
+    /// every key recorded, none known to be durable. A single-key write
+    /// (`insert`, `insert_within`, `insert_at`, `remove`, `remove_at`)
+    /// whose sync failed under `always` is `Incomplete` too, with its one
+    /// answer: the write is done, not known to be durable.
     Incomplete {
         /// Check-and-insert answers for the recorded prefix of the batch.
         answers: Vec<bool>,
@@ -320,11 +323,11 @@ impl fmt::Display for Error {
                 crate::clock::rfc3339(*to),
                 crate::clock::rfc3339(*to)
             ),
-            Error::Incomplete { answers, cause } => write!(
-                f,
-                "the batch stopped after {} recorded keys: {cause}",
-                answers.len()
-            ),
+            Error::Incomplete { answers, cause } => {
+                let n = answers.len();
+                let s = if n == 1 { "" } else { "s" };
+                write!(f, "stopped after recording {n} key{s}: {cause}")
+            }
             Error::Quarantined {
                 path,
                 window,

@@ -215,7 +215,9 @@ enum Command {
     /// A key counts as taken back when every window it is taken from holds
     /// it. A counting key inserted 15 times or more has saturated counters,
     /// which are never decremented: it counts as taken back every time and
-    /// stays present.
+    /// stays present. After an error (exit 2) the count covers the keys
+    /// read before it, the one whose sync failed under `--sync always`
+    /// among them (taken back, not known to be durable).
     #[command(
         after_help = "Example:\n  timebloom remove crawl.tb --canonical 'https://example.com/retry-me'"
     )]
@@ -717,16 +719,27 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let result = (|| -> CliResult<()> {
                 while reader.fill(&mut chunk)? {
                     for key in chunk.keys() {
-                        let done = match at {
-                            Some(t) => engine.remove_at(key, t).map_err(|e| match e {
-                                Error::WindowUnavailable { .. } => CliError(format!(
+                        let r = match at {
+                            Some(t) => engine.remove_at(key, t),
+                            None => engine.remove(key),
+                        };
+                        let done = match (r, at) {
+                            (Ok(done), _) => done,
+                            // A remove whose sync failed is done: counted,
+                            // then its cause is the error.
+                            (Err(Error::Incomplete { answers, cause }), _) => {
+                                removed += u64::from(answers == [true]);
+                                total += 1;
+                                return Err(named(&dir, *cause));
+                            }
+                            (Err(e @ Error::WindowUnavailable { .. }), Some(t)) => {
+                                return Err(CliError(format!(
                                     "{}: --at {}: {e}",
                                     dir.display(),
                                     text::fmt_instant(unix_secs(t))
-                                )),
-                                e => named(&dir, e),
-                            })?,
-                            None => engine.remove(key).map_err(|e| named(&dir, e))?,
+                                )));
+                            }
+                            (Err(e), _) => return Err(named(&dir, e)),
                         };
                         removed += u64::from(done);
                         total += 1;

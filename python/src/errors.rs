@@ -233,7 +233,7 @@ pub(crate) fn stopped_after(
             let cause = fail.into_py(slot);
             let msg = Python::attach(|py| {
                 format!(
-                    "{}: the batch stopped after {} recorded keys: {}",
+                    "{}: stopped after recording {} keys: {}",
                     slot.place().display(),
                     answers.len(),
                     cause.value(py)

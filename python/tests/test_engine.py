@@ -176,7 +176,7 @@ def test_long_batches_go_in_chunks_with_the_same_answers(tb_dir):
         assert 0 < done <= 35_000 and done % 16_384 == 0
         assert info.value.answers == [True] * done
         assert isinstance(info.value.__cause__, UnicodeEncodeError)
-        assert f"after {done} recorded keys" in str(info.value)
+        assert f"stopped after recording {done} keys" in str(info.value)
         assert e.contains_many(fresh[:done]) == [True] * done
         assert sum(e.contains_many(fresh[done:])) == 0
         # A lookup stops with the encoding error itself.

@@ -66,7 +66,9 @@ class ClockJumpError(TimebloomError):
 
 class IncompleteError(TimebloomError):
     """``insert_many`` or ``insert_within_many`` stopped part way; ``__cause__`` is the error that stopped it
-    (the engine's, or in a batch of more than 16,384 keys a key of a later chunk that could not be encoded)."""
+    (the engine's, or in a batch of more than 16,384 keys a key of a later chunk that could not be encoded).
+    Also a single-key write (``insert``, ``insert_within``, ``insert_at``, ``remove``, ``remove_at``) whose
+    sync failed under ``sync="always"``, with its one answer: done, not known to be durable."""
 
     answers: list[bool]
     """Answers of the first ``len(answers)`` keys, which were recorded; the rest were not.

@@ -52,10 +52,12 @@ impl Engine {
     ///
     /// Of several threads inserting the same new key at once, exactly one
     /// gets `true`. An error means the key was not recorded by this call,
-    /// except an I/O error of the write-ahead log (writing a record, or
-    /// under `always` syncing it): that comes after the key's write, so
-    /// lookups may find the key although the call failed, and it may not
-    /// survive a power loss. Such an error latches the engine.
+    /// except two I/O errors of the write-ahead log, which come after the
+    /// key's write and latch the engine: under `always`, a failed sync of
+    /// the record is [`Error::Incomplete`] holding the call's one answer
+    /// (the key is recorded, a later call answers "seen", but it may not
+    /// survive a power loss); a failed write of the record is that error
+    /// alone, and lookups may find the key although the call failed.
     #[inline]
     pub fn insert(&self, key: &[u8]) -> Result<bool> {
         self.insert_in(&mut self.current(), key)
@@ -139,8 +141,19 @@ impl Engine {
         prefetch_open(src.snap(), h);
         self.writable()?;
         let new = self.insert_hashed(src, h, seen)?;
-        self.sync_writes()?;
-        Ok(new)
+        self.synced(new)
+    }
+
+    /// The end of a single-key write: syncs it under `always`, then
+    /// returns its answer, or on a failed sync `Incomplete` with the answer
+    /// (the key is recorded: a later call answers as if the write
+    /// succeeded, so the answer must reach the caller).
+    #[inline]
+    fn synced(&self, answer: bool) -> Result<bool> {
+        match self.sync_writes() {
+            Ok(()) => Ok(answer),
+            Err(e) => Err(incomplete(vec![answer], e)),
+        }
     }
 
     /// Claims a key that is due: when `key` was **not seen within
@@ -750,8 +763,7 @@ impl Engine {
                         }
                     })?;
                     drop(x);
-                    self.sync_writes()?;
-                    return Ok(!present);
+                    return self.synced(!present);
                 }
             }
             // A past window is missing or sealed: make or reopen it.
@@ -795,6 +807,9 @@ impl Engine {
     /// remove takes another key with it is about the table's false-positive
     /// rate at the time. Removing a key never inserted deletes such another
     /// key's slot with about the same chance.
+    ///
+    /// Under `always`, a remove whose sync fails is [`Error::Incomplete`]
+    /// with its one answer: the remove is done, not known to be durable.
     pub fn remove(&self, key: &[u8]) -> Result<bool> {
         self.check_remove()?;
         self.remove_inner(self.hash(key), None)
@@ -907,8 +922,7 @@ impl Engine {
                     }
                 })?;
                 drop(x);
-                self.sync_writes()?;
-                return Ok(true);
+                return self.synced(true);
             }
             drop(x);
             // A past window was sealed: reopen it for the decrement.
