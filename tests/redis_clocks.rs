@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use redis_support::*;
 use timebloom::redis::{RedisEngine, RedisOptions};
-use timebloom::{Config, ManualClock, Tier};
+use timebloom::ManualClock;
 
 #[test]
 fn a_lagging_clock_sees_keys_of_the_next_window() {
@@ -22,11 +22,7 @@ fn a_lagging_clock_sees_keys_of_the_next_window() {
     let midnight = day(2) - Duration::from_secs(12 * 3600);
     let ahead = ManualClock::new(midnight + Duration::from_secs(5));
     let behind = ManualClock::new(midnight - Duration::from_secs(5));
-    let config = Config {
-        tiers: vec![Tier::daily(7)],
-        expected_items_per_day: 10_000,
-        ..Config::default()
-    };
+    let config = daily(7, 10_000);
     let pre = prefix("clocks");
     let a = RedisEngine::create_with(
         &server.url(),
@@ -64,11 +60,7 @@ fn a_clock_behind_the_server_does_not_expire_what_it_writes() {
     }
     let server = Server::start();
     let past = ManualClock::new(at(1_600_000_000)); // September 2020
-    let config = Config {
-        tiers: vec![Tier::daily(2)],
-        expected_items_per_day: 10_000,
-        ..Config::default()
-    };
+    let config = daily(2, 10_000);
     let e = RedisEngine::create_with(
         &server.url(),
         &prefix("past"),
@@ -99,11 +91,7 @@ fn a_clock_far_ahead_does_not_make_live_windows_vanish_for_the_others() {
         return;
     }
     let server = Server::start();
-    let config = Config {
-        tiers: vec![Tier::daily(7)],
-        expected_items_per_day: 10_000,
-        ..Config::default()
-    };
+    let config = daily(7, 10_000);
     let pre = prefix("ahead");
     let clock = ManualClock::new(day(0));
     let e = RedisEngine::create_with(

@@ -9,7 +9,6 @@ mod redis_support;
 
 use redis_support::*;
 use timebloom::redis::{RedisEngine, RedisError};
-use timebloom::{Config, Tier};
 
 #[test]
 fn acl_user_and_password_in_the_url() {
@@ -18,11 +17,7 @@ fn acl_user_and_password_in_the_url() {
     }
     let server = Server::with_user("crawler", "s3cret", "tbtest*");
     let good = format!("redis://crawler:s3cret@127.0.0.1:{}", server.port);
-    let config = Config {
-        tiers: vec![Tier::daily(2)],
-        expected_items_per_day: 1000,
-        ..Config::default()
-    };
+    let config = daily(2, 1000);
     let pre = prefix("acl");
     let e = RedisEngine::create(&good, &pre, config).expect("create as crawler");
     assert_eq!(
@@ -176,11 +171,7 @@ fn tls_trusts_the_system_roots() {
 fn tls_client_of_the_system_roots() {
     let var = |name: &str| std::env::var(name).expect("set by tls_trusts_the_system_roots");
     let (url, pre) = (var("TIMEBLOOM_TLS_URL"), var("TIMEBLOOM_TLS_PREFIX"));
-    let config = Config {
-        tiers: vec![Tier::daily(2)],
-        expected_items_per_day: 1000,
-        ..Config::default()
-    };
+    let config = daily(2, 1000);
     let e = RedisEngine::create(&url, &pre, config).expect("create over TLS");
     assert_eq!(e.insert_batch(&[b"a", b"b"]).expect("insert"), [true, true]);
 }
@@ -208,11 +199,7 @@ fn errors_from_a_server_name_its_address_not_its_password() {
     let at = format!("127.0.0.1:{}", server.port);
     let url = format!("redis://crawler:pa55-w0rd-z7@{at}");
     let pre = prefix("named");
-    let config = Config {
-        tiers: vec![Tier::daily(2)],
-        expected_items_per_day: 1000,
-        ..Config::default()
-    };
+    let config = daily(2, 1000);
     let e = RedisEngine::create_with(&url, &pre, config, quick()).expect("create");
     assert!(e.insert(b"k").expect("insert"));
     server.kill();
@@ -237,11 +224,7 @@ fn one_url_with_a_trailing_comma_or_spaces_is_the_url() {
     }
     let server = Server::start();
     let pre = prefix("comma");
-    let config = Config {
-        tiers: vec![Tier::daily(2)],
-        expected_items_per_day: 1000,
-        ..Config::default()
-    };
+    let config = daily(2, 1000);
     drop(RedisEngine::create(&server.url(), &pre, config).expect("create"));
     for url in [format!("{},", server.url()), format!(" {} ", server.url())] {
         let e = RedisEngine::open_with(&url, &pre, quick())

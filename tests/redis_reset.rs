@@ -13,7 +13,7 @@ mod redis_support;
 
 use redis_support::*;
 use timebloom::redis::{RedisEngine, RedisError, RedisOptions};
-use timebloom::{Config, ManualClock, Tier};
+use timebloom::ManualClock;
 
 #[test]
 fn an_engine_created_again_under_running_clients_is_refused_not_split() {
@@ -22,11 +22,7 @@ fn an_engine_created_again_under_running_clients_is_refused_not_split() {
     }
     let mut server = Server::start();
     let clock = ManualClock::new(day(0));
-    let config = Config {
-        tiers: vec![Tier::daily(7)],
-        expected_items_per_day: 100_000,
-        ..Config::default()
-    };
+    let config = daily(7, 100_000);
     let pre = prefix("reset");
     let opts = || RedisOptions::default().clock(clock.clone());
     let old = RedisEngine::create_or_open_with(&server.url(), &pre, config.clone(), opts())
@@ -76,11 +72,7 @@ fn a_server_that_comes_back_empty_is_an_error_for_running_clients() {
     }
     let mut server = Server::start();
     let clock = ManualClock::new(day(0));
-    let config = Config {
-        tiers: vec![Tier::daily(7)],
-        expected_items_per_day: 100_000,
-        ..Config::default()
-    };
+    let config = daily(7, 100_000);
     for (round, how) in ["restart", "FLUSHDB"].iter().enumerate() {
         let pre = prefix(&format!("empty-{how}"));
         let e = RedisEngine::create_or_open_with(
@@ -122,6 +114,65 @@ fn a_server_that_comes_back_empty_is_an_error_for_running_clients() {
     }
 }
 
+/// A shard whose keys went (on a Cluster: its master came back empty,
+/// while the config hash's master kept it) before a client started: every
+/// directory is made at create, so a client started after the loss knows
+/// the shard's directory must exist, and is refused there. Before, a
+/// client opened after every key of one of 16 shards was deleted read the
+/// 63 of 1,000 inserted keys that shard held as absent, without an error.
+/// Shown on one server,
+/// deleting one shard's keys as a lost master would.
+#[test]
+fn a_client_started_after_a_shard_lost_its_keys_is_refused() {
+    if !require("a_client_started_after_a_shard_lost_its_keys_is_refused") {
+        return;
+    }
+    let server = Server::start();
+    let clock = ManualClock::new(day(0));
+    let config = daily(7, 100_000);
+    let pre = prefix("late-client");
+    let opts = || RedisOptions::default().clock(clock.clone());
+    let e = RedisEngine::create_or_open_with(&server.url(), &pre, config, opts()).expect("create");
+    // Nothing inserted yet: no alarm for shards no key went to.
+    let fresh = RedisEngine::open_with(&server.url(), &pre, opts()).expect("open");
+    let keys: Vec<Vec<u8>> = (0..1000).map(|i| url(170, i)).collect();
+    assert!(fresh
+        .contains_batch(&keys)
+        .expect("read")
+        .iter()
+        .all(|&f| !f));
+    assert!(fresh.stats().is_ok());
+    assert!(e.insert_batch(&keys).expect("insert").iter().all(|&n| n));
+    drop((e, fresh));
+    let lost = server.cli(&["KEYS", &format!("{pre}:{{{pre}:3}}*")]);
+    let lost: Vec<&str> = lost.lines().filter(|l| !l.is_empty()).collect();
+    assert!(lost.len() >= 2, "{lost:?}");
+    for k in &lost {
+        assert_eq!(server.cli(&["DEL", k]).trim(), "1", "{k}");
+    }
+    let late = RedisEngine::open_with(&server.url(), &pre, opts()).expect("open after");
+    match late.contains_batch(&keys) {
+        Ok(found) => {
+            let missing = found.iter().filter(|&&f| !f).count();
+            panic!("{missing} keys absent, no error");
+        }
+        Err(RedisError::EngineLost { key, .. }) => assert!(key.contains(":3}:dir:"), "{key}"),
+        Err(err) => panic!("{err}"),
+    }
+    match late.stats() {
+        Err(RedisError::EngineLost { key, .. }) => assert!(key.contains(":3}:dir:"), "{key}"),
+        other => panic!("stats after a shard lost its keys: {other:?}"),
+    }
+    match late.insert_batch(&keys) {
+        Ok(new) => panic!(
+            "{} keys new again, no error",
+            new.iter().filter(|&&n| n).count()
+        ),
+        Err(RedisError::EngineLost { key, .. }) => assert!(key.contains(":3}:dir:"), "{key}"),
+        Err(err) => panic!("{err}"),
+    }
+}
+
 /// On a Cluster, a master other than the one holding the config hash that
 /// comes back empty has lost the directories and strings of its shards.
 /// A client that has seen a shard's directory knows it must exist (a
@@ -137,11 +188,7 @@ fn a_cluster_master_that_comes_back_empty_is_an_error_for_running_clients() {
     }
     let cluster = Cluster::start();
     let clock = ManualClock::new(day(0));
-    let config = Config {
-        tiers: vec![Tier::daily(2)],
-        expected_items_per_day: 100_000,
-        ..Config::default()
-    };
+    let config = daily(2, 100_000);
     let pre = prefix("cluster-empty");
     let opts = || {
         let mut o = RedisOptions::default().clock(clock.clone());
@@ -180,7 +227,9 @@ fn a_cluster_master_that_comes_back_empty_is_an_error_for_running_clients() {
         }
     }
     assert_eq!(flushed, 2);
-    for (who, client) in [("writer", &e), ("reader", &reader)] {
+    // A process started after the loss: every directory was made at create.
+    let late = RedisEngine::open_with(&cluster.url(), &pre, opts()).expect("open after");
+    for (who, client) in [("writer", &e), ("reader", &reader), ("late", &late)] {
         match client.contains_batch(&keys) {
             Ok(found) => {
                 let missing = found.iter().filter(|&&f| !f).count();

@@ -437,11 +437,7 @@ fn a_cluster_error_names_the_node() {
     o.retries = 1;
     o.connect_timeout = Duration::from_millis(500);
     o.io_timeout = Duration::from_millis(500);
-    let config = Config {
-        tiers: vec![Tier::daily(2)],
-        expected_items_per_day: 10_000,
-        ..Config::default()
-    };
+    let config = daily(2, 10_000);
     let e = RedisEngine::create_with(&cluster.url(), &prefix("cluster-named"), config, o)
         .expect("create");
     let keys: Vec<Vec<u8>> = (0..200).map(|i| url(88, i)).collect();

@@ -135,11 +135,7 @@ fn a_percent_encoded_password_works_through_the_sentinel_as_directly() {
     let master = Server::with_user("crawler", "s3cr@t/x%", "*");
     let sentinel = Sentinel::start(master.port);
     let encoded = "crawler:s3cr%40t%2Fx%25";
-    let config = Config {
-        tiers: vec![Tier::daily(2)],
-        expected_items_per_day: 1000,
-        ..Config::default()
-    };
+    let config = daily(2, 1000);
     let pre = prefix("sentinel-encoded");
     let direct = format!("redis://{encoded}@127.0.0.1:{}", master.port);
     let e = RedisEngine::create(&direct, &pre, config).expect("create with the encoded password");

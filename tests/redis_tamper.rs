@@ -11,14 +11,10 @@ mod redis_support;
 
 use redis_support::*;
 use timebloom::redis::{RedisEngine, RedisOptions};
-use timebloom::{Config, ManualClock, Tier};
+use timebloom::{Config, ManualClock};
 
 fn config() -> Config {
-    Config {
-        tiers: vec![Tier::daily(7)],
-        expected_items_per_day: 100_000,
-        ..Config::default()
-    }
+    daily(7, 100_000)
 }
 
 /// The keys of `server` matching `pattern` (`SCAN`, through `redis-cli`).

@@ -12,15 +12,11 @@ use std::time::Duration;
 
 use redis_support::*;
 use timebloom::redis::{RedisEngine, RedisError, RedisOptions};
-use timebloom::{Config, ManualClock, Tier};
+use timebloom::{Config, ManualClock};
 
 /// The engine every test here creates: two daily windows of 10,000 keys.
 fn two_days() -> Config {
-    Config {
-        tiers: vec![Tier::daily(2)],
-        expected_items_per_day: 10_000,
-        ..Config::default()
-    }
+    daily(2, 10_000)
 }
 
 #[test]

@@ -86,9 +86,10 @@ pub enum RedisError {
     /// evicted under an `allkeys-*` policy), so the call's answers cannot
     /// be trusted (the keys would read as absent). Checked with every batch
     /// and by `stats`. On a Cluster, a master other than the config hash's
-    /// that comes back empty is detected on the shards whose directories
-    /// this client has seen, until another client writes them again: a
-    /// process started after the loss cannot tell (docs/distributed.md).
+    /// that comes back empty is detected on every shard: `create` makes
+    /// every shard's directory, and marks the config hash once they exist
+    /// (an engine created before that mark existed is checked on the
+    /// directories this client has seen: docs/distributed.md).
     EngineLost {
         /// The config hash key, or the lost directory's key.
         key: String,

@@ -70,6 +70,11 @@ const MAX_SHARDS: u32 = 16_384;
 const FORMAT: u32 = 1;
 /// The config hash field holding the configuration.
 const ENGINE_FIELD: &str = "engine";
+/// The config hash field, set once every shard's directory of every tier
+/// exists (made at create): a client that reads it treats every directory
+/// as seen, so a shard whose node lost its keys before the client started
+/// is an error too, not a shard that reads empty.
+const DIRS_FIELD: &str = "dirs";
 /// Keys per script call: bounds the time one call holds the server.
 const CHUNK: usize = 1000;
 /// How long a result key keeps the last answer for a retry.
@@ -162,6 +167,13 @@ struct Stored {
     shards: u32,
 }
 
+impl State {
+    /// Whether the client knows the directory of `tier` in `shard` exists.
+    fn seen(&self, tier: usize, shard: u32) -> bool {
+        self.all_dirs || self.dirs.contains(&(tier, shard))
+    }
+}
+
 /// The windows one script call reads and writes in one tier.
 struct TierPlan {
     tier: usize,
@@ -189,6 +201,9 @@ struct State {
     /// that is gone went with the rest of its node's keys (see
     /// `dir_lost`): on a Cluster, the config hash check covers one node.
     dirs: HashSet<(usize, u32)>,
+    /// Every directory was made at create ([`DIRS_FIELD`]): all of them
+    /// count as seen.
+    all_dirs: bool,
     /// Request ids: one per round of a batch.
     requests: u64,
     /// Writing rounds run so far (see `Unfinished`).
@@ -485,6 +500,7 @@ impl RedisEngine {
                 link,
                 chains: HashMap::new(),
                 dirs: HashSet::new(),
+                all_dirs: false,
                 requests: 0,
                 writes: 0,
                 unfinished: None,
@@ -493,7 +509,44 @@ impl RedisEngine {
             stored,
         };
         engine.absorb_chains(&mut engine.state.lock(), &fields);
+        if created {
+            engine.make_dirs()?;
+        }
         Ok((engine, created))
+    }
+
+    /// Makes every shard's directory of every tier, naming the engine
+    /// (`id`), then marks the config hash ([`DIRS_FIELD`]). Before the
+    /// mark, clients learn directories as they see them; a creator stopped
+    /// in between leaves the engine in that mode.
+    fn make_dirs(&self) -> Result<()> {
+        let id = format!("{:016x}", self.stored.seed);
+        let dirs: Vec<String> = (0..self.stored.shards)
+            .flat_map(|s| self.codes.iter().map(move |c| (s, c)))
+            .map(|(s, c)| self.names.dir(s, c))
+            .collect();
+        let mut st = self.state.lock();
+        for chunk in dirs.chunks(1000) {
+            st.link.run(
+                "HSETNX",
+                |i| chunk.get(i).cloned().unwrap_or_default(),
+                |_| {
+                    chunk
+                        .iter()
+                        .map(|d| {
+                            let mut c = redis::cmd("HSETNX");
+                            c.arg(d).arg("id").arg(&id);
+                            c
+                        })
+                        .collect()
+                },
+            )?;
+        }
+        let key = self.names.config();
+        st.link
+            .one("HSET", &key, &[DIRS_FIELD.as_bytes(), b"made"])?;
+        st.all_dirs = true;
+        Ok(())
     }
 
     /// The configuration (from the config hash).
@@ -549,6 +602,7 @@ impl RedisEngine {
 
     /// Takes the chain lengths from the config hash's fields.
     fn absorb_chains(&self, st: &mut State, fields: &[(String, String)]) {
+        st.all_dirs |= fields.iter().any(|(f, _)| f == DIRS_FIELD);
         for (f, v) in fields {
             let Some(rest) = f.strip_prefix("chain:") else {
                 continue;
@@ -1200,7 +1254,7 @@ impl RedisEngine {
             let dir = keys.len() + 1; // Lua counts from 1
             keys.push(self.names.dir(shard, code));
             dir_tier.insert(dir, p.tier);
-            let seen = u8::from(st.dirs.contains(&(p.tier, shard)));
+            let seen = u8::from(st.seen(p.tier, shard));
             plan.push_str(&format!("T {dir} {} {seen};", p.prune_below));
             let longest = p
                 .windows
@@ -1357,7 +1411,7 @@ impl RedisEngine {
                 let fields = pairs(r);
                 // A directory is never deleted (see `dir_lost`); one deleted
                 // alone leaves the first sub-filters of its windows.
-                if fields.is_empty() && st.dirs.contains(&(ti, shard as u32)) {
+                if fields.is_empty() && st.seen(ti, shard as u32) {
                     let cur = self.window_index(t.span, now)?;
                     let mut firsts = Vec::new();
                     for w in t.oldest_live(cur)..=cur + 1 {

@@ -411,3 +411,13 @@ pub fn prefix(name: &str) -> String {
 /// The crawl-like URLs of the embedded engine's tests.
 #[allow(unused_imports)]
 pub use common::url;
+
+/// A configuration of one daily tier of `days` windows, `per_day` keys
+/// planned a day, the default rate.
+pub fn daily(days: u32, per_day: u64) -> timebloom::Config {
+    timebloom::Config {
+        tiers: vec![timebloom::Tier::daily(days)],
+        expected_items_per_day: per_day,
+        ..timebloom::Config::default()
+    }
+}
