@@ -167,9 +167,16 @@ impl Canonicalizer {
     }
 
     /// Adds a query parameter name (ASCII case-insensitive) to the tracking
-    /// rule, and turns that rule on.
+    /// rule, and turns that rule on. The name is compared as rule 6 writes
+    /// query names: `réf` also names the parameter written `r%C3%A9f`, and
+    /// `ref%5Fid` the one written `ref_id`.
     pub fn tracking_param(mut self, name: &str) -> Canonicalizer {
-        self.extra_tracking.push(name.to_ascii_lowercase());
+        let mut normalized = Vec::with_capacity(name.len());
+        normalize_pct(name.as_bytes(), QUERY_KEEP, &mut normalized);
+        normalized.make_ascii_lowercase();
+        // Rule 6 writes only ASCII: nothing is replaced.
+        self.extra_tracking
+            .push(String::from_utf8_lossy(&normalized).into_owned());
         self.drop_tracking = true;
         self
     }

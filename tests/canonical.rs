@@ -988,3 +988,26 @@ mod property {
         }
     }
 }
+
+/// A tracking parameter of one's own is compared as rule 6 writes query
+/// names: `réf` names the parameter written `réf` or `r%C3%A9f`, and
+/// `ref%5Fid` the one written `ref_id` (before, such a name never matched,
+/// and the parameter stayed).
+#[test]
+fn own_tracking_params_are_compared_as_rule_6_writes_them() {
+    for (name, url) in [
+        ("réf", "http://a.com/?r%C3%A9f=1&x=2"),
+        ("réf", "http://a.com/?réf=1&x=2"),
+        ("RéF", "http://a.com/?r%c3%a9f=1&x=2"),
+        ("ref%5Fid", "http://a.com/?ref_id=1&x=2"),
+        ("ref id", "http://a.com/?ref%20id=1&x=2"),
+        ("Ref", "http://a.com/?rEf=1&x=2"),
+    ] {
+        let c = Canonicalizer::new().tracking_param(name);
+        assert_eq!(
+            c.canonicalize(url).unwrap(),
+            "http://a.com/?x=2",
+            "{name:?} {url:?}"
+        );
+    }
+}
