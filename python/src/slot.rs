@@ -39,11 +39,21 @@ pub(crate) fn after_fork_in_child() {
 pub(crate) trait Leave {
     /// Lets go without writing or joining anything.
     fn leave(self);
+
+    /// What of it can be let go of through a shared reference, when a
+    /// thread of the parent was inside a call at the fork (its borrow
+    /// never ends in the child, so the engine cannot be taken out).
+    fn leave_shared(&self) {}
 }
 
 impl Leave for timebloom::Engine {
     fn leave(self) {
         self.leave_after_fork();
+    }
+
+    /// The child's copy of the directory lock.
+    fn leave_shared(&self) {
+        self.leave_lock_after_fork();
     }
 }
 
@@ -254,8 +264,11 @@ impl<E: Send + Sync + Leave> Slot<E> {
     /// Takes the engine out, once every call in flight has returned, and
     /// hands it to `finish` (GIL released). Closing a closed slot does
     /// nothing. In a child forked since the engine was opened, lets go of
-    /// it instead (see [`Leave`]), unless a thread of the parent held the
-    /// lock at the fork (then the engine stays until the child exits).
+    /// it instead (see [`Leave`]); when a thread of the parent was inside
+    /// a call at the fork, only of what a shared reference can let go of
+    /// ([`Leave::leave_shared`]: an `Engine`'s directory lock), the rest
+    /// staying until the child exits. When a thread of the parent was
+    /// waiting in `close` at the fork, nothing is let go of.
     pub(crate) fn close<X: Failure>(
         &self,
         py: Python<'_>,
@@ -265,6 +278,11 @@ impl<E: Send + Sync + Leave> Slot<E> {
             if let Ok(mut guard) = self.inner.try_write() {
                 if let Some(engine) = guard.take() {
                     engine.leave();
+                }
+            } else if let Ok(guard) = self.inner.try_read() {
+                // Shared by a call that was in flight at the fork.
+                if let Some(engine) = guard.as_ref() {
+                    engine.leave_shared();
                 }
             }
             return Ok(());

@@ -263,6 +263,55 @@ def test_fork_a_child_cannot_use_an_inherited_engine_and_keeps_no_lock(tb_dir, l
         finish_child(pid, to_child_w)
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_fork_while_other_threads_are_inside_calls_a_child_still_lets_go_of_the_lock(tb_dir):
+    """A child forked while other threads of the parent were inside a call
+    (GIL released) cannot take the engine out (those calls never end in
+    the child), yet its ``close`` still closes its copy of the directory
+    lock: the parent closes and opens the directory again while every
+    child lives."""
+    e = Engine.create(tb_dir, "7d,4w,12m", items_per_day=1_000_000, sync="none")
+    keys = [f"https://example.com/{i}" for i in range(100_000)]
+    stop = threading.Event()
+
+    def work():
+        while not stop.is_set():
+            e.insert_many(keys)
+
+    workers = [threading.Thread(target=work) for _ in range(2)]
+    for t in workers:
+        t.start()
+    children = []
+    try:
+        for _ in range(8):  # most forks land inside a worker's call
+            to_parent_r, to_parent_w = os.pipe()
+            to_child_r, to_child_w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    e.close()
+                    os.write(to_parent_w, b"x")
+                    os.read(to_child_r, 1)
+                finally:
+                    os._exit(0)
+            os.close(to_parent_w)
+            os.close(to_child_r)
+            children.append((pid, to_child_w))
+            assert os.read(to_parent_r, 1) == b"x"
+            os.close(to_parent_r)
+        stop.set()
+        for t in workers:
+            t.join()
+        e.close()
+        # Every child is alive, and none holds the lock.
+        with Engine.open(tb_dir) as again:
+            assert again.contains(keys[-1])
+    finally:
+        stop.set()
+        for pid, to_child_w in children:
+            finish_child(pid, to_child_w)
+
+
 def test_errors_are_typed_and_name_the_path(tb_dir, tmp_path):
     with pytest.raises(timebloom.NotFoundError) as info:
         Engine.open(tb_dir)

@@ -90,8 +90,9 @@ struct Maint {
 /// errors.
 pub struct Engine {
     dir: PathBuf,
-    /// The exclusive directory lock; `None` for a read-only engine.
-    lock: Option<File>,
+    /// The exclusive directory lock; `None` for a read-only engine (or
+    /// once a forked child let go of it: `Engine::leave_lock_after_fork`).
+    lock: Mutex<Option<File>>,
     /// The process that opened the engine (see `Engine::leave_after_fork`).
     pid: u32,
     /// Opened with [`Engine::open_read_only`]: nothing is ever written.
@@ -755,7 +756,7 @@ impl Engine {
             .collect();
         Engine {
             dir: dir.to_path_buf(),
-            lock,
+            lock: Mutex::new(lock),
             pid: std::process::id(),
             read_only,
             max_clock_jump: options.max_clock_jump,
@@ -1022,12 +1023,31 @@ impl Engine {
         drop(self);
     }
 
+    /// In a child forked from the process that opened the engine, closes
+    /// the child's copy of the directory lock, as
+    /// [`Engine::leave_after_fork`] does, through a shared reference: for
+    /// a child that cannot take the engine out of what shares it (another
+    /// thread of the parent was inside a call at the fork, and that
+    /// thread's borrow never ends in the child). Nothing else is let go of
+    /// until the engine is dropped. In the process that opened the engine
+    /// it does nothing.
+    pub fn leave_lock_after_fork(&self) {
+        if std::process::id() == self.pid {
+            return;
+        }
+        // Only this and `let_go_inherited` take the mutex, never around a
+        // fork: a failed `try_lock` cannot happen, and would leave the lock.
+        if let Some(mut lock) = self.lock.try_lock() {
+            drop(lock.take());
+        }
+    }
+
     /// What a drop does in a process other than the one that opened the
     /// engine (a child forked from it): see [`Engine::leave_after_fork`].
     fn let_go_inherited(&mut self) {
         // The lock is the open file's, shared with the parent's copy: it
         // holds until the parent closes its own.
-        drop(self.lock.take());
+        drop(self.lock.get_mut().take());
         // Windows the parent created ahead of a boundary: dropped, they
         // would be deleted (see `ahead::Made`). The mutex may have been
         // held by a parent thread at the fork: `get_mut` takes no lock.
