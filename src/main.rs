@@ -815,6 +815,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
                 .clock(ManualClock::new(std::time::UNIX_EPOCH))
                 .degraded(degraded);
             let engine = Engine::open_with(&dir, still)?;
+            note_degraded(&dir, &engine, degraded)?;
             // --now moves the engine on purpose, past any clock jump; the
             // system clock is refused a jump, as at every other write.
             let done = match now {

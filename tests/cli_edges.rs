@@ -243,6 +243,40 @@ fn maintain_honours_degraded() {
     assert_exit(&out, 0);
 }
 
+/// `maintain --degraded` names on stderr the window it went on without, as
+/// every other writing command does: the manifest stops naming the window,
+/// so no later `stats` lists it, and before, `maintain` printed "nothing
+/// to do" and said nothing of the loss.
+#[test]
+fn maintain_degraded_names_the_window_it_lost() {
+    let (_tmp, db) = temp_db();
+    let out = cmd("add", &db, &["--tiers", "3d"], b"a\n");
+    assert_exit(&out, 0);
+    let dir = db.to_str().unwrap();
+    let out = run(&["add", dir, "--now", "2026-11-03T12:00:00Z"], b"b\n");
+    assert_exit(&out, 0);
+    let sealed = db.join("seg/d-20261102-0.seg");
+    let mut b = std::fs::read(&sealed).unwrap();
+    b[10] ^= 0x40;
+    b[2048 + 10] ^= 0x40;
+    std::fs::write(&sealed, &b).unwrap();
+    let later = ["--now", "2026-11-03T13:00:00Z"];
+    let out = run(
+        &[&["maintain", dir, "--degraded"][..], &later].concat(),
+        b"",
+    );
+    assert_exit(&out, 0);
+    let err = stderr(&out);
+    assert!(
+        err.contains("opened degraded without these windows") && err.contains("3d 20261102"),
+        "{err}"
+    );
+    // The manifest no longer names it: stats lists no loss.
+    let out = run(&[&["stats", dir, "--json"][..], &later].concat(), b"");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stats --json");
+    assert_eq!(v["lost_windows"], serde_json::json!([]), "{v}");
+}
+
 /// A writing command opened with `--degraded` names on stderr the window
 /// it goes on without: the manifest stops naming it, so no later `stats`
 /// lists it, and the command said nothing of it.
