@@ -310,6 +310,14 @@ fn stats_reads_the_engine_in_redis() {
         .as_u64()
         .expect("estimated_items");
     assert!((450..=550).contains(&est), "estimated {est} of 500 keys");
+    // Bits per key as with a directory: the bytes per estimated key.
+    let bytes = windows[0]["bytes"].as_u64().expect("bytes");
+    let bits = windows[0]["bits_per_key"].as_f64().expect("bits_per_key");
+    let want = (bytes * 8) as f64 / est as f64;
+    assert!(
+        (bits - want).abs() < 1e-9,
+        "bits_per_key {bits}, want {want}"
+    );
 }
 
 #[cfg(feature = "redis")]

@@ -1479,6 +1479,10 @@ impl RedisEngine {
                 }
                 s.estimated_items = items.round() as u64;
                 s.fill = s.occupied as f64 / s.cells.max(1) as f64;
+                s.bits_per_key = match s.estimated_items {
+                    0 => 0.0,
+                    n => (s.bytes * 8) as f64 / n as f64,
+                };
                 bytes += s.bytes;
                 segments.push(s);
             }
