@@ -184,9 +184,11 @@ impl FromStr for Tier {
         };
         let spec = spec.trim();
         let digits = spec.bytes().take_while(u8::is_ascii_digit).count();
-        let count: u32 = spec[..digits]
-            .parse()
-            .map_err(|_| bad("it must start with a window count"))?;
+        let count: u32 = spec[..digits].parse().map_err(|_| match digits {
+            0 => bad("it must start with a window count"),
+            // Digits too many for any count: past the limit `validate` names.
+            _ => bad(&format!("retention above {MAX_RETENTION} windows")),
+        })?;
         let rest = &spec[digits..];
         let span = match rest {
             "d" => Span::Day,

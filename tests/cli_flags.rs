@@ -361,3 +361,19 @@ fn rates_and_an_empty_tables_bits_per_key_print_short() {
     let cols: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(cols[cols.len() - 2], "-", "{text}");
 }
+
+/// A window count too large for a number says so, as a count one below
+/// that limit does (`retention above 10000 windows`); it said the tier
+/// "must start with a window count", which it does.
+#[test]
+fn a_window_count_past_any_number_is_named_too_large() {
+    for tiers in ["4294967296d", "99999999999999999999d", "4294967296x6h"] {
+        let out = run(&["plan", "--tiers", tiers], b"");
+        assert_exit(&out, 2);
+        let err = stderr(&out);
+        assert!(
+            err.contains("retention above 10000 windows") && !err.contains("must start with"),
+            "{tiers}: {err}"
+        );
+    }
+}
