@@ -533,6 +533,29 @@ fn flags_without_meaning_on_redis_are_refused_by_name() {
     assert!(stderr(&out).contains("--redis <URL>"), "{}", stderr(&out));
 }
 
+/// A configuration whose window would not fit a Redis string is refused
+/// at `create` with advice the command line can follow: the CLI makes 16
+/// shards and has no flag for more, and the refusal said only "use more
+/// shards".
+#[cfg(feature = "redis")]
+#[test]
+fn a_window_over_redis_string_limit_is_refused_with_advice_the_cli_can_follow() {
+    if !require("a_window_over_redis_string_limit_is_refused_with_advice_the_cli_can_follow") {
+        return;
+    }
+    let server = Server::start();
+    let target = in_redis(&server, &prefix("huge"));
+    let sizing = ["--tiers", "7d,12m", "--items-per-day", "1000000000"];
+    let out = at_day("create", &target, 0, &sizing, b"");
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("512 MiB") && err.contains("lower expected_items_per_day or raise fpr"),
+        "{err}"
+    );
+    assert_eq!(server.cli(&["DBSIZE"]).trim(), "0");
+}
+
 #[cfg(feature = "redis")]
 #[test]
 fn an_unreachable_url_is_an_error_naming_it_without_its_password() {

@@ -438,7 +438,8 @@ impl RedisEngine {
                     return Err(RedisError::Unsupported {
                         reason: format!(
                             "tier {t}: one window needs {} bytes per shard string, more than \
-                             Redis's 512 MiB; use more shards",
+                             Redis's 512 MiB; use more shards, or lower \
+                             expected_items_per_day or raise fpr",
                             g.nbs.saturating_mul(64)
                         ),
                     });
