@@ -808,22 +808,32 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
                 "windows in Redis rotate with each client's clock and expire by themselves (EXPIREAT)",
             )?;
             let dir = engine_dir(dir)?;
-            // Opened on a clock that stands still at the epoch, so that the
-            // open itself moves nothing and `maintain` reports every change;
-            // --degraded applies as to every other open.
-            let still = Options::default()
-                .clock(ManualClock::new(std::time::UNIX_EPOCH))
-                .degraded(degraded);
+            // Opened on a clock that stands still a day past the epoch, so
+            // that the open itself moves nothing and `maintain` reports every
+            // change (a day past it, the first instant that is day 0 or
+            // later at every UTC offset: a fingerprint table knows no day
+            // before the epoch's); --degraded applies as to every other open.
+            let clock = ManualClock::new(std::time::UNIX_EPOCH + Duration::from_secs(86_400));
+            let still = Options::default().clock(clock.clone()).degraded(degraded);
             let engine = Engine::open_with(&dir, still)?;
-            note_degraded(&dir, &engine, degraded)?;
             // --now moves the engine on purpose, past any clock jump; the
             // system clock is refused a jump, as at every other write.
+            let at = now.unwrap_or_else(SystemTime::now);
             let done = match now {
                 Some(t) => engine.maintain(t),
-                None => engine.maintain_checked(SystemTime::now()),
+                None => engine.maintain_checked(at),
             };
+            // The windows the open went on without, read once the engine
+            // stands at the instant it was moved to (the epoch is before
+            // any day a fingerprint table knows); after a refused move, the
+            // refusal is the error to report.
+            if done.is_ok() {
+                clock.set(at);
+            }
+            let noted = note_degraded(&dir, &engine, degraded);
             let closed = engine.close();
             let done = done?;
+            noted?;
             closed?;
             out.write(&[done.to_string().as_bytes()])?;
         }

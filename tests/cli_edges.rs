@@ -277,6 +277,32 @@ fn maintain_degraded_names_the_window_it_lost() {
     assert_eq!(v["lost_windows"], serde_json::json!([]), "{v}");
 }
 
+/// `maintain` works on an engine with a fingerprint tier and a negative
+/// UTC offset: it opened the engine on a clock standing at the epoch, a
+/// day before any a table knows west of UTC, and every run failed with
+/// "window unavailable: instant 0 lies before the first day a fingerprint
+/// table knows" (exit 2), `--degraded` or not.
+#[test]
+fn maintain_works_with_a_fingerprint_tier_west_of_utc() {
+    let (_tmp, db) = temp_db();
+    let tiers = ["--tiers", "3d,30d:fingerprint", "--utc-offset", "-12:00"];
+    assert_exit(&cmd("add", &db, &tiers, b"a\n"), 0);
+    let dir = db.to_str().unwrap();
+    let out = run(&["maintain", dir, "--now", DAY0], b"");
+    assert_exit(&out, 0);
+    assert_eq!(stdout(&out), "nothing to do\n");
+    let later = "2026-11-10T12:00:00Z";
+    let out = run(&["maintain", dir, "--degraded", "--now", later], b"");
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains("opened 3d 20261110"),
+        "{}",
+        stdout(&out)
+    );
+    let out = run(&["check", dir, "--now", later, "a"], b"");
+    assert_eq!(stdout(&out), "a\tseen\n");
+}
+
 /// A writing command opened with `--degraded` names on stderr the window
 /// it goes on without: the manifest stops naming it, so no later `stats`
 /// lists it, and the command said nothing of it.
