@@ -227,7 +227,12 @@ impl Options {
     /// to `quarantine/` (as without this option) and the engine goes on
     /// without that window; `stats` lists the windows lost
     /// ([`crate::Stats::lost_windows`]). Off by default: such an open
-    /// fails with [`crate::Error::Quarantined`].
+    /// fails with [`crate::Error::Quarantined`]. A segment file of a live
+    /// window that the manifest names and `seg/` lacks (deleted, or left
+    /// out of a copy) is taken the same way (there is nothing to move); a
+    /// read-only open reports it as damage, `missing, though the manifest
+    /// names it` ([`crate::Engine::verify_each`]). Without this option such
+    /// an open fails with the file's "not found" error.
     ///
     /// Also recovers after a power loss past a damaged shadow copy of a
     /// counting window or fingerprint table (which otherwise fails with

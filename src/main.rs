@@ -66,7 +66,7 @@ struct Cli {
     now: Option<SystemTime>,
     /// Open even when a segment file fails its checks: it is moved to
     /// quarantine/ (as without this flag) and the engine goes on without
-    /// that window; a writing command names the windows lost on stderr,
+    /// that window (also without a window whose file is missing); a writing command names the windows lost on stderr,
     /// `stats --degraded` lists them and changes nothing.
     #[arg(long, global = true)]
     degraded: bool,
@@ -1191,7 +1191,7 @@ fn note_degraded(dir: &std::path::Path, engine: &Engine, degraded: bool) -> CliR
     let s = engine.stats().map_err(|e| named(dir, e))?;
     if !s.lost_windows.is_empty() {
         note(format_args!(
-            "{}: opened degraded without these windows (their files are in quarantine/): {}",
+            "{}: opened degraded without these windows (a damaged file of each is in quarantine/, or a file was missing): {}",
             dir.display(),
             s.lost_windows.join(", ")
         ));

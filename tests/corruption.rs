@@ -723,3 +723,50 @@ fn a_degraded_read_only_verify_names_every_damaged_file_of_a_window() {
         );
     }
 }
+
+/// A segment file the manifest names and the disk lacks (deleted by hand,
+/// or left out of a copy) of a window still live: a plain open refuses it
+/// (file not found, as before); `verify` (a read-only degraded open)
+/// reports it as damage, and a degraded open goes on without the window,
+/// naming it lost, as for a damaged file. Before, every open failed, with
+/// `--degraded` too, so no command could get past it, and `verify` exited
+/// 2 (an error) rather than 1 (damage).
+#[test]
+fn a_missing_segment_file_is_damage_that_degraded_opens_go_past() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let clock = small_engine(&dir);
+    let sealed = segment_files(&dir)[0].clone();
+    fs::remove_file(&sealed).unwrap();
+    let opts = || Options::default().clock(clock.clone());
+    match Engine::open_with(&dir, opts()) {
+        Err(Error::Io { source, path, .. }) => {
+            assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+            assert_eq!(path, sealed);
+        }
+        Err(e) => panic!("plain open: {e}"),
+        Ok(_) => panic!("plain open went on without a file"),
+    }
+    // verify's open: read-only, degraded; the file is named as damage.
+    let r = Engine::open_read_only_with(&dir, opts().degraded(true)).expect("read-only degraded");
+    let problems = r.verify_each();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].is_damage(), "{}", problems[0]);
+    assert!(
+        problems[0].to_string().contains(&*sealed.to_string_lossy()),
+        "{}",
+        problems[0]
+    );
+    assert_eq!(r.stats().unwrap().lost_windows.len(), 1);
+    r.close().unwrap();
+    // A degraded writer goes on without the window, and names it.
+    let w = Engine::open_with(&dir, opts().degraded(true)).expect("degraded open");
+    assert_eq!(w.stats().unwrap().lost_windows.len(), 1);
+    assert!(w.contains(b"today").unwrap());
+    assert!(w.insert(b"after").unwrap());
+    w.close().unwrap();
+    // The manifest no longer names it: plain opens work again.
+    let e = Engine::open_with(&dir, opts()).expect("plain open after");
+    assert!(e.contains(b"today").unwrap() && e.contains(b"after").unwrap());
+    assert!(e.verify_each().is_empty());
+}

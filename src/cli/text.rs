@@ -27,7 +27,7 @@ pub fn stats_table(name: &str, place: &str, s: &Stats) -> String {
     if !s.lost_windows.is_empty() {
         let _ = writeln!(
             t,
-            "LOST (quarantined, opened degraded): {}",
+            "LOST (damaged or missing, opened degraded): {}",
             s.lost_windows.join(", ")
         );
     }

@@ -613,6 +613,23 @@ impl Engine {
                     }
                     Err(err) => {
                         let window = window_name(&tier, e.window);
+                        // A file the manifest names and the disk lacks (not
+                        // moved to quarantine by an earlier open: deleted,
+                        // or left out of a copy) is damage to a degraded
+                        // open, which goes on without its window; a plain
+                        // open fails with "not found" as it is.
+                        let missing = matches!(&err, Error::Io { source, .. }
+                            if source.kind() == std::io::ErrorKind::NotFound)
+                            && !dir.join(QUARANTINE).join(f).exists();
+                        let err = match missing && options.degraded {
+                            true => Error::corrupt(&path, "missing, though the manifest names it"),
+                            false => err,
+                        };
+                        if missing && options.degraded && !read_only {
+                            lost.push(window);
+                            left_out.push((e.tier, e.window));
+                            continue 'segments;
+                        }
                         if read_only && err.is_damage() && options.degraded {
                             // A read-only open moves nothing; it only leaves
                             // the window out.
