@@ -812,3 +812,31 @@ fn counting_chains_under_overlapping_logged_backfills_keep_every_count() {
         chain_seed(),
     );
 }
+
+/// A claim by `insert_within` is taken back by `remove` only within the
+/// window it went to (docs/guide.md, "Claiming a recrawl in one step"):
+/// after midnight `remove` answers `false` and changes nothing, and the
+/// claim stands until the horizon has passed.
+#[test]
+fn a_claim_is_taken_back_by_remove_only_within_its_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(at(T0 + 86_400 - 1));
+    let e = create(
+        dir.path(),
+        config(&[Tier::daily(7).counting()], 1_000, 0.01),
+        &clock,
+    );
+    let horizon = Duration::from_secs(3 * 86_400);
+    assert!(e.insert_within(b"a", horizon).unwrap());
+    assert!(e.insert_within(b"b", horizon).unwrap());
+    assert!(e.remove(b"a").unwrap(), "taken back before midnight");
+    assert!(e.insert_within(b"a", horizon).unwrap(), "claimable again");
+    clock.set(at(T0 + 86_400 + 1));
+    assert!(
+        !e.remove(b"b").unwrap(),
+        "after midnight: nothing taken back"
+    );
+    assert!(!e.insert_within(b"b", horizon).unwrap(), "the claim stands");
+    assert!(e.remove_at(b"b", at(T0 + 86_400 - 1)).unwrap());
+    assert!(e.insert_within(b"b", horizon).unwrap());
+}
