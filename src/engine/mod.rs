@@ -618,9 +618,16 @@ impl Engine {
                         // or left out of a copy) is damage to a degraded
                         // open, which goes on without its window; a plain
                         // open fails with "not found" as it is.
+                        // A reader beside a writer checks that the manifest
+                        // still names the file: a writer replaces it before it
+                        // deletes what it no longer names, and the reader then
+                        // reads again (`open_read_only_with`).
                         let missing = matches!(&err, Error::Io { source, .. }
                             if source.kind() == std::io::ErrorKind::NotFound)
-                            && !dir.join(QUARANTINE).join(f).exists();
+                            && !dir.join(QUARANTINE).join(f).exists()
+                            && (!read_only
+                                || Manifest::load(&dir.join(MANIFEST))
+                                    .is_ok_and(|m| m.as_ref() == Some(&manifest)));
                         let err = match missing && options.degraded {
                             true => Error::corrupt(&path, "missing, though the manifest names it"),
                             false => err,
