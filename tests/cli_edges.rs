@@ -817,3 +817,23 @@ fn a_failing_stdout_leaves_the_batch_recorded_but_unprinted() {
     let out = cmd("check", &db, &["a", "b", "c"], b"");
     assert_eq!(code(&out), 0, "{}", stdout(&out));
 }
+
+/// An error about a key argument names its place among all the
+/// arguments: past the first batch of 4096 keys the number started again
+/// from 1 (argument 4500 was called "argument 404").
+#[test]
+fn an_argument_error_past_the_first_batch_names_the_argument() {
+    let (_tmp, db) = temp_db();
+    assert_eq!(code(&cmd("add", &db, &[], b"https://example.com/0\n")), 0);
+    let keys: Vec<String> = (1..=5000)
+        .map(|i| match i {
+            4500 => "not a url".to_string(),
+            _ => format!("https://example.com/{i}"),
+        })
+        .collect();
+    let mut args = vec!["--canonical", "--not-url", "error"];
+    args.extend(keys.iter().map(String::as_str));
+    let out = cmd("check", &db, &args, b"");
+    assert_exit(&out, 2);
+    assert_stderr_contains(&out, "argument 4500: not a URL");
+}

@@ -379,6 +379,9 @@ pub struct ReadCounts {
 /// Keys from command-line arguments, or lines from the inputs in turn.
 pub struct KeyReader {
     args: Option<std::vec::IntoIter<Vec<u8>>>,
+    /// Arguments taken so far, over every batch (for the argument number
+    /// an error names).
+    args_taken: usize,
     inputs: Inputs,
     rules: KeyRules,
     /// An error met while filling a batch, returned by the next call so
@@ -403,6 +406,7 @@ impl KeyReader {
     pub fn new(inputs: Inputs, rules: KeyRules, command: &'static str) -> KeyReader {
         KeyReader {
             args: None,
+            args_taken: 0,
             inputs,
             rules,
             pending: None,
@@ -477,7 +481,8 @@ impl KeyReader {
                     chunk.lines.push(Vec::new());
                 }
                 chunk.lines[chunk.len] = arg;
-                let n = chunk.len + 1;
+                self.args_taken += 1;
+                let n = self.args_taken;
                 push_key(&self.rules, &mut self.counts, chunk, &|| {
                     format!("argument {n}")
                 })?;
