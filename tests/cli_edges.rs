@@ -837,3 +837,31 @@ fn an_argument_error_past_the_first_batch_names_the_argument() {
     assert_exit(&out, 2);
     assert_stderr_contains(&out, "argument 4500: not a URL");
 }
+
+/// A key argument that is not a URL under `--not-url error` is an error
+/// whose hint names only `--not-url keep`: it said "--not-url keep or
+/// skip goes on", but `--not-url skip` refuses such an argument too.
+#[test]
+fn a_not_url_argument_error_does_not_offer_skip() {
+    let (tmp, db) = temp_db();
+    assert_eq!(code(&cmd("add", &db, &[], b"https://example.com/a\n")), 0);
+    let counting = tmp.path().join("counting");
+    assert_eq!(code(&cmd("add", &counting, &["--counting"], b"x\n")), 0);
+    for (command, dir) in [("check", &db), ("remove", &counting)] {
+        let args = ["--canonical", "--not-url", "error", "not a url"];
+        let out = cmd(command, dir, &args, b"");
+        assert_exit(&out, 2);
+        assert_stderr_contains(&out, "argument 1: not a URL");
+        assert_stderr_contains(&out, "--not-url keep");
+        let err = stderr(&out);
+        assert!(!err.contains("skip goes on"), "{command}: {err}");
+        // `--not-url skip` refuses the argument too.
+        let out = cmd(
+            command,
+            dir,
+            &["--canonical", "--not-url", "skip", "not a url"],
+            b"",
+        );
+        assert_exit(&out, 2);
+    }
+}

@@ -483,9 +483,15 @@ impl KeyReader {
                 chunk.lines[chunk.len] = arg;
                 self.args_taken += 1;
                 let n = self.args_taken;
-                push_key(&self.rules, &mut self.counts, chunk, &|| {
-                    format!("argument {n}")
-                })?;
+                // `--not-url skip` refuses an argument too (see
+                // `args_or_stdin`): only keep goes on.
+                push_key(
+                    &self.rules,
+                    &mut self.counts,
+                    chunk,
+                    "keep uses it as it is",
+                    &|| format!("argument {n}"),
+                )?;
             }
             return Ok(chunk.len > 0);
         }
@@ -560,7 +566,8 @@ impl KeyReader {
                         continue;
                     }
                     let (name, line) = (&src.name, src.line);
-                    let pushed = push_key(&self.rules, &mut self.counts, chunk, &|| {
+                    let hint = "keep or skip goes on";
+                    let pushed = push_key(&self.rules, &mut self.counts, chunk, hint, &|| {
                         format!("{name}:{line}")
                     });
                     if let Err(e) = pushed {
@@ -606,11 +613,13 @@ impl KeyReader {
     }
 }
 
-/// Derives the key of line `chunk.len` and counts it in, or skips it.
+/// Derives the key of line `chunk.len` and counts it in, or skips it;
+/// `hint` says which `--not-url` choice goes past a key that is not a URL.
 fn push_key(
     rules: &KeyRules,
     counts: &mut ReadCounts,
     chunk: &mut Chunk,
+    hint: &str,
     where_: &dyn Fn() -> String,
 ) -> CliResult<()> {
     if !chunk.transformed {
@@ -653,10 +662,7 @@ fn push_key(
                         return Ok(());
                     }
                     NotUrl::Error => {
-                        return Err(CliError(format!(
-                            "{}: {e} (--not-url keep or skip goes on)",
-                            where_()
-                        )))
+                        return Err(CliError(format!("{}: {e} (--not-url {hint})", where_())))
                     }
                 }
             }
