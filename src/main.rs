@@ -314,7 +314,7 @@ struct KeyFlags {
     /// (keep), skipped (skip), or an error (error).
     #[arg(long, value_name = "WHAT", value_enum, default_value_t = NotUrl::Keep)]
     not_url: NotUrl,
-    /// Trim whitespace around each line before using it as a key.
+    /// Trim ASCII whitespace (space, tab, CR, LF, form feed) around each line before using it as a key.
     #[arg(short = 't', long)]
     trim: bool,
 }
