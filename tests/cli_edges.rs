@@ -207,24 +207,29 @@ fn a_dry_run_notes_the_configuration_flags_it_does_not_apply() {
     assert!(!stderr(&out).contains("apply only"), "{}", stderr(&out));
 }
 
+/// An engine of one `3d` tier holding `a` on 2026-11-02 and `b` on
+/// 2026-11-03 (12:00), both header copies of the sealed first day damaged.
+fn db_with_a_damaged_sealed_day() -> (tempfile::TempDir, std::path::PathBuf) {
+    let (tmp, db) = temp_db();
+    let out = cmd("add", &db, &["--tiers", "3d"], b"a\n");
+    assert_exit(&out, 0);
+    let next = ["add", db.to_str().unwrap(), "--now", "2026-11-03T12:00:00Z"];
+    assert_exit(&run(&next, b"b\n"), 0);
+    let sealed = db.join("seg/d-20261102-0.seg");
+    let mut b = std::fs::read(&sealed).unwrap();
+    b[10] ^= 0x40;
+    b[2048 + 10] ^= 0x40;
+    std::fs::write(&sealed, &b).unwrap();
+    (tmp, db)
+}
+
 /// `--degraded` is a global flag and the quarantine error says to open
 /// degraded to go on; `maintain --degraded` goes on without the damaged
 /// window as the other writing commands do, rather than failing with the
 /// very error that names the flag.
 #[test]
 fn maintain_honours_degraded() {
-    let (_tmp, db) = temp_db();
-    let out = cmd("add", &db, &["--tiers", "3d"], b"a\n");
-    assert_exit(&out, 0);
-    let next = ["add", db.to_str().unwrap(), "--now", "2026-11-03T12:00:00Z"];
-    let out = run(&next, b"b\n");
-    assert_exit(&out, 0);
-    // Both header copies of the sealed first day damaged.
-    let sealed = db.join("seg/d-20261102-0.seg");
-    let mut b = std::fs::read(&sealed).unwrap();
-    b[10] ^= 0x40;
-    b[2048 + 10] ^= 0x40;
-    std::fs::write(&sealed, &b).unwrap();
+    let (_tmp, db) = db_with_a_damaged_sealed_day();
     let dir = db.to_str().unwrap();
     let out = run(
         &[
@@ -249,17 +254,8 @@ fn maintain_honours_degraded() {
 /// to do" and said nothing of the loss.
 #[test]
 fn maintain_degraded_names_the_window_it_lost() {
-    let (_tmp, db) = temp_db();
-    let out = cmd("add", &db, &["--tiers", "3d"], b"a\n");
-    assert_exit(&out, 0);
+    let (_tmp, db) = db_with_a_damaged_sealed_day();
     let dir = db.to_str().unwrap();
-    let out = run(&["add", dir, "--now", "2026-11-03T12:00:00Z"], b"b\n");
-    assert_exit(&out, 0);
-    let sealed = db.join("seg/d-20261102-0.seg");
-    let mut b = std::fs::read(&sealed).unwrap();
-    b[10] ^= 0x40;
-    b[2048 + 10] ^= 0x40;
-    std::fs::write(&sealed, &b).unwrap();
     let later = ["--now", "2026-11-03T13:00:00Z"];
     let out = run(
         &[&["maintain", dir, "--degraded"][..], &later].concat(),
@@ -308,17 +304,8 @@ fn maintain_works_with_a_fingerprint_tier_west_of_utc() {
 /// lists it, and the command said nothing of it.
 #[test]
 fn a_degraded_write_names_the_window_it_lost() {
-    let (_tmp, db) = temp_db();
-    let out = cmd("add", &db, &["--tiers", "3d"], b"a\n");
-    assert_exit(&out, 0);
+    let (_tmp, db) = db_with_a_damaged_sealed_day();
     let dir = db.to_str().unwrap();
-    let out = run(&["add", dir, "--now", "2026-11-03T12:00:00Z"], b"b\n");
-    assert_exit(&out, 0);
-    let sealed = db.join("seg/d-20261102-0.seg");
-    let mut b = std::fs::read(&sealed).unwrap();
-    b[10] ^= 0x40;
-    b[2048 + 10] ^= 0x40;
-    std::fs::write(&sealed, &b).unwrap();
     let later = ["--now", "2026-11-03T13:00:00Z"];
     let out = run(&[&["add", dir, "--degraded"][..], &later].concat(), b"c\n");
     assert_exit(&out, 0);
