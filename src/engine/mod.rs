@@ -617,11 +617,11 @@ impl Engine {
                         // moved to quarantine by an earlier open: deleted,
                         // or left out of a copy) is damage to a degraded
                         // open, which goes on without its window; a plain
-                        // open fails with "not found" as it is.
-                        // A reader beside a writer checks that the manifest
-                        // still names the file: a writer replaces it before it
-                        // deletes what it no longer names, and the reader then
-                        // reads again (`open_read_only_with`).
+                        // open fails with "not found" as it is. A reader
+                        // beside a writer first checks that the manifest on
+                        // disk is still the one it read: a writer replaces
+                        // it before it deletes what it no longer names, and
+                        // the reader then reads again (`open_read_only_with`).
                         let missing = matches!(&err, Error::Io { source, .. }
                             if source.kind() == std::io::ErrorKind::NotFound)
                             && !dir.join(QUARANTINE).join(f).exists()

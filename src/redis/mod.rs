@@ -167,13 +167,6 @@ struct Stored {
     shards: u32,
 }
 
-impl State {
-    /// Whether the client knows the directory of `tier` in `shard` exists.
-    fn seen(&self, tier: usize, shard: u32) -> bool {
-        self.all_dirs || self.dirs.contains(&(tier, shard))
-    }
-}
-
 /// The windows one script call reads and writes in one tier.
 struct TierPlan {
     tier: usize,
@@ -212,6 +205,13 @@ struct State {
     unfinished: Option<Unfinished>,
     /// The chain lengths are read again from the config hash at this instant.
     refresh_at: i64,
+}
+
+impl State {
+    /// Whether the client knows the directory of `tier` in `shard` exists.
+    fn seen(&self, tier: usize, shard: u32) -> bool {
+        self.all_dirs || self.dirs.contains(&(tier, shard))
+    }
 }
 
 /// A check-and-insert call that failed part-way: the answers of the rounds
