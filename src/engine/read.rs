@@ -154,6 +154,14 @@ impl Engine {
     /// rotated at a later time: [`Error::WindowUnavailable`](crate::Error::WindowUnavailable),
     /// until the clock catches up).
     ///
+    /// One exception to the guarantee: while the clock is behind the newest
+    /// day a fingerprint table took (it was stepped back across midnight),
+    /// the table counts horizons back from that day, not from the clock's
+    /// instant, so a key inserted within `horizon` of the clock's now but
+    /// longer than `horizon` before that day may answer `false` (and
+    /// [`Engine::insert_within`] may claim it again) until the clock
+    /// catches up (docs/fingerprint.md, "A clock that steps back").
+    ///
     /// ```
     /// use std::time::{Duration, SystemTime};
     /// use timebloom::{Config, Engine, ManualClock, Options, Tier};
