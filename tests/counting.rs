@@ -840,3 +840,32 @@ fn a_claim_is_taken_back_by_remove_only_within_its_window() {
     assert!(e.remove_at(b"b", at(T0 + 86_400 - 1)).unwrap());
     assert!(e.insert_within(b"b", horizon).unwrap());
 }
+
+/// `insert_at` and `remove_at` of one instant take the key back also after
+/// the clock stepped back behind the window that instant names, which is
+/// then the newest window (an NTP step back across midnight): before,
+/// `remove_at` refused the instant as "in a future window" of the tier,
+/// although that window existed and held the key, so the guide's pattern
+/// of one instant for both calls failed.
+#[test]
+fn remove_at_takes_back_an_insert_at_after_the_clock_stepped_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (e, clock) = counting_engine(dir.path(), &[Tier::daily(7)], 1_000, 0.01);
+    // 00:00:10 of day 1 (`day(n)` is noon).
+    let t = day(1) - Duration::from_secs(12 * 3600 - 10);
+    clock.set(t);
+    assert!(e.insert_at(b"u", t).unwrap());
+    clock.set(t - Duration::from_secs(15)); // day 0, 23:59:55
+    assert!(e.contains(b"u").unwrap());
+    assert!(
+        e.remove_at(b"u", t).unwrap(),
+        "the insert of t is taken back"
+    );
+    assert!(!e.contains(b"u").unwrap());
+    // A backfill into that newest window works too; past it, still refused.
+    assert!(e.insert_at(b"v", t).unwrap());
+    assert!(e.remove_at(b"v", t).unwrap());
+    let future = t + DAY;
+    let err = e.insert_at(b"w", future).unwrap_err();
+    assert!(matches!(err, Error::WindowUnavailable { .. }), "{err}");
+}

@@ -888,17 +888,22 @@ impl Engine {
             }
             let cur = self.window_index(ts.tier.span, now)?;
             let w = self.window_index(ts.tier.span, t)?;
-            if w > cur {
+            // The newest window: the clock's, or a later one made before
+            // the clock stepped back behind it (see docs/design.md,
+            // "Time"), which inserts still go to and which holds the
+            // inserts made at its instants (as a table takes any day up to
+            // its newest).
+            let newest = ts.segments.last().map_or(cur, |s| s.window.max(cur));
+            if w > newest {
                 return Err(Error::WindowUnavailable {
                     reason: format!("instant {t} lies in a future window of tier {}", ts.tier),
                 });
             }
             // The live windows are those the newest one keeps: a clock
-            // stepped back behind it (see docs/design.md, "Time") brings
-            // back no window its rotation expired, so a tier never holds
-            // more windows than its retention (a lookup reads them all,
-            // each sized for its share of the rate).
-            let newest = ts.segments.last().map_or(cur, |s| s.window.max(cur));
+            // stepped back behind it brings back no window its rotation
+            // expired, so a tier never holds more windows than its
+            // retention (a lookup reads them all, each sized for its share
+            // of the rate).
             if w >= ts.tier.oldest_live(newest) {
                 out.push((ti, w));
             }

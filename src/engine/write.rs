@@ -691,7 +691,8 @@ impl Engine {
     /// database): into the window holding `time` in every tier that still
     /// keeps it. Returns `true` when the key was not present in any live
     /// segment before. An instant whose window has expired in every tier,
-    /// or that lies in a future window, is an error.
+    /// or that lies past a tier's newest window (the clock's, or a later
+    /// one made before the clock stepped back behind it), is an error.
     ///
     /// ```
     /// use std::time::{Duration, SystemTime};
@@ -820,7 +821,9 @@ impl Engine {
     /// windows holding `time` in every tier that still keeps it, decremented
     /// only when every one of them holds the key. Returns whether it did.
     /// The same contract as [`Engine::remove`] otherwise; an instant older
-    /// than every tier keeps, or in a future window, is an error.
+    /// than every tier keeps, or past a tier's newest window, is an error
+    /// (as for [`Engine::insert_at`]: `insert_at` and `remove_at` of one
+    /// instant pair up also after the clock stepped back behind it).
     ///
     /// After the clock was stepped back behind the newest window, an
     /// [`Engine::insert`] still goes to that newest window, while `time`

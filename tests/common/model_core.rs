@@ -268,16 +268,13 @@ impl Model {
             .any(|t| t.index(since) >= t.oldest_live(now))
     }
 
-    /// Whether `insert_at(t)` must succeed at clock `now`, the newest
-    /// windows (and the tables' day) made at `latest` (`now` unless the
-    /// clock stepped back). A Bloom tier's future is the clock's (it makes
-    /// no window past it), a table's is past the day it took; a tier keeps
-    /// what its newest window (day) keeps.
-    fn backfill_ok(&self, now: i64, latest: i64, t: i64) -> bool {
-        let future = self.tiers.iter().any(|tr| match tr.table {
-            true => tr.index(t) > tr.index(latest),
-            false => tr.index(t) > tr.index(now),
-        });
+    /// Whether `insert_at(t)` must succeed, the newest windows (and the
+    /// tables' day) made at `latest` (the clock's instant unless it stepped
+    /// back). A tier's future is past its newest window (a
+    /// table's, past the day it took), whatever the clock says; a tier
+    /// keeps what its newest window (day) keeps.
+    fn backfill_ok(&self, latest: i64, t: i64) -> bool {
+        let future = self.tiers.iter().any(|tr| tr.index(t) > tr.index(latest));
         !future
             && self
                 .tiers
@@ -599,7 +596,7 @@ impl<S: Storage> Harness<S> {
             Op::InsertAt(k, w) => {
                 let key = key_bytes(k);
                 let t = self.when(w);
-                let ok = self.model.backfill_ok(now, latest, t);
+                let ok = self.model.backfill_ok(latest, t);
                 let must = self.model.must_contain(&key, latest);
                 match self.engine().insert_at(&key, at(t)) {
                     Ok(new) => {
