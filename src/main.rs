@@ -814,12 +814,20 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             // change (a day past it, the first instant that is day 0 or
             // later at every UTC offset: a fingerprint table knows no day
             // before the epoch's); --degraded applies as to every other open.
-            let clock = ManualClock::new(std::time::UNIX_EPOCH + Duration::from_secs(86_400));
-            let still = Options::default().clock(clock.clone()).degraded(degraded);
-            let engine = Engine::open_with(&dir, still)?;
+            // A window whose file is missing is left out as expired when
+            // it has expired at the instant the engine is moved to (a copy
+            // that took MANIFEST before the writer's expiry), as every
+            // other writing open does at its clock.
             // --now moves the engine on purpose, past any clock jump; the
             // system clock is refused a jump, as at every other write.
             let at = now.unwrap_or_else(SystemTime::now);
+            let clock = ManualClock::new(std::time::UNIX_EPOCH + Duration::from_secs(86_400));
+            let still = Options::default()
+                .clock(clock.clone())
+                .degraded(degraded)
+                .expired_at(at)
+                .allow_clock_jump(now.is_some());
+            let engine = Engine::open_with(&dir, still)?;
             let done = match now {
                 Some(t) => engine.maintain(t),
                 None => engine.maintain_checked(at),

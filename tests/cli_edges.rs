@@ -852,3 +852,35 @@ fn a_not_url_argument_error_does_not_offer_skip() {
         assert_exit(&out, 2);
     }
 }
+
+/// `maintain` opens a copy whose manifest names a window the writer
+/// expired before `seg/` was copied (docs/operations.md, "Backup": "it
+/// has expired for the copy too, which opens without it"), as `add` does:
+/// it opened the engine on a clock standing at the epoch, where no window
+/// has expired, and failed with "seg/d-20261101-0.seg: open segment
+/// failed: No such file or directory" (exit 2).
+#[test]
+fn maintain_opens_a_copy_missing_an_expired_window() {
+    let (_tmp, db) = temp_db();
+    let dir = db.to_str().unwrap();
+    for day in ["01", "02", "03"] {
+        let now = format!("2026-11-{day}T12:00:00Z");
+        let out = run(&["add", dir, "--tiers", "3d", "--now", &now], b"a\n");
+        assert_exit(&out, 0);
+    }
+    // MANIFEST copied before the expiry of day 1, seg/ after it.
+    let manifest = std::fs::read(db.join("MANIFEST")).unwrap();
+    let out = run(&["maintain", dir, "--now", "2026-11-04T00:00:01Z"], b"");
+    assert_exit(&out, 0);
+    assert!(!db.join("seg/d-20261101-0.seg").exists());
+    std::fs::write(db.join("MANIFEST"), manifest).unwrap();
+    let out = run(&["maintain", dir, "--now", "2026-11-05T00:00:01Z"], b"");
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains("opened 3d 20261105"),
+        "{}",
+        stdout(&out)
+    );
+    let out = run(&["check", dir, "--now", "2026-11-05T00:00:02Z", "a"], b"");
+    assert_eq!(stdout(&out), "a\tseen\n");
+}

@@ -563,9 +563,14 @@ impl Engine {
         // reads such a window, so it is left out rather than refusing the
         // directory.
         let offset = manifest.config.utc_offset_secs;
+        let expired_at = match options.expired_at {
+            Some(t) => crate::clock::instant(t)?,
+            None => now,
+        };
         let expired = |tier: &Tier, w: i64| {
             !tier.is_table()
-                && window::index(tier.span, now, offset).is_some_and(|c| w < tier.oldest_live(c))
+                && window::index(tier.span, expired_at, offset)
+                    .is_some_and(|c| w < tier.oldest_live(c))
         };
         let mut tiers: Vec<Vec<Segment>> =
             manifest.config.tiers.iter().map(|_| Vec::new()).collect();
@@ -730,6 +735,9 @@ impl Engine {
                 // the rotation below saw no jump).
                 if !engine.allow_clock_jump {
                     engine.check_clock_jump(&engine.current.load(), now)?;
+                    if !left_out.is_empty() && expired_at != now {
+                        engine.check_clock_jump(&engine.current.load(), expired_at)?;
+                    }
                 }
                 if !left_out.is_empty() {
                     // The manifest stops naming the files of the windows
