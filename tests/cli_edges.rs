@@ -884,3 +884,20 @@ fn maintain_opens_a_copy_missing_an_expired_window() {
     let out = run(&["check", dir, "--now", "2026-11-05T00:00:02Z", "a"], b"");
     assert_eq!(stdout(&out), "a\tseen\n");
 }
+
+/// `verify` after an open moved a damaged file to `quarantine/` reports
+/// the window as damage (exit 1, naming the file), as it does before the
+/// move: it printed "ok" and exited 0 while every plain open of the
+/// directory failed with `Quarantined`.
+#[test]
+fn verify_reports_a_window_whose_file_is_in_quarantine() {
+    let (_tmp, db) = db_with_a_damaged_sealed_day();
+    let dir = db.to_str().unwrap();
+    let later = ["--now", "2026-11-03T13:00:00Z"];
+    let out = run(&[&["add", dir][..], &later].concat(), b"c\n");
+    assert_exit(&out, 2);
+    assert!(db.join("quarantine/d-20261102-0.seg").exists());
+    let out = run(&[&["verify", dir][..], &later].concat(), b"");
+    assert_exit(&out, 1);
+    assert_stderr_contains(&out, "d-20261102-0.seg");
+}

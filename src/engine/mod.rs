@@ -637,6 +637,25 @@ impl Engine {
                             true => Error::corrupt(&path, "missing, though the manifest names it"),
                             false => err,
                         };
+                        // A file an earlier open moved to quarantine is
+                        // damage to a read-only degraded open (`verify`)
+                        // too, which would otherwise leave the window out
+                        // without a word.
+                        let moved = dir.join(QUARANTINE).join(f);
+                        let err = match &err {
+                            Error::Io { source, .. }
+                                if read_only
+                                    && options.degraded
+                                    && source.kind() == std::io::ErrorKind::NotFound
+                                    && moved.exists() =>
+                            {
+                                Error::corrupt(
+                                    &moved,
+                                    "moved here from seg/ by an open that found it damaged",
+                                )
+                            }
+                            _ => err,
+                        };
                         if missing && options.degraded && !read_only {
                             lost.push(window);
                             left_out.push((e.tier, e.window));
