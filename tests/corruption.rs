@@ -770,3 +770,35 @@ fn a_missing_segment_file_is_damage_that_degraded_opens_go_past() {
     assert!(e.contains(b"today").unwrap() && e.contains(b"after").unwrap());
     assert!(e.verify_each().is_empty());
 }
+
+#[test]
+fn a_lost_fingerprint_table_is_named_as_the_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let clock = ManualClock::new(day(3));
+    let e = create(
+        &dir,
+        config(&[Tier::daily(3), Tier::fingerprint(3)], 50, 0.01),
+        &clock,
+    );
+    e.insert(b"k").unwrap();
+    let table_label = e
+        .stats()
+        .unwrap()
+        .tiers
+        .iter()
+        .find(|t| t.tier == "3d:fingerprint")
+        .map(|t| t.segments[0].window.clone())
+        .unwrap();
+    e.close().unwrap();
+    fs::remove_file(dir.join("seg").join("f-table-0.seg")).unwrap();
+    let opts = Options::default().clock(clock.clone()).degraded(true);
+    let r = Engine::open_read_only_with(&dir, opts.clone()).unwrap();
+    let lost = r.stats().unwrap().lost_windows;
+    r.close().unwrap();
+    // Named as stats names it, not as a day of 1970.
+    assert_eq!(lost, [format!("3d:fingerprint {table_label}")]);
+    let w = Engine::open_with(&dir, opts).unwrap();
+    assert_eq!(w.stats().unwrap().lost_windows, lost);
+    w.close().unwrap();
+}

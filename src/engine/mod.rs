@@ -266,8 +266,13 @@ fn quarantine(dir: &Path, name: &str, err: &Error, read_only: bool) -> Result<Op
 }
 
 /// A window as messages and `Maintenance` name it: `TIER WINDOW`
-/// (`1d 20261201`), the index in decimal where no label exists.
+/// (`1d 20261201`), the index in decimal where no label exists; a
+/// fingerprint tier's one table `TIER table` (`30d:fingerprint table`), as
+/// `stats` labels it (its index, 0, is no day it holds).
 fn window_name(tier: &Tier, w: i64) -> String {
+    if tier.is_table() {
+        return format!("{tier} table");
+    }
     format!(
         "{tier} {}",
         window::label(tier.span, w).unwrap_or_else(|| w.to_string())
