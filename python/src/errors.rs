@@ -98,7 +98,7 @@ create_exception!(
     timebloom,
     IncompleteError,
     TimebloomError,
-    "`insert_many` (or `insert_within_many`) stopped part way: `answers` holds the answers of the keys recorded before the error (the first `len(answers)` keys); the rest were not recorded. When the batch's closing sync failed (under `sync=\"always\"`), `answers` covers every key of the batch (or of its chunks up to the failed one): recorded, not known to be durable. `__cause__` is the error that stopped it: the engine's, or, in a batch of more than 16,384 keys (handed to the engine a chunk at a time), a key of a later chunk that could not be encoded."
+    "`insert_many` (or `insert_within_many`) stopped part way: `answers` holds the answers of the keys recorded before the error (the first `len(answers)` keys); the rest were not recorded. When the batch's closing sync failed (under `sync=\"always\"`), `answers` covers every key of the batch (or of its chunks up to the failed one): recorded, not known to be durable. `__cause__` is the error that stopped it: the engine's, or, in a batch of more than 16,384 keys (handed to the engine a chunk at a time), a key of a later chunk that could not be encoded. Also raised by a single-key write (`insert`, `insert_within`, `insert_at`, `remove`, `remove_at`) whose sync failed under `sync=\"always\"`, with its one answer in `answers`: done, not known to be durable."
 );
 create_exception!(
     timebloom,

@@ -1162,3 +1162,11 @@ def test_a_failed_closing_sync_is_incomplete_with_the_answers_of_the_whole_batch
             assert again.contains_many(keys[:done]) == [True] * done
             assert not any(again.contains_many(keys[done:]))
     assert "sync" in timebloom.IncompleteError.__doc__
+
+
+def test_incomplete_error_doc_names_single_key_writes():
+    """A single-key write whose sync failed under sync="always" raises
+    IncompleteError with its one answer: help() says so, as the stub does."""
+    doc = timebloom.IncompleteError.__doc__
+    for call in ("insert_at", "remove_at", "one answer"):
+        assert call in doc, doc
