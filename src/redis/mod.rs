@@ -675,14 +675,19 @@ impl RedisEngine {
     }
 
     /// `EngineLost` for the directory `key` of a shard, which this client
-    /// has seen exist and Redis no longer has: a directory is never
+    /// has seen exist (or knows create made: [`DIRS_FIELD`]) and Redis no
+    /// longer has: a directory is never
     /// deleted, so the node holding it lost its keys (on a Cluster, a
     /// master other than the config hash's), and every key of the shard
     /// would read as absent.
-    fn dir_lost(&self, key: &str) -> RedisError {
+    fn dir_lost(&self, st: &State, key: &str) -> RedisError {
+        let known = match st.all_dirs {
+            true => "which the engine's create made",
+            false => "which this client has seen",
+        };
         RedisError::EngineLost {
             key: key.to_string(),
-            reason: "(a shard's directory, which this client has seen) is gone".to_string(),
+            reason: format!("(a shard's directory, {known}) is gone"),
         }
     }
 
@@ -1156,7 +1161,7 @@ impl RedisEngine {
                     let dir = payload.parse::<usize>().ok();
                     let dir = dir.and_then(|d| call.keys.get(d.checked_sub(1)?));
                     let dir = dir.ok_or_else(|| bad("a malformed lost directory"))?;
-                    return Err(self.dir_lost(dir));
+                    return Err(self.dir_lost(&st, dir));
                 }
                 if status == 0 {
                     // A shard knows a longer chain: learn it, send again.
@@ -1423,7 +1428,7 @@ impl RedisEngine {
                     if let Some((first, rest)) = firsts.split_first() {
                         let rest: Vec<&[u8]> = rest.iter().map(|k| k.as_bytes()).collect();
                         if matches!(st.link.one("EXISTS", first, &rest)?, Value::Int(0)) {
-                            return Err(self.dir_lost(&dirs[shard]));
+                            return Err(self.dir_lost(&st, &dirs[shard]));
                         }
                     }
                 }
