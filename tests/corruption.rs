@@ -14,9 +14,15 @@ use timebloom::{Config, Engine, Error, ManualClock, Options, Tier};
 
 /// A small engine with one sealed and one open daily segment.
 fn small_engine(dir: &Path) -> ManualClock {
+    two_days(dir, 50)
+}
+
+/// An engine of one daily tier planned for 50 keys a day: `n` keys on day
+/// 0 (sealed), `today` on day 1 (open); closed.
+fn two_days(dir: &Path, n: u64) -> ManualClock {
     let clock = ManualClock::new(day(0));
     let e = create(dir, config(&[Tier::daily(3)], 50, 0.01), &clock);
-    for i in 0..50 {
+    for i in 0..n {
         e.insert(&url(1, i)).unwrap();
     }
     clock.set(day(1));
@@ -654,14 +660,7 @@ fn verify_reports_every_damaged_window_a_lookup_reads() {
 
 /// An engine with one day of four sub-filters and one of one, closed.
 fn grown_day(dir: &Path) -> Vec<PathBuf> {
-    let clock = ManualClock::new(day(0));
-    let e = create(dir, config(&[Tier::daily(3)], 50, 0.01), &clock);
-    for i in 0..400 {
-        e.insert(&url(1, i)).unwrap();
-    }
-    clock.set(day(1));
-    e.insert(b"today").unwrap();
-    e.close().unwrap();
+    two_days(dir, 400);
     let files = segment_files(dir);
     // Day 0 grew sub-filters past its planned keys.
     assert!(files.len() >= 3, "{files:?}");

@@ -13,7 +13,7 @@ mod redis_support;
 
 use redis_support::*;
 use timebloom::redis::{RedisEngine, RedisError, RedisOptions};
-use timebloom::{Config, ManualClock, Tier};
+use timebloom::{Config, ManualClock};
 
 /// Inserts batches until the server has evicted something, checking after
 /// each batch that every acknowledged key is found or the lookup fails.
@@ -38,10 +38,8 @@ fn never_a_silent_false_negative(policy: &str) {
     // Each day's window is planned for 400,000 keys at 0.1%: about 0.8 MB
     // of strings, made at full length when a shard first writes there.
     let config = Config {
-        tiers: vec![Tier::daily(30)],
-        expected_items_per_day: 400_000,
         fpr: 0.001,
-        ..Config::default()
+        ..daily(30, 400_000)
     };
     let pre = prefix(&test);
     let e = RedisEngine::create_with(
@@ -131,10 +129,8 @@ fn noeviction_out_of_memory_mid_batch_reports_each_key_new_once() {
     // A day's window: 16 shard strings of about 110 KB each, made when a
     // shard first writes there.
     let config = Config {
-        tiers: vec![Tier::daily(7)],
-        expected_items_per_day: 1_000_000,
         fpr: 0.001,
-        ..Config::default()
+        ..daily(7, 1_000_000)
     };
     let pre = prefix("noeviction");
     let e = RedisEngine::create_with(

@@ -10,7 +10,7 @@ mod redis_support;
 
 use redis_support::*;
 use timebloom::redis::{RedisEngine, RedisOptions};
-use timebloom::{Config, ManualClock, Tier};
+use timebloom::{Config, ManualClock};
 
 #[test]
 fn the_rate_at_the_plan_stays_within_the_configured_bound() {
@@ -22,10 +22,8 @@ fn the_rate_at_the_plan_stays_within_the_configured_bound() {
     let per_day = 50_000u64;
     let fpr = 0.001;
     let config = Config {
-        tiers: vec![Tier::daily(7)],
-        expected_items_per_day: per_day,
         fpr,
-        ..Config::default()
+        ..daily(7, per_day)
     };
     let pre = prefix("fpr");
     let e = RedisEngine::create_with(
@@ -107,10 +105,8 @@ fn a_rate_below_the_layouts_reach_is_refused_naming_the_rate() {
     let server = Server::start();
     for (fpr, shards) in [(1e-18, 16), (1e-18, 1), (1e-30, 16384)] {
         let config = Config {
-            tiers: vec![Tier::daily(7)],
-            expected_items_per_day: 1_000,
             fpr,
-            ..Config::default()
+            ..daily(7, 1_000)
         };
         // The embedded engine takes it.
         config.validate().expect("an embedded engine plans it");
@@ -126,10 +122,8 @@ fn a_rate_below_the_layouts_reach_is_refused_naming_the_rate() {
     }
     // A rate the layout plans is taken (7d at 1e-15: 7.1e-17 a sub-filter).
     let config = Config {
-        tiers: vec![Tier::daily(7)],
-        expected_items_per_day: 1_000,
         fpr: 1e-15,
-        ..Config::default()
+        ..daily(7, 1_000)
     };
     RedisEngine::create(&server.url(), &prefix("low"), config).expect("create");
 }

@@ -11,7 +11,7 @@ mod redis_support;
 
 use redis_support::*;
 use timebloom::redis::{RedisEngine, RedisOptions};
-use timebloom::{Config, ManualClock, Tier};
+use timebloom::{Config, ManualClock};
 
 #[test]
 fn a_client_with_an_old_chain_length_finds_keys_in_new_sub_filters() {
@@ -21,10 +21,8 @@ fn a_client_with_an_old_chain_length_finds_keys_in_new_sub_filters() {
     let server = Server::start();
     let clock = ManualClock::new(day(0));
     let config = Config {
-        tiers: vec![Tier::daily(3)],
-        expected_items_per_day: 1_000,
         fpr: 1e-4,
-        ..Config::default()
+        ..daily(3, 1_000)
     };
     let pre = prefix("growth");
     let opts = || RedisOptions::default().clock(clock.clone());
