@@ -632,33 +632,28 @@ impl Engine {
                         // disk is still the one it read: a writer replaces
                         // it before it deletes what it no longer names, and
                         // the reader then reads again (`open_read_only_with`).
-                        let missing = matches!(&err, Error::Io { source, .. }
-                            if source.kind() == std::io::ErrorKind::NotFound)
-                            && !dir.join(QUARANTINE).join(f).exists()
-                            && (!read_only
-                                || Manifest::load(&dir.join(MANIFEST))
-                                    .is_ok_and(|m| m.as_ref() == Some(&manifest)));
-                        let err = match missing && options.degraded {
-                            true => Error::corrupt(&path, "missing, though the manifest names it"),
-                            false => err,
-                        };
                         // A file an earlier open moved to quarantine is
                         // damage to a read-only degraded open (`verify`)
                         // too, which would otherwise leave the window out
                         // without a word.
+                        let not_found = matches!(&err, Error::Io { source, .. }
+                            if source.kind() == std::io::ErrorKind::NotFound);
                         let moved = dir.join(QUARANTINE).join(f);
-                        let err = match &err {
-                            Error::Io { source, .. }
-                                if read_only
-                                    && options.degraded
-                                    && source.kind() == std::io::ErrorKind::NotFound
-                                    && moved.exists() =>
-                            {
-                                Error::corrupt(
-                                    &moved,
-                                    "moved here from seg/ by an open that found it damaged",
-                                )
+                        let quarantined = not_found && moved.exists();
+                        let missing = not_found
+                            && !quarantined
+                            && (!read_only
+                                || Manifest::load(&dir.join(MANIFEST))
+                                    .is_ok_and(|m| m.as_ref() == Some(&manifest)));
+                        let err = match (missing, quarantined) {
+                            _ if !options.degraded => err,
+                            (true, _) => {
+                                Error::corrupt(&path, "missing, though the manifest names it")
                             }
+                            (_, true) if read_only => Error::corrupt(
+                                &moved,
+                                "moved here from seg/ by an open that found it damaged",
+                            ),
                             _ => err,
                         };
                         if missing && options.degraded && !read_only {
