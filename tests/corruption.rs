@@ -801,3 +801,50 @@ fn a_lost_fingerprint_table_is_named_as_the_table() {
     assert_eq!(w.stats().unwrap().lost_windows, lost);
     w.close().unwrap();
 }
+
+/// A window a degraded open went on without is made anew under the same
+/// file names; damaged again, its file is quarantined a second time. The
+/// second copy replaced the first in `quarantine/`, so the bytes first
+/// found damaged were lost to inspection. Both are kept.
+#[test]
+fn a_second_quarantine_of_a_file_name_keeps_the_first_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = small_engine(dir.path());
+    let damage = |path: &Path, at: usize| {
+        let mut b = fs::read(path).unwrap();
+        b[0] ^= 0xff;
+        b[2048] ^= 0xff;
+        b[4096 + at] ^= 0xff;
+        fs::write(path, &b).unwrap();
+        b
+    };
+    let today = dir.path().join("seg/d-20260106-0.seg");
+    let first = damage(&today, 0);
+    let degraded = || {
+        Engine::open_with(
+            dir.path(),
+            Options::default().clock(clock.clone()).degraded(true),
+        )
+        .unwrap_or_else(|err| panic!("degraded open: {err}"))
+    };
+    let e = degraded();
+    assert!(e.insert(b"anew").unwrap(), "today's window is made anew");
+    e.close().unwrap();
+    assert!(today.exists(), "{:?}", seg_files(dir.path()));
+    let second = damage(&today, 1);
+    let e = degraded();
+    assert_eq!(
+        e.stats().unwrap().lost_windows,
+        vec!["3d 20260106".to_string()]
+    );
+    drop(e);
+    let mut kept: Vec<Vec<u8>> = fs::read_dir(dir.path().join("quarantine"))
+        .unwrap()
+        .map(|f| fs::read(f.unwrap().path()).unwrap())
+        .collect();
+    kept.sort();
+    let mut want = vec![first, second];
+    want.sort();
+    assert_eq!(kept.len(), 2, "both damaged copies are kept");
+    assert!(kept == want, "the quarantined bytes are the damaged ones");
+}

@@ -258,6 +258,14 @@ fn quarantine(dir: &Path, name: &str, err: &Error, read_only: bool) -> Result<Op
     if made {
         crate::file::fsync_dir(dir)?;
     }
+    // A window made anew after an earlier quarantine has the same file
+    // names: a second damaged copy is kept beside the first (`NAME.2`, ...),
+    // not renamed over it.
+    let (mut to, mut n) = (to, 1u64);
+    while to.exists() {
+        n += 1;
+        to = qdir.join(format!("{name}.{n}"));
+    }
     crate::file::check("quarantine segment", &from)?;
     fs::rename(&from, &to).map_err(|e| Error::io("quarantine segment", &from, e))?;
     crate::file::fsync_dir(&qdir)?;
