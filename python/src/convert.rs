@@ -201,6 +201,10 @@ pub(crate) enum Stop<X> {
     /// A key of a later chunk could not be encoded (a lone surrogate); the
     /// chunks before it were passed to `f`.
     Key(PyErr),
+    /// A signal handler raised between two chunks (Ctrl-C's
+    /// `KeyboardInterrupt`): its exception; the chunks before it were
+    /// passed to `f`.
+    Signal(PyErr),
 }
 
 /// Runs `f` over the keys of an iterable (str or bytes each), in chunks of
@@ -208,9 +212,11 @@ pub(crate) enum Stop<X> {
 /// first (GIL held), `f` then called with the GIL released. Every key's
 /// type is checked before the first call, so a key that is neither str
 /// nor bytes stops the batch before `f` runs; a key that cannot be encoded
-/// stops it at its chunk ([`Stop::Key`] after the first). The keys are
-/// read from the list chunk by chunk: a list changed by another thread
-/// during the call is read as it is at each chunk.
+/// stops it at its chunk ([`Stop::Key`] after the first). Between chunks
+/// pending signals are handled, so that Ctrl-C stops a long batch within
+/// a chunk, not at its end ([`Stop::Signal`]). The keys are read from the
+/// list chunk by chunk: a list changed by another thread during the call
+/// is read as it is at each chunk.
 pub(crate) fn for_chunks<X: Send>(
     py: Python<'_>,
     keys: &Bound<'_, PyAny>,
@@ -250,6 +256,11 @@ pub(crate) fn for_chunks<X: Send>(
                 let slices = scratch.slices();
                 if let Err(e) = py.detach(|| f(&slices)) {
                     return Ok(Err(Stop::Call(e)));
+                }
+                if end < n {
+                    if let Err(e) = py.check_signals() {
+                        return Ok(Err(Stop::Signal(e)));
+                    }
                 }
             }
             Ok(Ok(()))

@@ -200,7 +200,9 @@ impl PyEngine {
     }
 
     /// `insert` for every key of an iterable, with the GIL released; one
-    /// bool per key, in order.
+    /// bool per key, in order. Ctrl-C stops a batch of more than 16,384
+    /// keys between chunks: the `KeyboardInterrupt` carries the answers of
+    /// the keys recorded in its `answers` attribute.
     fn insert_many(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
         self.write_batch(py, keys, |e, k| e.insert_batch(k))
     }

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard};
 
 use pyo3::prelude::*;
+use pyo3::types::PyList;
 
 use crate::convert::{for_chunks, key_bytes, Stop};
 use crate::errors::{with_path, ClosedError, ForkedError};
@@ -236,6 +237,14 @@ impl<E: Send + Sync + Leave> Slot<E> {
             Ok(()) => return Ok(out),
             Err(Stop::Call(fail)) => fail,
             Err(Stop::Key(e)) => Fail::Raised(e),
+            Err(Stop::Signal(e)) => {
+                // Raised as it is (an `IncompleteError` would be caught by
+                // `except Exception`, which Ctrl-C must pass); the answers
+                // of the chunks done ride on it, as `answers`.
+                let answers = PyList::new(py, &out)?;
+                let _ = e.value(py).setattr("answers", answers);
+                return Err(e);
+            }
         };
         if out.is_empty() {
             Err(fail.into_py(self))

@@ -184,6 +184,38 @@ def test_long_batches_go_in_chunks_with_the_same_answers(tb_dir):
             e.contains_many(bad)
 
 
+def test_ctrl_c_stops_a_long_batch_between_chunks(tb_dir):
+    # Ctrl-C during a long `insert_many` used to be raised only after the
+    # whole batch returned, its answers lost. It now stops the batch at
+    # the end of a chunk, as the KeyboardInterrupt itself (which
+    # `except Exception` does not catch), the answers of the chunks
+    # recorded in its `answers`.
+    import signal
+
+    keys = [f"https://sigint.example/{i}" for i in range(3_000_000)]
+    with Engine.create(tb_dir, tiers="7d", items_per_day=3_000_000, fpr=0.01) as e:
+
+        def interrupt():
+            # Once the batch has recorded its first chunk.
+            while not e.contains(keys[0]):
+                time.sleep(0.001)
+            os.kill(os.getpid(), signal.SIGINT)
+
+        t = threading.Thread(target=interrupt)
+        t.start()
+        try:
+            with pytest.raises(KeyboardInterrupt) as info:
+                e.insert_many(keys)
+        finally:
+            t.join()
+        done = len(info.value.answers)
+        assert 0 < done < len(keys) and done % 16_384 == 0, done
+        assert info.value.answers == [True] * done
+        assert e.contains_many(keys[:done]) == [True] * done
+        # The rest were not recorded (up to the 1% false positives).
+        assert sum(e.contains_many(keys[done:])) < 0.02 * (len(keys) - done)
+
+
 def test_reopen_finds_keys_and_config(tb_dir):
     with Engine.create(tb_dir, tiers="3d,2w", items_per_day=500, fpr=0.01) as e:
         e.insert_many([f"k{i}" for i in range(100)])

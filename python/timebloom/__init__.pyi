@@ -170,7 +170,10 @@ class Engine:
     def insert(self, key: _Key) -> bool:
         """Records ``key``; True when it was absent from every live window before."""
     def insert_many(self, keys: Iterable[_Key]) -> list[bool]:
-        """``insert`` for every key, with the GIL released; one bool per key."""
+        """``insert`` for every key, with the GIL released; one bool per key.
+        Ctrl-C stops a batch of more than 16,384 keys between chunks: the
+        ``KeyboardInterrupt`` carries the answers of the keys recorded in
+        its ``answers`` attribute."""
     def contains(self, key: _Key) -> bool:
         """Whether ``key`` is in any live window."""
     def contains_many(self, keys: Iterable[_Key]) -> list[bool]:
