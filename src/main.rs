@@ -66,8 +66,9 @@ struct Cli {
     now: Option<SystemTime>,
     /// Open even when a segment file fails its checks: it is moved to
     /// quarantine/ (as without this flag) and the engine goes on without
-    /// that window (also without a window whose file is missing); a writing command names the windows lost on stderr,
-    /// `stats --degraded` lists them and changes nothing.
+    /// that window (also without a window whose file is missing); a
+    /// writing command names the windows lost on stderr, `stats
+    /// --degraded` lists them and changes nothing.
     #[arg(long, global = true)]
     degraded: bool,
     #[command(subcommand)]
@@ -724,14 +725,12 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
                             Some(t) => engine.remove_at(key, t),
                             None => engine.remove(key),
                         };
-                        let done = match (r, at) {
-                            (Ok(done), _) => done,
+                        let (done, failed) = match (r, at) {
+                            (Ok(done), _) => (done, None),
                             // A remove whose sync failed is done: counted,
                             // then its cause is the error.
                             (Err(Error::Incomplete { answers, cause }), _) => {
-                                removed += u64::from(answers == [true]);
-                                total += 1;
-                                return Err(named(&dir, *cause));
+                                (answers == [true], Some(named(&dir, *cause)))
                             }
                             (Err(e @ Error::WindowUnavailable { .. }), Some(t)) => {
                                 return Err(CliError(format!(
@@ -744,6 +743,9 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
                         };
                         removed += u64::from(done);
                         total += 1;
+                        if let Some(e) = failed {
+                            return Err(e);
+                        }
                     }
                 }
                 Ok(())
