@@ -116,7 +116,7 @@ enum Command {
         /// The engine directory (with --redis, the first file of keys).
         #[arg(required_unless_present = "redis")]
         dir: Option<PathBuf>,
-        /// Files of keys, one per line (`.gz` files are decompressed); stdin
+        /// Files of keys, one per line (`.gz` files, any case, are decompressed); stdin
         /// when none ("-" is stdin too).
         files: Vec<PathBuf>,
         #[command(flatten)]
@@ -150,7 +150,7 @@ enum Command {
         /// The engine directory (with --redis, the first file of keys).
         #[arg(required_unless_present = "redis")]
         dir: Option<PathBuf>,
-        /// Files of keys, one per line (`.gz` files are decompressed); stdin
+        /// Files of keys, one per line (`.gz` files, any case, are decompressed); stdin
         /// when none ("-" is stdin too).
         files: Vec<PathBuf>,
         #[command(flatten)]

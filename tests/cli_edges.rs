@@ -901,3 +901,19 @@ fn verify_reports_a_window_whose_file_is_in_quarantine() {
     assert_exit(&out, 1);
     assert_stderr_contains(&out, "d-20261102-0.seg");
 }
+
+/// A gzip file whose name ends in upper-case `.GZ` (as archives copied
+/// from case-insensitive file systems often are) was read as text: its
+/// compressed bytes were recorded as keys ("added 1 new of 1 keys" for a
+/// file of two lines). The suffix is matched without regard to case.
+#[test]
+fn an_upper_case_gz_name_is_decompressed() {
+    let (tmp, db) = temp_db();
+    let gz = tmp.path().join("LOG.GZ");
+    std::fs::write(&gz, gzip(b"a\nb\n")).unwrap();
+    let out = cmd("add", &db, &[gz.to_str().unwrap()], b"");
+    assert_exit(&out, 0);
+    assert_eq!(stdout(&out), "added 2 new of 2 keys\n");
+    let out = cmd("check", &db, &["a", "b"], b"");
+    assert_exit(&out, 0);
+}

@@ -186,7 +186,7 @@ pub fn open_inputs(files: Vec<PathBuf>) -> CliResult<Inputs> {
 }
 
 /// Opens and checks the file of keys at `path` (called `name`): its
-/// reader (gzip decompressed for a `.gz` name), counting the bytes read
+/// reader (gzip decompressed for a `.gz` name, in any case), counting the bytes read
 /// into `read`, and its size if it is a regular file.
 fn open_file(
     path: &std::path::Path,
@@ -207,7 +207,10 @@ fn open_file(
         inner: file,
         read: Rc::clone(read),
     };
-    let reader: Box<dyn Input> = if path.extension().is_some_and(|e| e == "gz") {
+    let reader: Box<dyn Input> = if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
+    {
         let mut raw = BufReader::with_capacity(1 << 16, counted);
         let head = raw.fill_buf().map_err(|e| CliError::io(&name, "read", e))?;
         // An empty file too: gzip data has a header (`zcat` refuses it).
