@@ -235,6 +235,30 @@ def test_a_horizon_past_what_a_float_holds_is_too_long_not_an_overflow(tmp_path)
             parse_duration(value)
 
 
+def test_a_bad_items_per_day_or_fpr_names_its_setting(tmp_path):
+    # TIMEBLOOM_ITEMS_PER_DAY = -1 failed with OverflowError "can't convert
+    # negative int to unsigned", and "abc" (or "1e5") and an FPR of "0.1%"
+    # with int()'s and float()'s own ValueError, none naming the setting.
+    for i, (name, value, match) in enumerate(
+        (
+            ("TIMEBLOOM_ITEMS_PER_DAY", -1, "TIMEBLOOM_ITEMS_PER_DAY must be at least 1"),
+            ("TIMEBLOOM_ITEMS_PER_DAY", -(10**30), "TIMEBLOOM_ITEMS_PER_DAY must be at least 1"),
+            ("TIMEBLOOM_ITEMS_PER_DAY", 0, "TIMEBLOOM_ITEMS_PER_DAY must be at least 1"),
+            ("TIMEBLOOM_ITEMS_PER_DAY", "abc", "TIMEBLOOM_ITEMS_PER_DAY must be a whole number"),
+            ("TIMEBLOOM_ITEMS_PER_DAY", "1e5", "TIMEBLOOM_ITEMS_PER_DAY must be a whole number"),
+            ("TIMEBLOOM_FPR", "0.1%", "TIMEBLOOM_FPR must be a number"),
+            ("TIMEBLOOM_FPR", [0.1], "TIMEBLOOM_FPR must be a number"),
+        )
+    ):
+        d = tmp_path / f"tb-{i}"
+        with pytest.raises(ValueError, match=match):
+            make_filter({"TIMEBLOOM_DIR": str(d), name: value})
+        assert not d.exists(), (name, value)
+    # An FPR out of range is the engine's InvalidConfigError, which names fpr.
+    with pytest.raises(timebloom.InvalidConfigError, match="fpr must be strictly between 0 and 1"):
+        make_filter({"TIMEBLOOM_DIR": str(tmp_path / "tb-fpr"), "TIMEBLOOM_FPR": 1.5})
+
+
 def test_a_locked_directory_is_a_locked_error(tmp_path):
     d = tmp_path / "tb"
     with timebloom.Engine.create(d, items_per_day=100):

@@ -31,8 +31,8 @@ Settings:
     still count as seen. Default: unset, a request is a duplicate while any
     window still holds it (12 months with the default tiers).
 ``TIMEBLOOM_ITEMS_PER_DAY``
-    Planned distinct requests per day (default 100000). A window that
-    receives more grows instead of losing accuracy.
+    Planned distinct requests per day (default 100000), at least 1. A
+    window that receives more grows instead of losing accuracy.
 ``TIMEBLOOM_FPR``
     The false-positive rate bound of one lookup (default 0.001): the share
     of new requests wrongly dropped as duplicates.
@@ -141,6 +141,16 @@ def _setting(value: Optional[_T]) -> Optional[_T]:
     return None if value is None or value == "" else value
 
 
+def _number(value: Any, name: str, kind: type, what: str) -> Any:
+    """``value`` of the setting ``name`` as ``kind`` (``int`` or ``float``,
+    as Scrapy's ``getint`` and ``getfloat`` read it); a ``ValueError``
+    naming the setting when it is not one."""
+    try:
+        return kind(value)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise ValueError(f"{name} must be {what}: {value!r}") from e
+
+
 def _instant(value: Union[str, int, float, datetime]) -> Union[datetime, float]:
     """``TIMEBLOOM_NOW`` as something ``ManualClock`` takes."""
     if isinstance(value, str):
@@ -217,6 +227,8 @@ class TimebloomDupeFilter(BaseDupeFilter):
             from scrapy.utils.request import RequestFingerprinter
 
             fingerprinter = RequestFingerprinter()
+        if not items_per_day >= 1:  # the engine takes no negative number at all
+            raise ValueError(f"TIMEBLOOM_ITEMS_PER_DAY must be at least 1: {items_per_day!r}")
         self.fingerprinter = fingerprinter
         self.debug = debug
         self.logdupes = True
@@ -271,8 +283,10 @@ class TimebloomDupeFilter(BaseDupeFilter):
             path or None,
             # 0 is a value (refused as a horizon, as "0" is), not unset.
             recrawl_after=_setting(s.get("TIMEBLOOM_RECRAWL_AFTER")),
-            items_per_day=s.getint("TIMEBLOOM_ITEMS_PER_DAY", 100_000),
-            fpr=s.getfloat("TIMEBLOOM_FPR", 0.001),
+            items_per_day=_number(
+                s.get("TIMEBLOOM_ITEMS_PER_DAY", 100_000), "TIMEBLOOM_ITEMS_PER_DAY", int, "a whole number"
+            ),
+            fpr=_number(s.get("TIMEBLOOM_FPR", 0.001), "TIMEBLOOM_FPR", float, "a number"),
             tiers=s.get("TIMEBLOOM_TIERS", "7d,4w,12m"),
             debug=s.getbool("DUPEFILTER_DEBUG"),
             fingerprinter=crawler.request_fingerprinter,
