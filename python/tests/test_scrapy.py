@@ -202,6 +202,46 @@ def test_timebloom_now_takes_a_trailing_z_on_every_python(tmp_path):
             df.close("finished")
 
 
+def test_a_seven_day_recrawl_is_late_by_the_window_of_the_tier_that_answers_it(tmp_path, monkeypatch):
+    """The docs said a request seen up to "a day, with daily tiers" before
+    the horizon may still count as seen; with the default tiers (a daily
+    7d tier) TIMEBLOOM_RECRAWL_AFTER = "7d" is answered by the weekly tier,
+    so a page seen on a Monday at 00:30 was a duplicate for 14 days. With a
+    daily tier one day longer than the horizon, it is due within a day."""
+    monday = datetime(2026, 3, 9, 0, 30, tzinfo=timezone.utc)
+    clocks = []
+
+    def kept(now):
+        clocks.append(timebloom.ManualClock(now))
+        return clocks[-1]
+
+    monkeypatch.setattr("timebloom.scrapy.ManualClock", kept)
+
+    def first_due(tiers):
+        df = make_filter(
+            {
+                "TIMEBLOOM_DIR": str(tmp_path / tiers),
+                "TIMEBLOOM_TIERS": tiers,
+                "TIMEBLOOM_RECRAWL_AFTER": "7d",
+                "TIMEBLOOM_NOW": monday.isoformat(),
+            }
+        )
+        try:
+            assert not df.request_seen(Request("http://a.example/"))
+            for hours in range(7 * 24, 30 * 24):
+                clocks[-1].set(monday + timedelta(hours=hours))
+                if not df.request_seen(Request("http://a.example/")):
+                    return hours / 24
+        finally:
+            df.close("finished")
+        return None
+
+    assert first_due("7d,4w,12m") == 14
+    assert first_due("8d,4w,12m") == 8
+    doc = " ".join(timebloom.scrapy.__doc__.split())
+    assert "up to a week late" in doc and '"8d,4w,12m"' in doc
+
+
 def test_a_horizon_longer_than_the_tiers_fails_at_start(tmp_path):
     with pytest.raises(timebloom.HorizonTooLongError):
         make_filter({"TIMEBLOOM_DIR": str(tmp_path / "tb"), "TIMEBLOOM_TIERS": "7d", "TIMEBLOOM_RECRAWL_AFTER": "30d"})

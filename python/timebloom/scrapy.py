@@ -27,9 +27,15 @@ Settings:
     A request is a duplicate only if its fingerprint was seen within this
     horizon: seconds, a ``timedelta``, or a string such as ``"90m"``,
     ``"12h"``, ``"7d"``, ``"2w"``. Windows are whole, so a request seen up to
-    one window of the answering tier earlier (a day, with daily tiers) may
-    still count as seen. Default: unset, a request is a duplicate while any
-    window still holds it (12 months with the default tiers).
+    one window of the answering tier earlier may still count as seen. The
+    answering tier is the one with the shortest windows that reaches back
+    the whole horizon, and a tier of N daily windows reaches back N-1 days
+    and today: with the default tiers, ``"7d"`` is answered by the weekly
+    tier (a page is fetched again up to a week late) and ``"30d"`` by the
+    monthly one (up to a month late). For a recrawl late by at most a day,
+    give the daily tier a day more than the horizon (``TIMEBLOOM_TIERS =
+    "8d,4w,12m"`` for ``"7d"``). Default: unset, a request is a duplicate
+    while any window still holds it (12 months with the default tiers).
 ``TIMEBLOOM_ITEMS_PER_DAY``
     Planned distinct requests per day (default 100000), at least 1. A
     window that receives more grows instead of losing accuracy.
