@@ -522,3 +522,31 @@ def test_a_clock_behind_every_kept_window_fails_the_recrawl_loudly(tmp_path, mon
     finally:
         df.close("finished")
     assert "WindowUnavailableError" in timebloom.scrapy.__doc__
+
+
+def test_a_redis_engine_does_not_refuse_a_clock_behind_its_windows(redis_server, prefix):
+    """The docs said an engine clock behind every window the tiers keep
+    fails the recrawl with WindowUnavailableError rather than letting every
+    request through as unseen, with no word that this is a directory
+    engine's check: a Redis engine whose clock was 8 days behind its newest
+    window (tiers 2d) let a request recorded then through as new. The docs
+    now say so."""
+    common = {
+        "TIMEBLOOM_REDIS_URL": redis_server.url,
+        "TIMEBLOOM_REDIS_PREFIX": prefix,
+        "TIMEBLOOM_TIERS": "2d",
+        "TIMEBLOOM_RECRAWL_AFTER": "1h",
+    }
+    for day in (1, 3):
+        df = make_filter({**common, "TIMEBLOOM_NOW": (T_REDIS + timedelta(days=day)).isoformat()})
+        try:
+            assert not df.request_seen(Request(f"http://a.example/{day}"))
+        finally:
+            df.close("finished")
+    df = make_filter({**common, "TIMEBLOOM_NOW": (T_REDIS - timedelta(days=5)).isoformat()})
+    try:
+        assert not df.request_seen(Request("http://a.example/3"))
+    finally:
+        df.close("finished")
+    doc = " ".join(timebloom.scrapy.__doc__.split())
+    assert "A Redis engine does not check its clock against its windows" in doc

@@ -75,7 +75,10 @@ tiers keep (a ``TIMEBLOOM_NOW`` before the windows an earlier crawl rotated
 to, or a system clock stepped back further than the tiers keep):
 ``WindowUnavailableError``, at start, or at each request when the clock
 steps back during a crawl, rather than letting every request through as
-unseen; it goes away when the clock catches up.
+unseen; it goes away when the clock catches up. A Redis engine does not
+check its clock against its windows: with ``TIMEBLOOM_REDIS_URL``, a clock
+behind every window its tiers keep reads windows that hold nothing, and
+every request goes through as unseen until the clock catches up.
 With or without it, of several processes sharing a Redis engine that reach
 the same request when it is new or due again, exactly one fetches it.
 """
