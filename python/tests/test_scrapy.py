@@ -249,6 +249,39 @@ def test_a_horizon_longer_than_the_tiers_fails_at_start(tmp_path):
     timebloom.Engine.open(tmp_path / "tb").close()
 
 
+def test_a_horizon_that_fits_at_start_may_not_fit_past_the_next_boundary(tmp_path, monkeypatch):
+    """The docs said a horizon longer than the tiers keep fails when the
+    crawl starts; but a tier of N windows reaches back N-1 whole windows and
+    the open one's elapsed part, so "50w" (350 days, under the 12 months of
+    the default tiers) started on March 31 and failed every request with
+    HorizonTooLongError from April 1. 334 days (11 months at the least)
+    always fits. The docs now say so."""
+    march_31 = datetime(2026, 3, 31, 12, tzinfo=timezone.utc)
+    clocks = []
+
+    def kept(now):
+        clocks.append(timebloom.ManualClock(now))
+        return clocks[-1]
+
+    monkeypatch.setattr("timebloom.scrapy.ManualClock", kept)
+    for horizon, fits in (("50w", False), ("334d", True)):
+        df = make_filter(
+            {"TIMEBLOOM_DIR": str(tmp_path / horizon), "TIMEBLOOM_RECRAWL_AFTER": horizon, "TIMEBLOOM_NOW": march_31.isoformat()}
+        )
+        try:
+            assert not df.request_seen(Request("http://a.example/1"))
+            clocks[-1].set(datetime(2026, 4, 1, tzinfo=timezone.utc))
+            if fits:
+                assert not df.request_seen(Request("http://a.example/2"))
+            else:
+                with pytest.raises(timebloom.HorizonTooLongError):
+                    df.request_seen(Request("http://a.example/2"))
+        finally:
+            df.close("finished")
+    doc = " ".join(timebloom.scrapy.__doc__.split())
+    assert "334 days" in doc
+
+
 def test_a_horizon_past_what_a_duration_holds_is_too_long_too(tmp_path):
     # Found in review: 1e30 seconds failed with the engine's ValueError
     # "not a valid duration" (past 2**64 s) instead of HorizonTooLongError.

@@ -70,8 +70,13 @@ spider closes.
 With ``TIMEBLOOM_RECRAWL_AFTER``, a request is checked against the horizon
 and recorded in one step (``insert_within``), recorded only when it is due.
 A horizon longer than the tiers keep fails when the crawl starts
-(``HorizonTooLongError``). So does an engine clock behind every window the
-tiers keep (a ``TIMEBLOOM_NOW`` before the windows an earlier crawl rotated
+(``HorizonTooLongError``). What the tiers keep varies: a tier of N windows reaches back N-1 whole
+windows and the open one's elapsed part, so a horizon that fits at start
+may not after the next window boundary, and then each request fails with
+``HorizonTooLongError``. A horizon within N-1 windows of a tier always
+fits: 6 days, 3 weeks or 334 days (11 months at the least) with the
+default tiers. An engine clock behind every window the tiers keep fails
+at start too (a ``TIMEBLOOM_NOW`` before the windows an earlier crawl rotated
 to, or a system clock stepped back further than the tiers keep):
 ``WindowUnavailableError``, at start, or at each request when the clock
 steps back during a crawl, rather than letting every request through as
