@@ -242,6 +242,32 @@ def test_a_seven_day_recrawl_is_late_by_the_window_of_the_tier_that_answers_it(t
     assert "up to a week late" in doc and '"8d,4w,12m"' in doc
 
 
+def test_without_a_horizon_a_filtered_request_is_recorded_again(tmp_path, monkeypatch):
+    """The docs said that without TIMEBLOOM_RECRAWL_AFTER a request is a
+    duplicate while a window holds it, "12 months with the default tiers";
+    but each filtered request is recorded again, so one requested every 30
+    days was still a duplicate 720 days after it was first fetched. The
+    docs now count the 12 months from the last time it was requested."""
+    t0 = datetime(2026, 1, 15, 12, tzinfo=timezone.utc)
+    clocks = []
+
+    def kept(now):
+        clocks.append(timebloom.ManualClock(now))
+        return clocks[-1]
+
+    monkeypatch.setattr("timebloom.scrapy.ManualClock", kept)
+    df = make_filter({"TIMEBLOOM_DIR": str(tmp_path / "tb"), "TIMEBLOOM_NOW": t0.isoformat()})
+    try:
+        assert not df.request_seen(Request("http://a.example/"))
+        for month in range(1, 25):
+            clocks[-1].set(t0 + timedelta(days=30 * month))
+            assert df.request_seen(Request("http://a.example/")), month
+    finally:
+        df.close("finished")
+    doc = " ".join(timebloom.scrapy.__doc__.split())
+    assert "12 months after it was last requested" in doc
+
+
 def test_a_horizon_longer_than_the_tiers_fails_at_start(tmp_path):
     with pytest.raises(timebloom.HorizonTooLongError):
         make_filter({"TIMEBLOOM_DIR": str(tmp_path / "tb"), "TIMEBLOOM_TIERS": "7d", "TIMEBLOOM_RECRAWL_AFTER": "30d"})

@@ -35,7 +35,9 @@ Settings:
     monthly one (up to a month late). For a recrawl late by at most a day,
     give the daily tier a day more than the horizon (``TIMEBLOOM_TIERS =
     "8d,4w,12m"`` for ``"7d"``). Default: unset, a request is a duplicate
-    while any window still holds it (12 months with the default tiers).
+    while any window still holds it: 12 months after it was last requested
+    with the default tiers, since a filtered request is recorded again (a
+    request that comes back within every 12 months is never fetched again).
 ``TIMEBLOOM_ITEMS_PER_DAY``
     Planned distinct requests per day (default 100000), at least 1. A
     window that receives more grows instead of losing accuracy.
