@@ -268,6 +268,25 @@ def test_without_a_horizon_a_filtered_request_is_recorded_again(tmp_path, monkey
     assert "12 months after it was last requested" in doc
 
 
+def test_a_crawl_resumed_after_every_window_would_expire_is_a_clock_jump(tmp_path):
+    """A directory crawled with TIMEBLOOM_TIERS = "7d" and opened again 10
+    days later failed at start with ClockJumpError, which the Scrapy docs
+    did not name among the errors of a crawl's start; they now do, with the
+    way past it."""
+    d = str(tmp_path / "tb")
+    t0 = datetime(2026, 3, 10, 12, tzinfo=timezone.utc)
+    df = make_filter({"TIMEBLOOM_DIR": d, "TIMEBLOOM_TIERS": "7d", "TIMEBLOOM_NOW": t0.isoformat()})
+    try:
+        assert not df.request_seen(Request("http://a.example/"))
+    finally:
+        df.close("finished")
+    later = (t0 + timedelta(days=10)).isoformat()
+    with pytest.raises(timebloom.ClockJumpError, match="timebloom maintain"):
+        make_filter({"TIMEBLOOM_DIR": d, "TIMEBLOOM_NOW": later})
+    doc = " ".join(timebloom.scrapy.__doc__.split())
+    assert "ClockJumpError" in doc and "timebloom maintain" in doc
+
+
 def test_a_horizon_longer_than_the_tiers_fails_at_start(tmp_path):
     with pytest.raises(timebloom.HorizonTooLongError):
         make_filter({"TIMEBLOOM_DIR": str(tmp_path / "tb"), "TIMEBLOOM_TIERS": "7d", "TIMEBLOOM_RECRAWL_AFTER": "30d"})

@@ -67,7 +67,11 @@ Settings:
 The filter keys the engine with the request fingerprint of the crawler's
 ``REQUEST_FINGERPRINTER_CLASS`` (the 20 raw bytes), so requests that Scrapy's
 own filter treats as one are one here too. The engine is closed when the
-spider closes.
+spider closes. A directory opened again after the clock passed every
+window its tiers keep (10 days later with ``TIMEBLOOM_TIERS = "7d"``, over
+12 months with the default tiers) fails at start with ``ClockJumpError``,
+as the engine refuses such a step: if the clock is right, move the engine
+there with ``timebloom maintain DIR --now T`` (or delete the directory).
 
 With ``TIMEBLOOM_RECRAWL_AFTER``, a request is checked against the horizon
 and recorded in one step (``insert_within``), recorded only when it is due.
