@@ -414,14 +414,22 @@ def test_logging_like_the_builtin_filter(caplog, debug):
 
 def test_parse_duration():
     assert parse_duration("7d") == 7 * 86_400
-    assert parse_duration("90m") == 5400
+    assert parse_duration("90min") == 5400
+    assert parse_duration("1d12h") == 36 * 3600  # parts run together, as on the command line
+    assert parse_duration(" 1.5d ") == 36 * 3600
     assert parse_duration("2w") == 14 * 86_400
     assert parse_duration("3600") == 3600
     assert parse_duration(1.5) == 1.5
     assert parse_duration(timedelta(hours=2)) == 7200
-    for bad in ("7x", "", "-1d", "0", float("nan"), float("inf"), -1, timedelta(0)):
+    for bad in ("7x", "", "-1d", "0", "7D", "1d-2h", float("nan"), float("inf"), -1, timedelta(0)):
         with pytest.raises(ValueError):
             parse_duration(bad)
+    # "m" read as minutes, though TIMEBLOOM_TIERS reads it as months: "3m"
+    # meant as three months recrawled every three minutes. It is refused,
+    # as the command line refuses it.
+    for ambiguous in ("3m", "90m", "1d30m"):
+        with pytest.raises(ValueError, match="ambiguous: write min for minutes"):
+            parse_duration(ambiguous)
     with pytest.raises(TypeError):
         parse_duration(True)
 

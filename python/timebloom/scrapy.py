@@ -25,7 +25,7 @@ Settings:
     spiders do not.
 ``TIMEBLOOM_RECRAWL_AFTER``
     A request is a duplicate only if its fingerprint was seen within this
-    horizon: seconds, a ``timedelta``, or a string such as ``"90m"``,
+    horizon: seconds, a ``timedelta``, or a string such as ``"90min"``,
     ``"12h"``, ``"7d"``, ``"2w"``. Windows are whole, so a request seen up to
     one window of the answering tier earlier may still count as seen. The
     answering tier is the one with the shortest windows that reaches back
@@ -116,13 +116,17 @@ if TYPE_CHECKING:
 
 __all__ = ["TimebloomDupeFilter", "parse_duration"]
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_UNITS = {"s": 1, "min": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
+_SECONDS = re.compile(r"\d+(?:\.\d+)?")
+_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*")
+_FORMS = "use seconds or 90min, 12h, 7d, 2w, 1d12h"
 
 
 def parse_duration(value: Union[str, int, float, timedelta]) -> float:
     """Seconds of ``value``: a number of seconds, a ``timedelta``, or a
-    string such as ``"3600"``, ``"90m"``, ``"12h"``, ``"7d"``, ``"2w"``.
+    string such as ``"3600"``, ``"90min"``, ``"12h"``, ``"7d"``, ``"2w"``,
+    or several run together (``"1d12h"``), as the command line reads them.
+    ``"m"`` is refused as ambiguous: ``TIMEBLOOM_TIERS`` reads it as months.
 
     A ``ValueError`` when ``value`` is not positive and finite (or a string
     of another form), a ``TypeError`` when it is none of these types. An int
@@ -137,11 +141,22 @@ def parse_duration(value: Union[str, int, float, timedelta]) -> float:
         except OverflowError:  # an int past the largest float
             secs = sys.float_info.max if value > 0 else -sys.float_info.max
     elif isinstance(value, str):
-        m = _DURATION.match(value)
-        if not m:
-            raise ValueError(f"not a duration: {value!r} (use seconds or 90m, 12h, 7d, 2w)")
+        text, secs, at = value.strip(), 0.0, 0
+        if _SECONDS.fullmatch(text):
+            secs, at = float(text), len(text)
+        elif not text:
+            raise ValueError(f"not a duration: {value!r} ({_FORMS})")
+        while at < len(text):
+            m = _PART.match(text, at)
+            if m and m.group(2) == "m":
+                raise ValueError(f'not a duration: {value!r} ("m" is ambiguous: write min for minutes)')
+            if not m or m.group(2) not in _UNITS:
+                raise ValueError(f"not a duration: {value!r} ({_FORMS})")
+            unit = m.group(2)
+            secs += float(m.group(1)) * _UNITS[unit]
+            at = m.end()
         # Digits are finite, however many: too many for a float is the largest.
-        secs = min(float(m.group(1)) * _UNITS[m.group(2) or "s"], sys.float_info.max)
+        secs = min(secs, sys.float_info.max)
     else:
         raise TypeError(f"not a duration: {value!r}")
     if not 0 < secs < float("inf"):  # NaN fails this too
