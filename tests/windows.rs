@@ -611,3 +611,63 @@ fn a_clock_behind_every_kept_window_says_so_for_every_horizon() {
     clock.set(day(3));
     assert!(e.contains_within(b"day 3", DAY).unwrap());
 }
+
+/// The UTC instant of a civil date-time at `offset` seconds east of UTC.
+fn civil(y: i32, m: u8, d: u8, hh: u8, mm: u8, ss: u8, offset: i32) -> u64 {
+    let date = time::Date::from_calendar_date(y, time::Month::try_from(m).unwrap(), d).unwrap();
+    let t = time::PrimitiveDateTime::new(date, time::Time::from_hms(hh, mm, ss).unwrap());
+    t.assume_offset(time::UtcOffset::from_whole_seconds(offset).unwrap())
+        .unix_timestamp() as u64
+}
+
+/// The first and last instants the engine accepts, with windows that start
+/// before 1970 (a negative offset) or end after 9999, for every span kind.
+#[test]
+fn windows_at_the_ends_of_the_clock_range() {
+    let tiers = [
+        Tier::daily(2),
+        Tier::weekly(2),
+        Tier::monthly(2),
+        "5h".parse().unwrap(),
+        "2x7h".parse().unwrap(),
+        "3d:fingerprint".parse().unwrap(),
+    ];
+    let last = civil(9999, 12, 31, 23, 59, 59, 0);
+    let year_10000 = {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(&tiers, 100, 0.001);
+        cfg.utc_offset_secs = 3_600;
+        let opts = timebloom::Options::default().clock(ManualClock::new(at(last - 700)));
+        timebloom::Engine::create_with(dir.path(), cfg, opts).map(|_| ())
+    };
+    // At +01:00 the last hour of 9999 (UTC) is local year 10000: no window
+    // there has a file name, an error naming why.
+    assert!(
+        matches!(&year_10000, Err(Error::WindowUnavailable { reason }) if reason.contains("year")),
+        "{year_10000:?}"
+    );
+    for (start, offset) in [
+        (0u64, -3_600),
+        (0, 50_400),
+        (last - 700, 0),
+        (last - 700, -43_200),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(at(start));
+        let mut cfg = config(&tiers, 100, 0.001);
+        cfg.utc_offset_secs = offset;
+        let e = create(dir.path(), cfg, &clock);
+        for step in [0u64, 1, 100, 599, 600, 601, 700] {
+            clock.set(at(start + step));
+            let k = format!("k{step}");
+            assert!(e.insert(k.as_bytes()).unwrap(), "{start} {offset} {step}");
+            assert!(e.contains(k.as_bytes()).unwrap());
+            assert!(e.contains_within(k.as_bytes(), Duration::ZERO).unwrap());
+            e.stats().unwrap();
+        }
+        e.verify().unwrap();
+        drop(e);
+        let e = open(dir.path(), &clock);
+        assert!(e.contains(b"k0").unwrap());
+    }
+}

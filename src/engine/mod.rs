@@ -972,9 +972,16 @@ impl Engine {
 
     /// The day holding instant `t` (days since the epoch in the configured
     /// offset, as daily windows count them): a fingerprint table's clock.
+    ///
+    /// The instants before the first local midnight that a negative offset
+    /// puts after the epoch (1970-01-01T00:00Z to 01:00Z at -01:00) lie in
+    /// local day -1, which a table's day tags cannot hold: they count as
+    /// day 0, so a key recorded then is kept a little longer, never less.
+    /// (Every engine reads this day at a rotation, so refusing them refused
+    /// to create or write any engine at such an instant.)
     #[inline]
     fn day_of(&self, t: i64) -> Result<u32> {
-        let d = self.window_index(window::Span::Day, t)?;
+        let d = self.window_index(window::Span::Day, t)?.max(0);
         u32::try_from(d).map_err(|_| Error::WindowUnavailable {
             reason: format!("instant {t} lies before the first day a fingerprint table knows"),
         })
