@@ -620,6 +620,154 @@ fn civil(y: i32, m: u8, d: u8, hh: u8, mm: u8, ss: u8, offset: i32) -> u64 {
         .unix_timestamp() as u64
 }
 
+/// Steps the clock through window edges of one tier (a second before, at
+/// and after each boundary), inserting a key at each step, and checks every
+/// key against every horizon: a key inserted within the horizon is always
+/// present, one inserted more than a window before `now - horizon` is
+/// absent, and `contains` keeps a key exactly while its window is live.
+fn check_edges(tier: Tier, offset: i32, starts: &[u64], window_of: impl Fn(u64) -> i64) {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(at(starts[0] - 1));
+    let mut cfg = config(&[tier], 100, 1e-9);
+    cfg.utc_offset_secs = offset;
+    let e = create(dir.path(), cfg, &clock);
+    let mut keys: Vec<(u64, Vec<u8>)> = Vec::new();
+    let r = i64::from(tier.retention);
+    let mut steps = Vec::new();
+    for &s in starts {
+        steps.extend([s - 1, s, s + 1]);
+    }
+    let nominal = match format!("{tier}") {
+        s if s.ends_with('d') => 86_400,
+        s if s.ends_with('w') => 7 * 86_400,
+        s if s.ends_with('m') => 31 * 86_400,
+        s if s.ends_with('h') => 3_600,
+        s => s[s.find('x').unwrap() + 1..s.len() - 1].parse().unwrap(),
+    };
+    for (i, &now) in steps.iter().enumerate() {
+        clock.set(at(now));
+        let k = format!("key-{i}-{now}").into_bytes();
+        assert!(e.insert(&k).unwrap(), "{tier} {now}: new key not new");
+        keys.push((now, k));
+        let cur = window_of(now);
+        for (t, k) in &keys {
+            let live = window_of(*t) > cur - r;
+            assert_eq!(
+                e.contains(k).unwrap(),
+                live,
+                "{tier} off {offset}: key at {t}, now {now}"
+            );
+            for h in [
+                0u64,
+                1,
+                59,
+                3_600,
+                86_399,
+                86_400,
+                86_401,
+                7 * 86_400,
+                40 * 86_400,
+            ] {
+                let got = match e.contains_within(k, Duration::from_secs(h)) {
+                    Ok(b) => b,
+                    Err(Error::HorizonTooLong { max_secs, .. }) => {
+                        // Refused only when the oldest live window starts after now - h.
+                        assert!(h > max_secs, "{tier}: {h} refused, max {max_secs}");
+                        continue;
+                    }
+                    Err(err) => panic!("{tier} now {now} h {h}: {err}"),
+                };
+                if now - t <= h {
+                    assert!(
+                        got,
+                        "{tier} off {offset}: key at {t} absent at {now} within {h}"
+                    );
+                }
+                if now - t > h + nominal {
+                    assert!(
+                        !got,
+                        "{tier} off {offset}: key at {t} present at {now} within {h}"
+                    );
+                }
+            }
+        }
+    }
+    e.verify().unwrap();
+    drop(e);
+    // Reopen after several boundaries: expiry exactly by windows.
+    let later = *steps.last().unwrap() + (r as u64 - 1).min(3) * nominal;
+    clock.set(at(later));
+    let e = open(dir.path(), &clock);
+    let cur = window_of(later);
+    for (t, k) in &keys {
+        let live = window_of(*t) > cur - r;
+        assert_eq!(
+            e.contains(k).unwrap(),
+            live,
+            "{tier} after reopen: key at {t}"
+        );
+    }
+}
+
+#[test]
+fn hourly_and_custom_windows_at_their_edges_with_offsets() {
+    for offset in [0, 19_800, -34_200, 86_399, -86_399] {
+        let o = i64::from(offset);
+        for (tier, secs) in [
+            ("6h".parse::<Tier>().unwrap(), 3_600i64),
+            ("3x90min".parse().unwrap(), 5_400),
+            ("1x7h".parse().unwrap(), 25_200),
+        ] {
+            let base = (T0 as i64 + o).div_euclid(secs) * secs - o;
+            let starts: Vec<u64> = (1..8).map(|i| (base + i * secs) as u64).collect();
+            check_edges(tier, offset, &starts, |t| (t as i64 + o).div_euclid(secs));
+        }
+    }
+}
+
+#[test]
+fn days_weeks_and_months_at_their_edges_with_offsets() {
+    for offset in [0, 3_600, -18_000, 50_400, -43_200] {
+        let o = i64::from(offset);
+        let day = |t: u64| (t as i64 + o).div_euclid(86_400);
+        let month = |t: u64| {
+            let d = time::OffsetDateTime::from_unix_timestamp(t as i64 + o).unwrap();
+            i64::from(d.year()) * 12 + i64::from(u8::from(d.month())) - 1
+        };
+        // Month ends: Jan 31 -> Feb 29 (2024), Feb 28 (2100), year ends.
+        let months: Vec<u64> = [(2024, 1), (2024, 2), (2024, 3), (2024, 4)]
+            .iter()
+            .map(|&(y, m)| civil(y, m, 1, 0, 0, 0, offset))
+            .collect();
+        check_edges(Tier::monthly(2), offset, &months, month);
+        let months: Vec<u64> = [(2099, 12), (2100, 1), (2100, 2), (2100, 3)]
+            .iter()
+            .map(|&(y, m)| civil(y, m, 1, 0, 0, 0, offset))
+            .collect();
+        check_edges(Tier::monthly(1), offset, &months, month);
+        let days: Vec<u64> = [
+            (2024, 2, 28),
+            (2024, 2, 29),
+            (2024, 3, 1),
+            (2038, 1, 19),
+            (2038, 1, 20),
+        ]
+        .iter()
+        .map(|&(y, m, d)| civil(y, m, d, 0, 0, 0, offset))
+        .collect();
+        check_edges(Tier::daily(3), offset, &days[..3], day);
+        check_edges(Tier::daily(2), offset, &days[3..], day);
+        // ISO weeks start on Monday: 2026-12-28, 2027-01-04, 2027-01-11.
+        let weeks: Vec<u64> = [(2026, 12, 28), (2027, 1, 4), (2027, 1, 11)]
+            .iter()
+            .map(|&(y, m, d)| civil(y, m, d, 0, 0, 0, offset))
+            .collect();
+        check_edges(Tier::weekly(2), offset, &weeks, |t| {
+            (day(t) + 3).div_euclid(7)
+        });
+    }
+}
+
 /// The first and last instants the engine accepts, with windows that start
 /// before 1970 (a negative offset) or end after 9999, for every span kind.
 #[test]
