@@ -819,3 +819,73 @@ fn windows_at_the_ends_of_the_clock_range() {
         assert!(e.contains(b"k0").unwrap());
     }
 }
+
+/// `insert_at` and `remove_at` of instants at window edges pair up in
+/// counting tiers of hours, days and months at an offset, and a remove at
+/// another instant of the same window takes back the same insert.
+#[test]
+fn insert_at_and_remove_at_pair_up_at_window_edges() {
+    let offset = -9 * 3_600 - 1_800;
+    let o = i64::from(offset);
+    let tiers = [
+        "30h:counting".parse::<Tier>().unwrap(),
+        Tier::daily(3).counting(),
+        Tier::monthly(2).counting(),
+    ];
+    // 2024-03-01T00:00 local: an hour, a day and a month boundary at once.
+    let b = civil(2024, 3, 1, 0, 0, 0, offset);
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(at(b + 5 * 3_600 + 17));
+    let mut cfg = config(&tiers, 100, 1e-6);
+    cfg.utc_offset_secs = offset;
+    let e = create(dir.path(), cfg, &clock);
+    let now = b + 5 * 3_600 + 17;
+    for t in [b - 1, b, b + 1, b + 3_599, b + 3_600, now, now + 100] {
+        let k = format!("k{t}");
+        assert!(e.insert_at(k.as_bytes(), at(t)).unwrap(), "{t}");
+        let h = Duration::from_secs(now.saturating_sub(t));
+        assert!(e.contains_within(k.as_bytes(), h).unwrap(), "{t}");
+    }
+    // The same window, another instant: the insert is taken back.
+    let before = format!("k{}", b - 1);
+    assert!(e.remove_at(before.as_bytes(), at(b - 3_600)).unwrap());
+    assert!(!e.contains(before.as_bytes()).unwrap());
+    // Another hour of the same day: the hourly window does not hold it.
+    assert!(!e
+        .remove_at(format!("k{b}").as_bytes(), at(b + 3_600))
+        .unwrap());
+    assert!(e.contains(format!("k{b}").as_bytes()).unwrap());
+    assert!(e.remove_at(format!("k{b}").as_bytes(), at(b + 59)).unwrap());
+    assert!(!e.contains(format!("k{b}").as_bytes()).unwrap());
+    // Past the current window is the future; before the oldest month, gone.
+    let next_hour = ((now as i64 + o).div_euclid(3_600) + 1) * 3_600 - o;
+    assert!(matches!(
+        e.insert_at(b"x", at(next_hour as u64)),
+        Err(Error::WindowUnavailable { .. })
+    ));
+    assert!(e.insert_at(b"x", at(next_hour as u64 - 1)).is_ok());
+    let feb = civil(2024, 2, 1, 0, 0, 0, offset);
+    assert!(e.insert_at(b"y", at(feb)).unwrap());
+    assert!(matches!(
+        e.insert_at(b"y", at(feb - 1)),
+        Err(Error::WindowUnavailable { .. })
+    ));
+    e.verify().unwrap();
+    drop(e);
+    // Reopen 30 hours on: the hourly windows of before b expired, the
+    // daily one of Feb 29 still live (3 days), February's month too.
+    clock.set(at(b + 30 * 3_600));
+    let e = open(dir.path(), &clock);
+    assert!(e.contains(b"y").unwrap());
+    assert!(e.contains(format!("k{}", b + 1).as_bytes()).unwrap());
+    assert!(e
+        .contains_within(
+            format!("k{}", b + 1).as_bytes(),
+            Duration::from_secs(30 * 3_600)
+        )
+        .unwrap());
+    assert!(e
+        .remove_at(format!("k{}", b + 1).as_bytes(), at(b + 1))
+        .unwrap());
+    assert!(!e.contains(format!("k{}", b + 1).as_bytes()).unwrap());
+}
