@@ -628,7 +628,7 @@ fn civil(y: i32, m: u8, d: u8, hh: u8, mm: u8, ss: u8, offset: i32) -> u64 {
 fn check_edges(tier: Tier, offset: i32, starts: &[u64], window_of: impl Fn(u64) -> i64) {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(at(starts[0] - 1));
-    let mut cfg = config(&[tier], 100, 1e-9);
+    let mut cfg = config(&[tier], 100, 1e-7);
     cfg.utc_offset_secs = offset;
     let e = create(dir.path(), cfg, &clock);
     let mut keys: Vec<(u64, Vec<u8>)> = Vec::new();
@@ -638,7 +638,7 @@ fn check_edges(tier: Tier, offset: i32, starts: &[u64], window_of: impl Fn(u64) 
         steps.extend([s - 1, s, s + 1]);
     }
     let nominal = match format!("{tier}") {
-        s if s.ends_with('d') => 86_400,
+        s if s.ends_with('d') || s.ends_with("fingerprint") => 86_400,
         s if s.ends_with('w') => 7 * 86_400,
         s if s.ends_with('m') => 31 * 86_400,
         s if s.ends_with('h') => 3_600,
@@ -654,6 +654,13 @@ fn check_edges(tier: Tier, offset: i32, starts: &[u64], window_of: impl Fn(u64) 
             keys.push((now, k));
         }
         let cur = window_of(now);
+        // The reach stats report is the longest horizon answered.
+        let covers = e.stats().unwrap().tiers[0].covers_secs;
+        assert!(e.contains_within(b"x", Duration::from_secs(covers)).is_ok());
+        match e.contains_within(b"x", Duration::from_secs(covers + 1)) {
+            Err(Error::HorizonTooLong { max_secs, .. }) => assert_eq!(max_secs, covers, "{tier}"),
+            other => panic!("{tier} at {now}: {covers} + 1 s: {other:?}"),
+        }
         for (t, k) in &keys {
             let live = window_of(*t) > cur - r;
             assert_eq!(
@@ -761,6 +768,8 @@ fn days_weeks_and_months_at_their_edges_with_offsets() {
         .collect();
         check_edges(Tier::daily(3), offset, &days[..3], day);
         check_edges(Tier::daily(2), offset, &days[3..], day);
+        check_edges(Tier::fingerprint(3), offset, &days[..3], day);
+        check_edges(Tier::fingerprint(2), offset, &days[3..], day);
         // ISO weeks start on Monday: 2026-12-28, 2027-01-04, 2027-01-11.
         let weeks: Vec<u64> = [(2026, 12, 28), (2027, 1, 4), (2027, 1, 11)]
             .iter()
