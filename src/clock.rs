@@ -181,8 +181,11 @@ impl Options {
     /// The longest forward step of the clock a writer takes by itself.
     ///
     /// Whatever the limit, a writer refuses a step that would expire every
-    /// live window holding keys at once ([`crate::Error::ClockJump`]): a
-    /// clock set years ahead by mistake must not empty the engine. `None`
+    /// window of every tier at once and pass at least one whole window of
+    /// each unseen ([`crate::Error::ClockJump`]): a clock set years ahead by
+    /// mistake must not empty the engine. (A tier keeping one window expires
+    /// it at each of its boundaries by design: the step into the next window
+    /// is taken even when every tier keeps one window.) `None`
     /// (the default) sets no further limit, so a crawler paused for weeks
     /// restarts as usual while a longer tier still keeps its keys. With
     /// `Some(d)`, a step that passes the first window boundary the engine

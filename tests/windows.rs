@@ -961,3 +961,25 @@ fn mixed_tiers_across_a_month_end_keep_exactly_the_live_keys() {
         }
     }
 }
+
+/// A tier keeping one window expires it at each boundary: the step into
+/// the next window is taken even when it expires every key, and only a
+/// step that also passes a whole window of every tier unseen is a jump.
+#[test]
+fn single_window_tiers_step_into_the_next_window_but_not_past_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let tiers = [Tier::daily(1), "1x7h".parse().unwrap()];
+    let e = create(dir.path(), config(&tiers, 100, 0.001), &clock);
+    e.insert(b"a").unwrap();
+    // Day 1, 13:00: both windows holding "a" expire; the day passed no
+    // whole daily window unseen.
+    clock.set(day(1) + Duration::from_secs(3_600));
+    assert!(e.insert(b"b").unwrap());
+    assert!(!e.contains(b"a").unwrap());
+    // Two days on, a whole window of each tier passes unseen: a jump.
+    clock.set(day(3) + Duration::from_secs(3_600));
+    assert!(matches!(e.insert(b"c"), Err(Error::ClockJump { .. })));
+    clock.set(day(1) + Duration::from_secs(7_200));
+    assert!(e.contains(b"b").unwrap());
+}
