@@ -917,3 +917,54 @@ fn an_upper_case_gz_name_is_decompressed() {
     let out = cmd("check", &db, &["a", "b"], b"");
     assert_exit(&out, 0);
 }
+
+/// For tiers of hours, custom lengths, a single long window, counting and
+/// fingerprint kinds at a negative offset, `plan --json` gives each tier's
+/// bytes per window as the size of the file `add` creates for its open
+/// window, and `stats --json` counts exactly the bytes of the files there.
+#[test]
+fn plan_and_stats_agree_with_the_files_of_unusual_tiers() {
+    let (_tmp, db) = temp_db();
+    let spec = "48h,4x6h,3x90s:counting,1x366d,30d:fingerprint";
+    let sizing = [
+        "--tiers",
+        spec,
+        "--items-per-day",
+        "1000",
+        "--utc-offset",
+        "-03:30",
+    ];
+    let out = run(&[&["plan", "--json"][..], &sizing].concat(), b"");
+    assert_exit(&out, 0);
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = cmd("add", &db, &sizing, b"a\n");
+    assert_exit(&out, 0);
+    let mut files: Vec<(String, u64)> = std::fs::read_dir(db.join("seg"))
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, e.metadata().unwrap().len())
+        })
+        .collect();
+    files.sort();
+    let prefixes = ["c3600-", "c21600-", "c90-", "c31622400-", "f-"];
+    let tiers = plan["tiers"].as_array().unwrap();
+    assert_eq!(tiers.len(), prefixes.len());
+    for (t, prefix) in tiers.iter().zip(prefixes) {
+        let made: Vec<u64> = (files.iter())
+            .filter(|(n, _)| n.starts_with(prefix))
+            .map(|(_, len)| *len)
+            .collect();
+        assert_eq!(
+            made,
+            [t["bytes_per_window"].as_u64().unwrap()],
+            "{t} {files:?}"
+        );
+    }
+    let out = cmd("stats", &db, &["--json"], b"");
+    assert_exit(&out, 0);
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let total: u64 = files.iter().map(|(_, len)| len).sum();
+    assert_eq!(stats["bytes"].as_u64(), Some(total), "{files:?}");
+}
