@@ -136,9 +136,9 @@ impl Tier {
 
 impl fmt::Display for Tier {
     /// The form [`Tier::from_str`] reads: `7d`, `4w`, `12m`, `24h`, and other
-    /// window lengths in seconds (`4x6h` is written `4x21600s`), with
-    /// `:counting` for counting tiers and `:fingerprint` for a fingerprint
-    /// tier.
+    /// window lengths in the largest unit that holds them whole (`4x6h`,
+    /// `4x90min`, `1x366d`, `3x90s`), with `:counting` for counting tiers
+    /// and `:fingerprint` for a fingerprint tier.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.retention;
         match self.span {
@@ -146,7 +146,13 @@ impl fmt::Display for Tier {
             Span::Week => write!(f, "{n}w")?,
             Span::Month => write!(f, "{n}m")?,
             Span::Custom(3600) => write!(f, "{n}h")?,
-            Span::Custom(s) => write!(f, "{n}x{s}s")?,
+            Span::Custom(s) => {
+                let (unit, name) = [(86_400, "d"), (3600, "h"), (60, "min")]
+                    .into_iter()
+                    .find(|&(unit, _)| s % unit == 0)
+                    .unwrap_or((1, "s"));
+                write!(f, "{n}x{}{name}", s / unit)?
+            }
         }
         match self.kind {
             Kind::Counting => write!(f, ":counting")?,
@@ -728,6 +734,22 @@ mod tests {
         }
         for t in parse_tiers("7d,4w,12m,48h,4x6h,3x90s:counting").unwrap() {
             assert_eq!(t.to_string().parse::<Tier>().unwrap(), t);
+        }
+        // Shown in the largest unit that holds the length whole (`4x6h`
+        // was shown as `4x21600s`, which reads back the same but not as
+        // typed).
+        for (given, shown) in [
+            ("4x6h", "4x6h"),
+            ("4x360min", "4x6h"),
+            ("2x90min", "2x90min"),
+            ("1x366d", "1x366d"),
+            ("10000x1min", "10000x1min"),
+            ("3x90s:counting", "3x90s:counting"),
+            ("4x1d", "4x1d"),
+        ] {
+            let t: Tier = given.parse().unwrap();
+            assert_eq!(t.to_string(), shown, "{given}");
+            assert_eq!(shown.parse::<Tier>().unwrap(), t, "{given}");
         }
     }
 

@@ -967,4 +967,17 @@ fn plan_and_stats_agree_with_the_files_of_unusual_tiers() {
     let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let total: u64 = files.iter().map(|(_, len)| len).sum();
     assert_eq!(stats["bytes"].as_u64(), Some(total), "{files:?}");
+    // The text form names each tier as it was given (`4x6h` was shown as
+    // `4x21600s`), one window in the singular.
+    let out = cmd("stats", &db, &[], b"");
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    for line in [
+        "tier 48h  bloom  48 windows of 1h",
+        "tier 4x6h  bloom  4 windows of 6h",
+        "tier 3x90s:counting  counting  3 windows of 1min 30s",
+        "tier 1x366d  bloom  1 window of 366d",
+    ] {
+        assert!(text.contains(line), "{line:?} in {text}");
+    }
 }

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use timebloom::{Error, ManualClock, Tier};
+use timebloom::{Error, ManualClock, Span, Tier};
 
 #[test]
 fn reopen_after_clean_close_keeps_every_key() {
@@ -637,12 +637,11 @@ fn check_edges(tier: Tier, offset: i32, starts: &[u64], window_of: impl Fn(u64) 
     for &s in starts {
         steps.extend([s - 1, s, s + 1]);
     }
-    let nominal = match format!("{tier}") {
-        s if s.ends_with('d') || s.ends_with("fingerprint") => 86_400,
-        s if s.ends_with('w') => 7 * 86_400,
-        s if s.ends_with('m') => 31 * 86_400,
-        s if s.ends_with('h') => 3_600,
-        s => s[s.find('x').unwrap() + 1..s.len() - 1].parse().unwrap(),
+    let nominal = match tier.span {
+        Span::Day => 86_400,
+        Span::Week => 7 * 86_400,
+        Span::Month => 31 * 86_400,
+        Span::Custom(s) => s,
     };
     for (i, &now) in steps.iter().enumerate() {
         clock.set(at(now));

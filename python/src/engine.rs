@@ -386,8 +386,8 @@ impl PyEngine {
     }
 
     /// The tiers, in the form `create` takes (`"7d,4w,12m"`): spaces
-    /// dropped, and a window of hours written in seconds (`"4x6h"` reads
-    /// back as `"4x21600s"`).
+    /// dropped, and a window length in the largest unit that holds it
+    /// whole (`"4x360min"` reads back as `"4x6h"`).
     #[getter]
     fn tiers(&self) -> PyResult<String> {
         self.slot.get(|e| tiers_text(e.config()))

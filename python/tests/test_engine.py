@@ -1109,12 +1109,17 @@ def test_the_calls_that_raise_horizon_and_window_errors(tb_dir):
 
 
 def test_tiers_read_back_in_the_form_create_takes(tmp_path):
-    for given, shown in (("7d, 4w", "7d,4w"), ("4x6h", "4x21600s"), ("365d:fingerprint,7d", "365d:fingerprint,7d")):
+    for given, shown in (
+        ("7d, 4w", "7d,4w"),
+        ("4x360min", "4x6h"),
+        ("2x90min", "2x90min"),
+        ("365d:fingerprint,7d", "365d:fingerprint,7d"),
+    ):
         with Engine.create(tmp_path / given, given, items_per_day=100) as e:
             assert e.tiers == shown
         with Engine.create(tmp_path / ("again " + given), shown, items_per_day=100) as again:
             assert again.tiers == shown
-    assert "4x21600s" in Engine.tiers.__doc__
+    assert '"4x360min"` reads back as `"4x6h"' in Engine.tiers.__doc__
 
 
 def test_every_public_item_has_a_docstring():

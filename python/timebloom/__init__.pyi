@@ -222,7 +222,7 @@ class Engine:
         """The sync policy of this open (``"always"``, ``"interval=1s"``, ``"none"``)."""
     @property
     def tiers(self) -> str:
-        """The tiers, in the form ``create`` takes (``"4x6h"`` reads back as ``"4x21600s"``)."""
+        """The tiers, in the form ``create`` takes (``"4x360min"`` reads back as ``"4x6h"``)."""
     def __contains__(self, key: _Key, /) -> bool:
         """``key in engine`` is ``engine.contains(key)``."""
     def __enter__(self) -> "Engine":
@@ -312,7 +312,7 @@ class RedisEngine:
         """Whether ``close`` has been called."""
     @property
     def tiers(self) -> str:
-        """The tiers, in the form ``create`` takes (``"4x6h"`` reads back as ``"4x21600s"``)."""
+        """The tiers, in the form ``create`` takes (``"4x360min"`` reads back as ``"4x6h"``)."""
     @property
     def shards(self) -> int:
         """Strings per window."""

@@ -51,10 +51,10 @@ pub fn stats_table(name: &str, place: &str, s: &Stats) -> String {
             Kind::Counting => "counting",
             Kind::Fingerprint => "fingerprint",
         };
-        let windows = if tier.kind == Kind::Fingerprint {
-            "days in one table".to_string()
-        } else {
-            format!("windows of {}", fmt_secs(tier.window_secs))
+        let windows = match (tier.kind, tier.retention) {
+            (Kind::Fingerprint, _) => "days in one table".to_string(),
+            (_, 1) => format!("window of {}", fmt_secs(tier.window_secs)),
+            _ => format!("windows of {}", fmt_secs(tier.window_secs)),
         };
         let _ = writeln!(
             t,
