@@ -13,7 +13,7 @@ mod redis_support;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis_support::*;
@@ -23,7 +23,9 @@ use timebloom::{Config, ManualClock, Tier};
 /// Forwards loopback connections to `target`; when `cut` is set, the next
 /// reply is swallowed and both connections are closed; while `down` is
 /// set, every reply is. `budget` (unlimited at `usize::MAX`) is the number
-/// of reply bytes still forwarded before `down` sets itself.
+/// of reply bytes still forwarded before `down` sets itself. `cut_on`
+/// sets `cut` as the first command containing its bytes goes out (then
+/// clears itself), so that command's reply is the one swallowed.
 ///
 /// Requests go to the server one command at a time, each once a reply to
 /// the one before has come through: a command after a swallowed reply
@@ -37,6 +39,7 @@ struct Proxy {
     down: Arc<AtomicBool>,
     budget: Arc<AtomicUsize>,
     cuts: Arc<AtomicUsize>,
+    cut_on: Arc<Mutex<Option<Vec<u8>>>>,
 }
 
 /// The length of the first whole command in `b` (RESP: an array of bulk
@@ -76,11 +79,13 @@ impl Proxy {
         let down = Arc::new(AtomicBool::new(false));
         let budget = Arc::new(AtomicUsize::new(usize::MAX));
         let cuts = Arc::new(AtomicUsize::new(0));
-        let (c, d, b, n) = (
+        let cut_on: Arc<Mutex<Option<Vec<u8>>>> = Arc::new(Mutex::new(None));
+        let (c, d, b, n, on) = (
             Arc::clone(&cut),
             Arc::clone(&down),
             Arc::clone(&budget),
             Arc::clone(&cuts),
+            Arc::clone(&cut_on),
         );
         std::thread::spawn(move || {
             for client in listener.incoming() {
@@ -88,11 +93,12 @@ impl Proxy {
                 let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
                     continue;
                 };
-                let (c, d, b, n) = (
+                let (c, d, b, n, on) = (
                     Arc::clone(&c),
                     Arc::clone(&d),
                     Arc::clone(&b),
                     Arc::clone(&n),
+                    Arc::clone(&on),
                 );
                 let (mut c_in, mut s_out) = (
                     client.try_clone().expect("clone"),
@@ -104,6 +110,7 @@ impl Proxy {
                 let passed = Arc::new(AtomicUsize::new(0));
                 let closed = Arc::new(AtomicBool::new(false));
                 let (p, x) = (Arc::clone(&passed), Arc::clone(&closed));
+                let (cc, on) = (Arc::clone(&c), on);
                 std::thread::spawn(move || {
                     let mut buf = [0u8; 65536];
                     let mut pending = Vec::new();
@@ -114,6 +121,16 @@ impl Proxy {
                         pending.extend_from_slice(&buf[..k]);
                         while let Some(len) = command_len(&pending) {
                             let mark = p.load(Ordering::SeqCst);
+                            {
+                                let mut on = on.lock().expect("cut_on");
+                                let hit = on.as_ref().is_some_and(|pat| {
+                                    pending[..len].windows(pat.len()).any(|w| w == &pat[..])
+                                });
+                                if hit {
+                                    *on = None;
+                                    cc.store(true, Ordering::SeqCst);
+                                }
+                            }
                             if s_out.write_all(&pending[..len]).is_err() {
                                 break 'read;
                             }
@@ -162,6 +179,7 @@ impl Proxy {
             down,
             budget,
             cuts,
+            cut_on,
         }
     }
 }
@@ -447,4 +465,32 @@ fn a_cluster_error_names_the_node() {
     let err = e.insert_batch(&keys).expect_err("a master is gone");
     assert!(matches!(err, RedisError::Redis { .. }), "{err}");
     assert!(err.to_string().contains(&dead), "{err}");
+}
+
+/// `create` whose `HSETNX` of the config hash reached Redis but whose reply
+/// was lost: the client reconnects and sends it again, and the second
+/// `HSETNX` finds the engine this very call wrote. That is still this
+/// call's engine (its hash seed is random): `create` succeeds and makes
+/// every shard's directory, rather than failing `AlreadyExists` and
+/// leaving an engine whose config hash never gets `dirs`.
+#[test]
+fn a_create_whose_reply_was_lost_still_creates() {
+    if !require("a_create_whose_reply_was_lost_still_creates") {
+        return;
+    }
+    let server = Server::start();
+    let proxy = Proxy::start(server.port);
+    let clock = ManualClock::new(day(0));
+    let pre = prefix("create-lost-reply");
+    *proxy.cut_on.lock().expect("cut_on") = Some(b"HSETNX".to_vec());
+    let mut o = RedisOptions::default().clock(clock.clone());
+    o.backoff = Duration::from_millis(10);
+    o.retries = 4;
+    let url = format!("redis://127.0.0.1:{}", proxy.port);
+    let e = RedisEngine::create_with(&url, &pre, daily(7, 100_000), o);
+    assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1, "no reply was cut");
+    let e = e.expect("create through a lost reply");
+    let config_key = format!("{pre}:config");
+    assert_eq!(server.cli(&["HGET", &config_key, "dirs"]).trim(), "made");
+    assert!(e.insert(b"first").expect("insert"));
 }

@@ -408,6 +408,11 @@ impl RedisEngine {
         let key = names.config();
         let mut link = Link::new(url, &options)?;
         let mut created = false;
+        // The engine field this call offered: found in the config hash
+        // after an `HSETNX` answered 0, it is this call's own (the seed is
+        // random), written by a first `HSETNX` whose reply was lost and
+        // which the link sent again.
+        let mut offered = None;
         if let Some(config) = config {
             config.validate()?;
             layout::check_kinds(&config).map_err(|reason| RedisError::Unsupported { reason })?;
@@ -455,6 +460,7 @@ impl RedisEngine {
                 .map_err(|e| RedisError::bad_reply("HSETNX", &key, e.to_string()))?;
             let r = link.one("HSETNX", &key, &[ENGINE_FIELD.as_bytes(), json.as_bytes()])?;
             created = matches!(r, Value::Int(1));
+            offered = Some(json);
         }
         let fields = pairs(&link.one("HGETALL", &key, &[])?);
         let json = fields
@@ -462,6 +468,7 @@ impl RedisEngine {
             .find(|(f, _)| f == ENGINE_FIELD)
             .map(|(_, v)| v.clone())
             .ok_or_else(|| RedisError::NotFound { key: key.clone() })?;
+        created |= offered.as_ref() == Some(&json);
         let stored: Stored = serde_json::from_str(&json).map_err(|e| {
             RedisError::bad_reply("HGETALL", &key, format!("the engine field: {e}"))
         })?;
