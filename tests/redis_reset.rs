@@ -263,3 +263,68 @@ fn a_cluster_master_that_comes_back_empty_is_an_error_for_running_clients() {
         Err(err) => panic!("{err}"),
     }
 }
+
+/// A process of a fleet that opens the engine while its creator is still
+/// making the directories (every process calls `create_or_open` at once)
+/// reads a config hash without `dirs`. Once `dirs` is set, its next batch
+/// learns it: a shard that loses its keys afterwards is refused, not
+/// written again from empty. Before, such a client read `dirs` again only
+/// at its next window boundary (up to a day, a month for monthly tiers):
+/// after one of 16 shards lost its keys it reported the 63 of 1,000 keys
+/// that shard held new again, without an error, and made the shard's
+/// directory again, hiding the loss from every other client.
+#[test]
+fn a_client_opened_while_the_directories_were_made_learns_dirs() {
+    if !require("a_client_opened_while_the_directories_were_made_learns_dirs") {
+        return;
+    }
+    let server = Server::start();
+    let clock = ManualClock::new(day(0));
+    let config = daily(7, 100_000);
+    let pre = prefix("mid-create");
+    let opts = || RedisOptions::default().clock(clock.clone());
+    let e = RedisEngine::create_or_open_with(&server.url(), &pre, config, opts()).expect("create");
+    // As if opened between the config hash's HSETNX and the `dirs` field.
+    let config_key = format!("{pre}:config");
+    assert_eq!(server.cli(&["HDEL", &config_key, "dirs"]).trim(), "1");
+    let early = RedisEngine::open_with(&server.url(), &pre, opts()).expect("open early");
+    // One key, and the shard it went to (the only one with a string).
+    assert!(e.insert(b"probe").expect("insert probe"));
+    let probe = server.cli(&["KEYS", &format!("{pre}:*:d:*")]);
+    let probe: Vec<&str> = probe.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(probe.len(), 1, "{probe:?}");
+    let shard_of = |k: &str| -> u32 {
+        let tag = &k[k.find('{').expect("tag") + 1..k.find('}').expect("tag")];
+        tag.rsplit(':')
+            .next()
+            .expect("shard")
+            .parse()
+            .expect("shard")
+    };
+    let lost_shard = (shard_of(probe[0]) + 1) % 16;
+    // Its first batch, before the creator set `dirs`: of the other
+    // shards it sees nothing.
+    assert!(early.contains(b"probe").expect("read"));
+    assert_eq!(
+        server.cli(&["HSET", &config_key, "dirs", "made"]).trim(),
+        "1"
+    );
+    assert!(early.contains(b"probe").expect("read"));
+    let keys: Vec<Vec<u8>> = (0..1000).map(|i| url(171, i)).collect();
+    assert!(e.insert_batch(&keys).expect("insert").iter().all(|&n| n));
+    let lost = server.cli(&["KEYS", &format!("{pre}:{{{pre}:{lost_shard}}}*")]);
+    let lost: Vec<&str> = lost.lines().filter(|l| !l.is_empty()).collect();
+    assert!(lost.len() >= 2, "{lost:?}");
+    for k in &lost {
+        assert_eq!(server.cli(&["DEL", k]).trim(), "1", "{k}");
+    }
+    let lost_dir = format!(":{lost_shard}}}:dir:");
+    match early.insert_batch(&keys) {
+        Ok(new) => panic!(
+            "{} keys new again, no error",
+            new.iter().filter(|&&n| n).count()
+        ),
+        Err(RedisError::EngineLost { key, .. }) => assert!(key.contains(&lost_dir), "{key}"),
+        Err(err) => panic!("{err}"),
+    }
+}

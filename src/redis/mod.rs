@@ -73,7 +73,9 @@ const ENGINE_FIELD: &str = "engine";
 /// The config hash field, set once every shard's directory of every tier
 /// exists (made at create): a client that reads it treats every directory
 /// as seen, so a shard whose node lost its keys before the client started
-/// is an error too, not a shard that reads empty.
+/// is an error too, not a shard that reads empty. Read at open, at window
+/// boundaries and with every batch (a client opened while the creator was
+/// making the directories learns it then).
 const DIRS_FIELD: &str = "dirs";
 /// Keys per script call: bounds the time one call holds the server.
 const CHUNK: usize = 1000;
@@ -1117,8 +1119,11 @@ impl RedisEngine {
                     // engine's keys (restarted empty, flushed) would
                     // answer every key absent, which only the config
                     // hash's absence (or another engine in it) tells.
-                    let mut check = redis::cmd("HGET");
-                    check.arg(&config_key).arg(ENGINE_FIELD);
+                    // With it `dirs`, which a client opened while the
+                    // creator was making the directories learns here,
+                    // not only at its next window boundary.
+                    let mut check = redis::cmd("HMGET");
+                    check.arg(&config_key).arg(ENGINE_FIELD).arg(DIRS_FIELD);
                     calls
                         .iter()
                         .map(|call| {
@@ -1145,8 +1150,12 @@ impl RedisEngine {
                     "one reply per command expected",
                 ));
             }
-            let engine = replies.pop().unwrap_or(Value::Nil);
-            self.still_there(bulk(&engine))?;
+            let fields = match replies.pop() {
+                Some(Value::Array(v)) => v,
+                _ => return Err(RedisError::bad_reply("HMGET", &config_key, "not an array")),
+            };
+            self.still_there(fields.first().and_then(bulk))?;
+            st.all_dirs |= fields.get(1).and_then(bulk).is_some();
             let mut stale = Vec::new();
             for ((&g, call), reply) in pending.iter().zip(&calls).zip(&replies) {
                 let cmd = "EVALSHA check-and-insert";
