@@ -1112,3 +1112,128 @@ fn tables_remove_from_windows_and_year_end_labels() {
     assert!(before == after, "a read-only open changed a segment file");
     assert!(manifest == fs::read(dir.join("MANIFEST")).unwrap());
 }
+
+/// A negative custom window index (local time before the epoch, at a
+/// negative offset) is labelled with `n`.
+#[test]
+fn minus_labels() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    // 1970-01-01 02:00 UTC is 21:00 the day before at UTC-5.
+    let clock = ManualClock::new(std::time::UNIX_EPOCH + hour(2));
+    let cfg = Config {
+        sync: SyncPolicy::None,
+        utc_offset_secs: -5 * 3600,
+        ..config(&[Tier::custom(hour(1), 2)], 50, 0.01)
+    };
+    let e = create(&dir, cfg, &clock);
+    e.insert(b"before the epoch").unwrap();
+    e.close().unwrap();
+    read_all(&dir);
+    assert_eq!(seg_files(&dir), vec!["c3600-n3-0.seg".to_string()]);
+}
+
+#[test]
+fn old_single_copy_header_and_second_quarantine() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    let clock = ManualClock::new(day(0));
+    let e = create(&dir, config(&[Tier::daily(3)], 50, 0.01), &clock);
+    e.insert(b"k").unwrap();
+    e.close().unwrap();
+    let name = seg_files(&dir)[0].clone();
+    let opts = || Options::default().clock(clock.clone());
+
+    // Copy B zeros, copy A the newest version with sequence 0.
+    let copy = tmp.path().join("single");
+    copy_tree(&dir, &copy);
+    let p = copy.join("seg").join(&name);
+    let b = fs::read(&p).unwrap();
+    let h = decode_header(&b[0..2048]).unwrap();
+    let hb = decode_header(&b[2048..4096]).unwrap();
+    let newest = if newer(&h, &hb) { hb } else { h };
+    let mut b = b;
+    b[0..128].copy_from_slice(&newest.raw[..128]);
+    b[2048..4096].fill(0);
+    fs::write(&p, &b).unwrap();
+    rewrite_header(&p, 0, |h| h[92..96].copy_from_slice(&0u32.to_le_bytes()));
+    let r = Engine::open_with(&copy, opts()).expect("a single-copy file opens from copy A");
+    assert!(r.contains(b"k").unwrap());
+    r.close().unwrap();
+
+    // Quarantined twice under one name: the second is NAME.2.
+    let copy = tmp.path().join("twice");
+    copy_tree(&dir, &copy);
+    for round in 0..2 {
+        let p = copy.join("seg").join(&name);
+        flip(&p, 100);
+        flip(&p, 2048 + 100);
+        refused(Engine::open_with(&copy, opts()));
+        let r = Engine::open_with(&copy, opts().degraded(true)).expect("degraded");
+        r.insert(b"again").unwrap();
+        r.close().unwrap();
+        assert!(
+            copy.join("seg").join(&name).exists(),
+            "round {round}: made anew"
+        );
+    }
+    let mut q: Vec<String> = fs::read_dir(copy.join("quarantine"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    q.sort();
+    assert_eq!(q, vec![name.clone(), format!("{name}.2")]);
+}
+
+/// A torn tail is ignored; a log file that begins past the records read is
+/// deleted at open.
+#[test]
+fn torn_tail_and_log_past_the_records() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    let clock = ManualClock::new(day(0));
+    let e = logged_engine(&dir, &clock);
+    for i in 0..4 {
+        e.insert(&url(8, i)).unwrap();
+    }
+    std::mem::forget(e);
+    let pl = || {
+        Options::default()
+            .clock(clock.clone())
+            .assume_power_loss(true)
+    };
+    let copy = tmp.path().join("torn");
+    copy_tree(&dir, &copy);
+    let log = logs(&copy)[0].clone();
+    let mut b = fs::read(&log).unwrap();
+    let (first, recs) = read_log(&log);
+    // A torn tail: half a record.
+    b.extend_from_slice(&[0x5a; 17]);
+    fs::write(&log, &b).unwrap();
+    // A file past the records read, under its own first LSN.
+    let past = first + recs.len() as u64 + 100;
+    let mut h = vec![0u8; 32];
+    h[0..8].copy_from_slice(b"TBLMWAL\0");
+    h[8..12].copy_from_slice(&1u32.to_le_bytes());
+    h[16..24].copy_from_slice(&past.to_le_bytes());
+    let c = crc(&[&h[0..12], &h[16..24]]);
+    h[12..16].copy_from_slice(&c.to_le_bytes());
+    let past_name = format!("{past:016x}.log");
+    fs::write(copy.join("wal").join(&past_name), &h).unwrap();
+    let r = Engine::open_with(&copy, pl()).expect("a torn tail is not damage");
+    assert!(
+        !copy.join("wal").join(&past_name).exists(),
+        "{:?}",
+        wal_names(&copy)
+    );
+    for i in 0..4 {
+        assert!(r.contains(&url(8, i)).unwrap());
+    }
+    let m = read_manifest(&copy);
+    let l = m.json["checkpoint_lsn"].as_u64().unwrap();
+    assert!(
+        l > past,
+        "the new log starts past the deleted file: {l} <= {past}"
+    );
+    r.close().unwrap();
+}
