@@ -1237,3 +1237,85 @@ fn torn_tail_and_log_past_the_records() {
     );
     r.close().unwrap();
 }
+
+/// Writes `json` as the MANIFEST of `dir` (version 1, its CRC).
+fn write_manifest(dir: &Path, json: &Value) {
+    let body = serde_json::to_vec(json).unwrap();
+    let mut b = Vec::new();
+    b.extend_from_slice(b"TBLMMANI");
+    b.extend_from_slice(&1u32.to_le_bytes());
+    b.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    b.extend_from_slice(&crc(&[&body]).to_le_bytes());
+    b.extend_from_slice(&body);
+    fs::write(dir.join("MANIFEST"), b).unwrap();
+}
+
+/// What an open does with manifests a person or tool edited: names not
+/// derived from their entry, names escaping the directory, absent optional
+/// fields, a checkpoint position past 2^62; and the instant an insert logs
+/// when the clock is behind the newest windows.
+#[test]
+fn edited_manifests_and_a_clock_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    let clock = ManualClock::new(day(1));
+    let e = logged_engine(&dir, &clock);
+    e.insert(b"day 1").unwrap();
+    // The clock steps back into day 0: the insert logs day 1's start.
+    clock.set(day(0) + hour(6));
+    let (first, before) = read_log(&logs(&dir)[0]);
+    e.insert(b"behind").unwrap();
+    let recs: Vec<Record> = logs(&dir).iter().flat_map(|p| read_log(p).1).collect();
+    let r = recs
+        .iter()
+        .find(|r| r.lsn == first + before.len() as u64)
+        .expect("the record");
+    assert_eq!(
+        r.instant,
+        secs(day(1)) - 12 * 3600,
+        "a clock behind logs the latest start of the newest windows"
+    );
+    e.close().unwrap();
+    let m = read_manifest(&dir);
+    let opts = || Options::default().clock(clock.clone());
+
+    let edit = |name: &str, f: &dyn Fn(&mut Value)| -> std::path::PathBuf {
+        let copy = tmp.path().join(name);
+        copy_tree(&dir, &copy);
+        let mut j = m.json.clone();
+        f(&mut j);
+        write_manifest(&copy, &j);
+        copy
+    };
+    // Optional fields absent: opens (sync: 1 s interval default).
+    let copy = edit("absent", &|j| {
+        let o = j.as_object_mut().unwrap();
+        o.remove("checkpoint_lsn");
+        o.remove("table_day");
+        j["config"].as_object_mut().unwrap().remove("sync");
+    });
+    let r = Engine::open_with(&copy, opts()).expect("optional fields absent");
+    assert!(r.contains(b"behind").unwrap());
+    r.close().unwrap();
+    // A name not derived from its entry: corrupt.
+    let copy = edit("misnamed", &|j| {
+        let s = j["segments"].as_array_mut().unwrap();
+        let e = s.iter_mut().find(|e| e["tier"] == 0).unwrap();
+        e["files"][0] = Value::String("d-20300101-0.seg".into());
+    });
+    let err = refused(Engine::open_with(&copy, opts()));
+    assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
+    // A name escaping the directory.
+    let copy = edit("escape", &|j| {
+        let s = j["segments"].as_array_mut().unwrap();
+        s[0]["files"][0] = Value::String("../MANIFEST".into());
+    });
+    let err = refused(Engine::open_with(&copy, opts()));
+    assert!(err.to_string().contains("escap"), "{err}");
+    // A checkpoint position past 2^62.
+    let copy = edit("lsn", &|j| {
+        j["checkpoint_lsn"] = Value::from((1u64 << 62) + 1);
+    });
+    let err = refused(Engine::open_with(&copy, opts()));
+    assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
+}
