@@ -1319,3 +1319,27 @@ fn edited_manifests_and_a_clock_behind() {
     let err = refused(Engine::open_with(&copy, opts()));
     assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
 }
+
+/// A sealed Bloom file of 8 MiB or more is copied to `<name>.large` and
+/// renamed over itself: the same name and bytes a reader expects, no
+/// `.large` left after the close.
+#[test]
+fn large_sealed_file_keeps_its_name_and_format() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    let clock = ManualClock::new(day(0));
+    let cfg = Config {
+        sync: SyncPolicy::None,
+        ..config(&[Tier::daily(2)], 6_000_000, 0.001)
+    };
+    let e = create(&dir, cfg, &clock);
+    e.insert(b"sealed").unwrap();
+    clock.set(day(1));
+    e.insert(b"open").unwrap();
+    e.close().unwrap();
+    let (_, segs) = read_all(&dir);
+    let sealed = &segs.values().next().unwrap()[0];
+    assert_eq!(sealed.h.state, 2);
+    assert!(sealed.body.len() >= 8 << 20, "{}", sealed.body.len());
+    assert!(seg_files(&dir).iter().all(|n| n.ends_with(".seg")));
+}
