@@ -272,6 +272,37 @@ fn a_step_back_is_not_a_clock_jump() {
     assert!(matches!(e.insert(b"c"), Err(Error::ClockJump { .. })));
 }
 
+/// A degraded open that goes on without the newest window (its file is
+/// missing) does not take the clock to have jumped: the manifest named that
+/// window, so the engine had already crossed into it. With
+/// `max_clock_jump` set, such an open measured the step from the end of the
+/// newest window left (12 hours at noon, past a limit of an hour) and was
+/// refused with `ClockJump`, though the clock had not moved.
+#[test]
+fn a_degraded_open_without_the_newest_window_is_not_a_clock_jump() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let e = create(dir.path(), config(&[Tier::daily(7)], 1_000, 0.01), &clock);
+    for d in 0..3 {
+        clock.set(day(d));
+        e.insert(format!("k{d}").as_bytes()).unwrap();
+    }
+    e.close().unwrap();
+    std::fs::remove_file(dir.path().join("seg").join("d-20260107-0.seg")).unwrap();
+    let opts = timebloom::Options::default()
+        .clock(clock.clone())
+        .degraded(true)
+        .max_clock_jump(Some(Duration::from_secs(3600)));
+    let e = timebloom::Engine::open_with(dir.path(), opts.clone())
+        .unwrap_or_else(|err| panic!("degraded open at the same instant refused: {err}"));
+    assert_eq!(e.stats().unwrap().lost_windows, ["7d 20260107"]);
+    assert!(e.contains(b"k1").unwrap());
+    assert!(e.insert(b"k2").unwrap());
+    // A real jump is still refused.
+    clock.set(at(T0 + 3 * 86_400 + 2 * 3600));
+    assert!(matches!(e.insert(b"x"), Err(Error::ClockJump { .. })));
+}
+
 /// Inserts read the open windows before the older ones
 /// (`engine::write::open_first`). Each way that check can go must give the
 /// answer of a full lookup, and a key found only in an older window must be

@@ -130,6 +130,11 @@ pub struct Engine {
     /// Windows a degraded open recovered without their damaged shadow
     /// copy (`TIER WINDOW`; see [`crate::Stats::unrestored_windows`]).
     unrestored: Vec<String>,
+    /// Per tier (in the configuration's order), the newest window a
+    /// degraded open went on without: the manifest named it, so the engine
+    /// had crossed into it, and the clock-jump guard measures from it as
+    /// from a window it holds.
+    lost_newest: Vec<Option<i64>>,
     /// Serializes rotation, growth, unsealing, checkpoints and close.
     maint: Mutex<Maint>,
     /// The thread creating the next boundary's windows ahead of it (see
@@ -596,6 +601,13 @@ impl Engine {
         // of a lost open window would take the name of the one the open
         // then makes for it.
         let mut left_out = Vec::new();
+        let mut lost_newest: Vec<Option<i64>> = vec![None; manifest.config.tiers.len()];
+        let mut note_lost = |tier: usize, window: i64| {
+            if !manifest.config.tiers[tier].is_table() {
+                let w = &mut lost_newest[tier];
+                *w = Some(w.map_or(window, |n| n.max(window)));
+            }
+        };
         'segments: for e in &manifest.segments {
             let tier = manifest.config.tiers[e.tier];
             let mut subs = Vec::with_capacity(e.files.len());
@@ -666,6 +678,7 @@ impl Engine {
                         };
                         if missing && options.degraded && !read_only {
                             lost.push(window);
+                            note_lost(e.tier, e.window);
                             left_out.push((e.tier, e.window));
                             continue 'segments;
                         }
@@ -703,6 +716,7 @@ impl Engine {
                         }
                         // Degraded: go on without the whole window.
                         lost.push(window);
+                        note_lost(e.tier, e.window);
                         left_out.push((e.tier, e.window));
                         continue 'segments;
                     }
@@ -738,6 +752,7 @@ impl Engine {
         );
         engine.damaged = damaged;
         engine.unchecked = unchecked;
+        engine.lost_newest = lost_newest;
         // The tables' newest day: the manifest's, or (written by a build
         // that did not record it) the latest sweep's.
         let swept = engine
@@ -832,6 +847,7 @@ impl Engine {
             damaged: Vec::new(),
             unchecked: Vec::new(),
             unrestored: Vec::new(),
+            lost_newest: Vec::new(),
             maint: Mutex::new(Maint {
                 checkpoint_lsn,
                 sealing: Vec::new(),

@@ -105,11 +105,13 @@ impl Engine {
         let off = self.config.utc_offset_secs;
         // The first boundary not yet crossed: the end of the newest window
         // of the tier with the shortest windows.
-        let Some(boundary) = snap
-            .tiers
+        let newest: Vec<Option<(window::Span, i64)>> = (snap.tiers.iter().enumerate())
+            .map(|(i, t)| self.newest_crossed(i, t))
+            .collect();
+        let Some(boundary) = newest
             .iter()
-            .filter_map(|t| {
-                let (span, w) = newest_window(t)?;
+            .filter_map(|n| {
+                let (span, w) = (*n)?;
                 window::end(span, w, off)
             })
             .min()
@@ -135,8 +137,8 @@ impl Engine {
         // Every window of every tier expires at once, and at least one
         // whole window of each tier passes unseen (a tier keeping one window
         // expires it at every boundary by design).
-        for t in &snap.tiers {
-            let Some((span, newest)) = newest_window(t) else {
+        for (t, n) in snap.tiers.iter().zip(&newest) {
+            let Some((span, newest)) = *n else {
                 continue;
             };
             let cur = self.window_index(span, now)?;
@@ -147,6 +149,17 @@ impl Engine {
             }
         }
         Err(refuse())
+    }
+
+    /// The newest window of tier `i` the engine has crossed into: the
+    /// newest it holds, or a newer one a degraded open went on without.
+    fn newest_crossed(&self, i: usize, t: &TierState) -> Option<(window::Span, i64)> {
+        let held = newest_window(t);
+        match (held, self.lost_newest.get(i).copied().flatten()) {
+            (Some((span, w)), Some(lost)) if !t.tier.is_table() => Some((span, w.max(lost))),
+            (None, Some(lost)) if !t.tier.is_table() => Some((t.tier.span, lost)),
+            (held, _) => held,
+        }
     }
 
     /// The file name of sub-filter `index` of `window` in a tier.
