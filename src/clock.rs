@@ -172,7 +172,9 @@ impl Options {
     }
 
     /// Checks every sealed segment's body checksum at open (reads every
-    /// sealed byte; off by default, see [`crate::Engine::verify`]).
+    /// sealed byte; off by default, see [`crate::Engine::verify`]). A
+    /// header copy left damaged by a torn rewrite is recovered from as
+    /// without this option (the other copy is used); `verify` reports it.
     pub fn verify_on_open(mut self, yes: bool) -> Options {
         self.verify_on_open = yes;
         self

@@ -645,7 +645,7 @@ impl SubFilter {
             sub.recount();
         }
         if verify {
-            sub.verify()?;
+            sub.verify_at_open()?;
         }
         if header.state == State::Open {
             // Mark dirty before taking writes: a crash from here on recounts.
@@ -670,7 +670,7 @@ impl SubFilter {
         let map = Map::ReadOnly(map_read_only(&file, path, len)?);
         let sub = SubFilter::assemble(path, file, map, header, header.occupied);
         if verify {
-            sub.verify()?;
+            sub.verify_at_open()?;
         }
         Ok(sub)
     }
@@ -1367,14 +1367,26 @@ impl SubFilter {
     /// sequence number moved) makes the check run again; a window rewritten
     /// under every try is being written, and not checked.
     pub(crate) fn verify(&self) -> Result<()> {
+        self.verify_with(SubFilter::header_on_disk)
+    }
+
+    /// [`SubFilter::verify`] at open (`Options::verify_on_open`): the body
+    /// against the header copy in use. A damaged other copy (a torn header
+    /// rewrite) is what the open recovers from, as without the option, not
+    /// damage that refuses the file; `verify` reports it.
+    fn verify_at_open(&self) -> Result<()> {
+        self.verify_with(SubFilter::header_in_use)
+    }
+
+    fn verify_with(&self, header: fn(&SubFilter) -> Result<Header>) -> Result<()> {
         for _ in 0..4 {
-            let before = self.header_on_disk()?;
+            let before = header(self)?;
             if before.state != State::Sealed {
                 return Ok(());
             }
             let crc = crc32fast::hash(&self.map.bytes()[BODY_OFFSET as usize..]);
             let n = self.count_body();
-            if self.header_on_disk()?.seq != before.seq {
+            if header(self)?.seq != before.seq {
                 continue;
             }
             if crc != before.body_crc {
@@ -1398,6 +1410,16 @@ impl SubFilter {
             return Ok(());
         }
         Ok(())
+    }
+
+    /// The header copy in use as the file holds it now (the valid copy
+    /// with the higher sequence number; a damaged other copy is passed over).
+    fn header_in_use(&self) -> Result<Header> {
+        let mut page = [0u8; HEADER_COPY as usize + HEADER_LEN];
+        self.file
+            .read_exact_at(&mut page, 0)
+            .map_err(|e| Error::io("read segment header", &self.path, e))?;
+        Header::decode_page(&page, &self.path)
     }
 
     /// Both header copies as the file holds them now, each checked; the

@@ -164,6 +164,42 @@ fn a_torn_header_rewrite_never_leaves_a_file_refused() {
     }
 }
 
+/// The same torn header rewrite under `Options::verify_on_open`, which
+/// checks sealed bodies: the file still opens from its intact copy, and
+/// nothing is moved to quarantine. It was refused as damage instead (a
+/// sealed or open window quarantined, the open failing, or a degraded open
+/// going on without every key of the window).
+#[test]
+fn a_torn_header_rewrite_opens_under_verify_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = small_engine(dir.path());
+    for file in segment_files(dir.path()) {
+        let bytes = fs::read(&file).unwrap();
+        let seq = |at: usize| u32::from_le_bytes(bytes[at + 92..at + 96].try_into().unwrap());
+        let newest = if seq(2048).wrapping_sub(seq(0)) as i32 > 0 {
+            2048
+        } else {
+            0
+        };
+        let mut b = bytes.clone();
+        for x in &mut b[newest + 40..newest + 128] {
+            *x = 0;
+        }
+        fs::write(&file, &b).unwrap();
+        let e = open_result(dir.path(), &clock, true)
+            .unwrap_or_else(|e| panic!("{}: torn, verify_on_open: {e}", file.display()));
+        assert!(e.contains(b"today").unwrap());
+        assert!(e.contains(&url(1, 0)).unwrap());
+        drop(e);
+        assert!(
+            !dir.path().join("quarantine").exists(),
+            "{}: a file was quarantined",
+            file.display()
+        );
+        fs::write(&file, &bytes).unwrap();
+    }
+}
+
 #[test]
 fn a_sealed_body_flip_is_caught_by_verify() {
     let dir = tempfile::tempdir().unwrap();
