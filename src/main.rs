@@ -541,6 +541,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
         Command::Create { dir, redis, sizing } => {
             let target = Target::of(dir, redis)?;
             refuse_for_redis(&target, degraded, Some(&sizing), None)?;
+            refuse_degraded("create", degraded)?;
             let config = sizing.apply(Config::default());
             let (created, plan) = match &target {
                 Target::Dir(dir) => {
@@ -556,6 +557,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             out.write(&[plan.to_string().as_bytes()])?;
         }
         Command::Plan { sizing, json } => {
+            refuse_degraded("plan", degraded)?;
             let plan = Plan::new(&sizing.apply(Config::default()))?;
             let text = if json {
                 let mut s = serde_json::to_string_pretty(&plan)
@@ -849,6 +851,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             out.write(&[done.to_string().as_bytes()])?;
         }
         Command::Completions { shell } => {
+            refuse_degraded("completions", degraded)?;
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "timebloom", &mut script);
             out.write(&[&script])?;
@@ -1111,6 +1114,18 @@ fn redis_store(
 }
 
 /// The flags that have no meaning for an engine in Redis, refused with it.
+/// `--degraded` given to a command that opens no existing engine, for
+/// which it would mean nothing: refused rather than ignored.
+fn refuse_degraded(command: &str, degraded: bool) -> CliResult<()> {
+    match degraded {
+        true => Err(CliError(format!(
+            "--degraded means nothing to `{command}`: it opens no existing engine \
+             (the flag is for commands that open one whose files may be damaged)"
+        ))),
+        false => Ok(()),
+    }
+}
+
 fn refuse_for_redis(
     target: &Target,
     degraded: bool,

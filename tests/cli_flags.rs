@@ -377,3 +377,28 @@ fn a_window_count_past_any_number_is_named_too_large() {
         );
     }
 }
+
+/// `--degraded` is for commands that open an engine whose files may be
+/// damaged. `create`, `plan` and `completions` open none, yet took it and
+/// exited 0, though their `--help` describes it as if it applied; they
+/// refuse it, naming the command.
+#[test]
+fn degraded_is_refused_where_no_engine_is_opened() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("new.tb");
+    let dir = dir.to_str().unwrap();
+    for args in [
+        &["create", dir, "--items-per-day", "10", "--degraded"][..],
+        &["plan", "--items-per-day", "10", "--degraded"],
+        &["completions", "bash", "--degraded"],
+    ] {
+        let out = run(args, b"");
+        assert_eq!(code(&out), 2, "{args:?}");
+        assert!(
+            stderr(&out).contains(&format!("--degraded means nothing to `{}`", args[0])),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    assert!(!tmp.path().join("new.tb").exists(), "create made nothing");
+}
