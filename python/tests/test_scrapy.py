@@ -217,18 +217,18 @@ def test_a_seven_day_recrawl_is_late_by_the_window_of_the_tier_that_answers_it(t
 
     monkeypatch.setattr("timebloom.scrapy.ManualClock", kept)
 
-    def first_due(tiers):
-        df = make_filter(
-            {
-                "TIMEBLOOM_DIR": str(tmp_path / tiers),
-                "TIMEBLOOM_TIERS": tiers,
-                "TIMEBLOOM_RECRAWL_AFTER": "7d",
-                "TIMEBLOOM_NOW": monday.isoformat(),
-            }
-        )
+    def first_due(tiers, horizon_days=7):
+        settings = {
+            "TIMEBLOOM_DIR": str(tmp_path / f"{tiers}-{horizon_days}"),
+            "TIMEBLOOM_RECRAWL_AFTER": f"{horizon_days}d",
+            "TIMEBLOOM_NOW": monday.isoformat(),
+        }
+        if tiers:
+            settings["TIMEBLOOM_TIERS"] = tiers
+        df = make_filter(settings)
         try:
             assert not df.request_seen(Request("http://a.example/"))
-            for hours in range(7 * 24, 30 * 24):
+            for hours in range(horizon_days * 24, 70 * 24):
                 clocks[-1].set(monday + timedelta(hours=hours))
                 if not df.request_seen(Request("http://a.example/")):
                     return hours / 24
@@ -238,6 +238,12 @@ def test_a_seven_day_recrawl_is_late_by_the_window_of_the_tier_that_answers_it(t
 
     assert first_due("7d,4w,12m") == 14
     assert first_due("8d,4w,12m") == 8
+    # TIMEBLOOM_TIERS unset: the daily tier is fitted to the horizon (the
+    # defaults were "7d,4w,12m" whatever the horizon: 14 days for "7d",
+    # and for "30d" the monthly tier answered, 53 days).
+    assert first_due(None) == 8
+    assert first_due(None, 30) == 31
+    assert first_due(None, 3) == 4
     doc = " ".join(timebloom.scrapy.__doc__.split())
     assert "up to a week late" in doc and '"8d,4w,12m"' in doc
 

@@ -30,11 +30,13 @@ Settings:
     one window of the answering tier earlier may still count as seen. The
     answering tier is the one with the shortest windows that reaches back
     the whole horizon, and a tier of N daily windows reaches back N-1 days
-    and today: with the default tiers, ``"7d"`` is answered by the weekly
-    tier (a page is fetched again up to a week late) and ``"30d"`` by the
-    monthly one (up to a month late). For a recrawl late by at most a day,
-    give the daily tier a day more than the horizon (``TIMEBLOOM_TIERS =
-    "8d,4w,12m"`` for ``"7d"``). Default: unset, a request is a duplicate
+    and today: with ``TIMEBLOOM_TIERS = "7d,4w,12m"``, ``"7d"`` is answered
+    by the weekly tier (a page is fetched again up to a week late) and
+    ``"30d"`` by the monthly one (up to a month late). So when
+    ``TIMEBLOOM_TIERS`` is unset and the horizon is from 7 to 62 days, a new
+    engine's daily tier keeps a day more than the horizon (``"8d,4w,12m"``
+    for ``"7d"``, ``"31d,4w,12m"`` for ``"30d"``): a page is fetched again
+    at most a day late. Default: unset, a request is a duplicate
     while any window still holds it: 12 months after it was last requested
     with the default tiers, since a filtered request is recorded again (a
     request that comes back within every 12 months is never fetched again).
@@ -45,9 +47,10 @@ Settings:
     The false-positive rate bound of one lookup (default 0.001): the share
     of new requests wrongly dropped as duplicates.
 ``TIMEBLOOM_TIERS``
-    The engine's tiers when it is created (default ``"7d,4w,12m"``). An
-    existing engine (directory or Redis prefix) keeps the configuration it
-    was created with.
+    The engine's tiers when it is created (default ``"7d,4w,12m"``, with a
+    longer daily tier for a ``TIMEBLOOM_RECRAWL_AFTER`` of 7 to 62 days:
+    see there). An existing engine (directory or Redis prefix) keeps the
+    configuration it was created with.
 ``TIMEBLOOM_SYNC``
     When a recorded request survives a power loss: ``"always"``,
     ``"interval=1s"`` or ``"none"`` (see ``Engine.create``). Stored in a new
@@ -97,6 +100,7 @@ the same request when it is new or due again, exactly one fetches it.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import shutil
 import sys
@@ -165,6 +169,22 @@ def parse_duration(value: Union[str, int, float, timedelta]) -> float:
 
 
 _T = TypeVar("_T")
+
+_DEFAULT_TIERS = "7d,4w,12m"
+
+
+def _default_tiers(recrawl_after: Optional[float]) -> str:
+    """The tiers of a new engine when ``TIMEBLOOM_TIERS`` is unset: the
+    defaults, with a daily tier a day longer than a horizon of 7 to 62 days
+    (``recrawl_after`` in seconds), so that the daily tier answers it and a
+    page is due again at most a day late, not a week or a month late (a
+    tier of N daily windows reaches back N-1 whole days and today)."""
+    if recrawl_after is None:
+        return _DEFAULT_TIERS
+    days = math.ceil(recrawl_after / 86_400)
+    if 7 <= days <= 62:
+        return f"{days + 1}d,4w,12m"
+    return _DEFAULT_TIERS
 
 # Longer than any tier keeps (2**63 s), and short enough for the engine.
 _LONGEST_HORIZON = float(2**63)
@@ -244,7 +264,7 @@ class TimebloomDupeFilter(BaseDupeFilter):
         recrawl_after: Optional[Union[str, int, float, timedelta]] = None,
         items_per_day: int = 100_000,
         fpr: float = 0.001,
-        tiers: str = "7d,4w,12m",
+        tiers: Optional[str] = None,
         debug: bool = False,
         fingerprinter: Any = None,
         now: Optional[Union[str, int, float, datetime]] = None,
@@ -255,7 +275,8 @@ class TimebloomDupeFilter(BaseDupeFilter):
         """Opens (or creates) the engine in ``path``; a temporary directory,
         deleted at close, when ``path`` is None. ``sync`` is a sync policy
         (stored in a new engine, for this crawl only in an existing one;
-        None: the engine's own). With ``redis_url``, the engine under
+        None: the engine's own). ``tiers`` None: the defaults, fitted to the
+        horizon. With ``redis_url``, the engine under
         ``redis_prefix`` in that Redis instead (``path`` and ``sync`` must
         be None). ``now`` is the test hook of ``TIMEBLOOM_NOW``."""
         if fingerprinter is None:
@@ -271,6 +292,8 @@ class TimebloomDupeFilter(BaseDupeFilter):
         self.recrawl_after: Optional[float] = (
             None if recrawl_after is None else parse_duration(recrawl_after)
         )
+        if tiers is None:
+            tiers = _default_tiers(self.recrawl_after)
         self._tempdir: Optional[str] = None
         self.path: Optional[str] = None
         self.redis_url, self.redis_prefix = redis_url, redis_prefix
@@ -322,7 +345,7 @@ class TimebloomDupeFilter(BaseDupeFilter):
                 s.get("TIMEBLOOM_ITEMS_PER_DAY", 100_000), "TIMEBLOOM_ITEMS_PER_DAY", int, "a whole number"
             ),
             fpr=_number(s.get("TIMEBLOOM_FPR", 0.001), "TIMEBLOOM_FPR", float, "a number"),
-            tiers=s.get("TIMEBLOOM_TIERS", "7d,4w,12m"),
+            tiers=_setting(s.get("TIMEBLOOM_TIERS")),
             debug=s.getbool("DUPEFILTER_DEBUG"),
             fingerprinter=crawler.request_fingerprinter,
             now=_setting(s.get("TIMEBLOOM_NOW")),  # 0 is the epoch, not unset
