@@ -1,0 +1,679 @@
+//! Create, open and recovery of an engine directory: the lock, the
+//! directory's making and checks, the segment files the manifest names
+//! (quarantined when they fail their checks, left out by a degraded open),
+//! and the engine assembled from them. The write-ahead log's replay is in
+//! `durable`.
+
+use std::fs::{self, File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+
+use crate::chain::Segment;
+use crate::clock::Options;
+use crate::config::{Config, Tier};
+use crate::error::{Error, Result};
+use crate::filter::Stripes;
+use crate::hash::{random_seed, seed_fingerprint};
+use crate::manifest::Manifest;
+use crate::segment::{Identity, SubFilter};
+use crate::window;
+
+use super::snapshot::{Snapshot, TierState};
+use super::{window_name, Engine, Maint, LOCK, MANIFEST, QUARANTINE, SEG_DIR, WAL_DIR};
+
+fn lock_dir(dir: &Path) -> Result<File> {
+    let path = dir.join(LOCK);
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| Error::io("open lock file", &path, e))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(fs::TryLockError::WouldBlock) => Err(Error::Locked {
+            path: dir.to_path_buf(),
+        }),
+        Err(fs::TryLockError::Error(e)) => Err(Error::io("lock", &path, e)),
+    }
+}
+
+/// Moves a segment file that failed its checks to `quarantine/`, so that
+/// it is never used again yet kept for inspection; returns where it is.
+/// `None` when the error is not about the file's bytes (an I/O error), so
+/// the open fails as it is. A read-only open moves nothing.
+fn quarantine(dir: &Path, name: &str, err: &Error, read_only: bool) -> Result<Option<PathBuf>> {
+    let from = dir.join(SEG_DIR).join(name);
+    let to = dir.join(QUARANTINE).join(name);
+    let missing =
+        matches!(err, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound);
+    if missing && to.exists() {
+        return Ok(Some(to)); // moved by an earlier open
+    }
+    if !err.is_damage() {
+        return Ok(None);
+    }
+    if read_only {
+        return Ok(None); // never moves anything; see `open_inner`
+    }
+    let qdir = dir.join(QUARANTINE);
+    // A `quarantine/` made here is named durably before a file moves into
+    // it: lost to a power loss, it took the file, which `seg/` no longer
+    // named, and every later open was refused with "not found".
+    let made = !qdir.is_dir();
+    fs::create_dir_all(&qdir).map_err(|e| Error::io("create directory", &qdir, e))?;
+    if made {
+        crate::file::fsync_dir(dir)?;
+    }
+    // A window made anew after an earlier quarantine has the same file
+    // names: a second damaged copy is kept beside the first (`NAME.2`, ...),
+    // not renamed over it.
+    let (mut to, mut n) = (to, 1u64);
+    while to.exists() {
+        n += 1;
+        to = qdir.join(format!("{name}.{n}"));
+    }
+    crate::file::check("quarantine segment", &from)?;
+    fs::rename(&from, &to).map_err(|e| Error::io("quarantine segment", &from, e))?;
+    crate::file::fsync_dir(&qdir)?;
+    crate::file::fsync_dir(&dir.join(SEG_DIR))?;
+    Ok(Some(to))
+}
+
+/// Makes `dir` (and missing parents); true when this call made `dir` itself.
+///
+/// Each missing parent is made and its entry synced (an fsync of the
+/// directory above it): the create syncs the entry of `dir` in its parent,
+/// and a parent whose own entry a power loss took would take the engine
+/// with it.
+fn make_dir(dir: &Path) -> Result<bool> {
+    let mut missing = Vec::new();
+    let mut at = dir.parent().filter(|p| !p.as_os_str().is_empty());
+    while let Some(p) = at.filter(|p| !p.exists()) {
+        missing.push(p);
+        at = p.parent().filter(|p| !p.as_os_str().is_empty());
+    }
+    for p in missing.into_iter().rev() {
+        match fs::create_dir(p) {
+            Ok(()) => {
+                let above = p
+                    .parent()
+                    .filter(|a| !a.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."));
+                crate::file::fsync_dir(above)?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => {}
+            Err(e) => return Err(Error::io("create directory", p, e)),
+        }
+    }
+    match fs::create_dir(dir) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(false),
+        // A file given where the engine's directory goes (arguments
+        // swapped: `filter-new urls.txt`): said so, not just "File exists".
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let why = "a file is in the way: an engine is a directory";
+            let e = std::io::Error::new(e.kind(), why);
+            Err(Error::io("create directory", dir, e))
+        }
+        Err(e) => Err(Error::io("create directory", dir, e)),
+    }
+}
+
+/// Refuses a directory that holds anything but a `LOCK`, an empty `seg/`
+/// and a `MANIFEST.tmp` (left by a create that died before its commit).
+fn check_empty(dir: &Path) -> Result<()> {
+    let list = |d: &Path| -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        for e in fs::read_dir(d).map_err(|e| Error::io("list directory", d, e))? {
+            let e = e.map_err(|e| Error::io("list directory", d, e))?;
+            names.push(e.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        Ok(names)
+    };
+    // A MANIFEST.tmp without a MANIFEST is a create that died while
+    // writing its first manifest; it is replaced.
+    let tmp = format!("{MANIFEST}.tmp");
+    let mut found: Vec<String> = list(dir)?
+        .into_iter()
+        .filter(|n| n != LOCK && n != SEG_DIR && *n != tmp)
+        .collect();
+    let seg = dir.join(SEG_DIR);
+    if seg.is_dir() {
+        found.extend(list(&seg)?.into_iter().map(|n| format!("{SEG_DIR}/{n}")));
+    } else if seg.exists() {
+        found.push(SEG_DIR.to_string());
+    }
+    if found.is_empty() {
+        return Ok(());
+    }
+    let more = found.len().saturating_sub(5);
+    found.truncate(5);
+    if more > 0 {
+        found.push(format!("and {more} more"));
+    }
+    Err(Error::NotEmpty {
+        path: dir.to_path_buf(),
+        found,
+    })
+}
+
+impl Engine {
+    /// Creates a new engine in `dir` (created if missing) with the system clock.
+    pub fn create(dir: impl AsRef<Path>, config: Config) -> Result<Engine> {
+        Engine::create_with(dir, config, Options::default())
+    }
+
+    /// Creates a new engine with explicit [`Options`].
+    ///
+    /// `dir` must be new or empty (an empty `seg/` and a `LOCK` left by an
+    /// earlier failed create are accepted); anything else is
+    /// [`Error::NotEmpty`] and nothing is touched. Of several processes or
+    /// threads creating the same directory at once, exactly one succeeds;
+    /// the others get [`Error::Locked`] or [`Error::AlreadyExists`] and
+    /// change nothing. A create that fails removes only what it made, while
+    /// it still holds the directory lock.
+    pub fn create_with(dir: impl AsRef<Path>, config: Config, options: Options) -> Result<Engine> {
+        let dir = dir.as_ref();
+        config.validate_new()?;
+        let now = options.clock.now_secs()?;
+        if dir.join(MANIFEST).exists() {
+            return Err(Error::AlreadyExists {
+                path: dir.to_path_buf(),
+            });
+        }
+        let made_dir = make_dir(dir)?;
+        let lock = lock_dir(dir)?;
+        // From here on this call holds the lock: whatever it finds, no other
+        // timebloom process is writing here.
+        if dir.join(MANIFEST).exists() {
+            return Err(Error::AlreadyExists {
+                path: dir.to_path_buf(),
+            });
+        }
+        check_empty(dir)?;
+        // The lock travels into the engine; a second descriptor of the same
+        // open file keeps it held while a failed create cleans up.
+        let guard = lock
+            .try_clone()
+            .map_err(|e| Error::io("duplicate lock descriptor", dir.join(LOCK), e))?;
+        let made_seg = !dir.join(SEG_DIR).exists();
+        let r = (|| {
+            if made_seg {
+                fs::create_dir(dir.join(SEG_DIR))
+                    .map_err(|e| Error::io("create directory", dir.join(SEG_DIR), e))?;
+            }
+            let mut engine = Engine::assemble(
+                dir,
+                Some(lock),
+                false,
+                random_seed(),
+                config,
+                options,
+                Vec::new(),
+                0,
+                Vec::new(),
+                0,
+            );
+            // The first manifest (no windows yet) is the commit point of the
+            // create, written before any other file: a create killed after
+            // it leaves an engine that opens (the open makes the windows and
+            // deletes what the manifest does not name); one killed before it
+            // leaves only what `check_empty` accepts (LOCK, an empty seg/, a
+            // MANIFEST.tmp), so the next create goes ahead.
+            {
+                let m = engine.maint.lock();
+                engine.store_manifest(&m, &engine.current.load())?;
+            }
+            engine.start_durability(false, false)?;
+            engine.maintain_at(now, true, false)?;
+            // The new directory's entry in its parent, and the engine's own
+            // entries, reach the disk before the create returns.
+            crate::file::fsync_dir(dir)?;
+            if made_dir {
+                let parent = match dir.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => p,
+                    _ => Path::new("."),
+                };
+                crate::file::fsync_dir(parent)?;
+            }
+            Ok(engine)
+        })();
+        if r.is_err() {
+            // The engine (if any) is dropped, but `guard` still holds the lock.
+            if made_dir {
+                let _ = fs::remove_dir_all(dir);
+            } else {
+                // `check_empty` saw no engine files and an empty `seg/`:
+                // every file there now is this call's.
+                let _ = fs::remove_file(dir.join(MANIFEST));
+                let _ = fs::remove_file(dir.join(MANIFEST).with_extension("tmp"));
+                if let Ok(entries) = fs::read_dir(dir.join(SEG_DIR)) {
+                    for e in entries.flatten() {
+                        let _ = fs::remove_file(e.path());
+                    }
+                }
+                if made_seg {
+                    let _ = fs::remove_dir(dir.join(SEG_DIR));
+                }
+                // `check_empty` saw no `wal/`: the log and boot files this
+                // call made under a logged policy. Left behind, the
+                // directory was refused by the next create (not empty) and
+                // by open (no manifest).
+                let _ = fs::remove_dir_all(dir.join(WAL_DIR));
+            }
+        }
+        drop(guard);
+        r
+    }
+
+    /// Opens the engine in `dir` with the system clock; its configuration
+    /// comes from its manifest.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Engine> {
+        Engine::open_with(dir, Options::default())
+    }
+
+    /// Opens an existing engine with explicit [`Options`].
+    ///
+    /// Opening maps the segment files; it reads only their headers (and the
+    /// bodies of open segments that were not closed cleanly, to recount
+    /// their fill). Files in `seg/` that the manifest does not name are
+    /// leftovers of an interrupted rotation and are deleted.
+    pub fn open_with(dir: impl AsRef<Path>, options: Options) -> Result<Engine> {
+        Engine::open_inner(dir.as_ref(), options, false)
+    }
+
+    /// Opens an existing engine for lookups only, with the system clock.
+    ///
+    /// A read-only engine never writes a byte: it takes no lock (a writer
+    /// may keep running; the read-only engine sees the segments named by
+    /// the manifest at open, and the writer's later inserts into them, but
+    /// for a backfill into a sealed window the writer copied into large
+    /// pages after this open: docs/operations.md, "Read-only opens"),
+    /// never rotates, expires or recounts, and works on read-only media.
+    /// A lookup at an instant past some windows' retention does not read
+    /// them, but their files stay. Writes return [`Error::ReadOnly`].
+    ///
+    /// ```
+    /// use timebloom::{Config, Engine, Error, Tier};
+    /// # fn main() -> timebloom::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("crawl.tb");
+    /// let writer = Engine::create(&path, Config {
+    ///     tiers: vec![Tier::daily(7)],
+    ///     expected_items_per_day: 1_000,
+    ///     ..Config::default()
+    /// })?;
+    /// writer.insert(b"https://example.com/a")?;
+    /// // Beside the running writer: no lock, no write.
+    /// let reader = Engine::open_read_only(&path)?;
+    /// assert!(reader.contains(b"https://example.com/a")?);
+    /// assert!(matches!(reader.insert(b"x"), Err(Error::ReadOnly { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Engine> {
+        Engine::open_read_only_with(dir, Options::default())
+    }
+
+    /// [`Engine::open_read_only`] with explicit [`Options`].
+    pub fn open_read_only_with(dir: impl AsRef<Path>, options: Options) -> Result<Engine> {
+        let dir = dir.as_ref();
+        // A writer may replace the manifest and delete the files it no longer
+        // names between our reading the one and mapping the other: read again.
+        let mut tries = 0;
+        loop {
+            match Engine::open_inner(dir, options.clone(), true) {
+                Err(Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound && tries < 5 =>
+                {
+                    tries += 1;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    fn open_inner(dir: &Path, options: Options, read_only: bool) -> Result<Engine> {
+        if !dir.join(MANIFEST).exists() {
+            return Err(Error::NotFound {
+                path: dir.to_path_buf(),
+            });
+        }
+        let lock = if read_only {
+            None
+        } else {
+            Some(lock_dir(dir)?)
+        };
+        let manifest = Manifest::load(&dir.join(MANIFEST))?.ok_or_else(|| Error::NotFound {
+            path: dir.to_path_buf(),
+        })?;
+        let seed_fp = seed_fingerprint(manifest.seed);
+        let now = options.clock.now_secs()?;
+        // Windows the clock says have expired (the rotation below drops
+        // them): a file of one that is missing was deleted by the expiry
+        // of a writer whose manifest this is not the latest of (a copy that
+        // took MANIFEST before seg/, docs/operations.md, "Backup"). Nothing
+        // reads such a window, so it is left out rather than refusing the
+        // directory.
+        let offset = manifest.config.utc_offset_secs;
+        let expired_at = match options.expired_at {
+            Some(t) => crate::clock::instant(t)?,
+            None => now,
+        };
+        let expired = |tier: &Tier, w: i64| {
+            !tier.is_table()
+                && window::index(tier.span, expired_at, offset)
+                    .is_some_and(|c| w < tier.oldest_live(c))
+        };
+        let mut tiers: Vec<Vec<Segment>> =
+            manifest.config.tiers.iter().map(|_| Vec::new()).collect();
+        let mut lost = Vec::new();
+        let mut damaged = Vec::new();
+        let mut unchecked = Vec::new();
+        // The entries of the windows left out: the manifest stops naming
+        // their files, so the files of such a window that opened (or were
+        // not tried) are leftovers too, deleted below. Kept, the first file
+        // of a lost open window would take the name of the one the open
+        // then makes for it.
+        let mut left_out = Vec::new();
+        let mut lost_newest: Vec<Option<i64>> = vec![None; manifest.config.tiers.len()];
+        let mut note_lost = |tier: usize, window: i64| {
+            if !manifest.config.tiers[tier].is_table() {
+                let w = &mut lost_newest[tier];
+                *w = Some(w.map_or(window, |n| n.max(window)));
+            }
+        };
+        'segments: for e in &manifest.segments {
+            let tier = manifest.config.tiers[e.tier];
+            let mut subs = Vec::with_capacity(e.files.len());
+            for (i, f) in e.files.iter().enumerate() {
+                let id = Identity {
+                    span: tier.span,
+                    window: e.window,
+                    index: e.first + i as u32,
+                };
+                let path = dir.join(SEG_DIR).join(f);
+                let opened = if read_only {
+                    SubFilter::open_read_only(&path, id, seed_fp, options.verify_on_open)
+                } else {
+                    SubFilter::open(&path, id, seed_fp, options.verify_on_open)
+                };
+                let opened = opened.and_then(|sub| {
+                    if sub.header().kind != tier.kind {
+                        return Err(Error::corrupt(
+                            &path,
+                            "segment kind differs from its tier's kind",
+                        ));
+                    }
+                    Ok(sub)
+                });
+                match opened {
+                    Ok(sub) => subs.push(Arc::new(sub)),
+                    Err(Error::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotFound
+                            && expired(&tier, e.window) =>
+                    {
+                        left_out.push((e.tier, e.window));
+                        continue 'segments;
+                    }
+                    Err(err) => {
+                        let window = window_name(&tier, e.window);
+                        // A file the manifest names and the disk lacks (not
+                        // moved to quarantine by an earlier open: deleted,
+                        // or left out of a copy) is damage to a degraded
+                        // open, which goes on without its window; a plain
+                        // open fails with "not found" as it is. A reader
+                        // beside a writer first checks that the manifest on
+                        // disk is still the one it read: a writer replaces
+                        // it before it deletes what it no longer names, and
+                        // the reader then reads again (`open_read_only_with`).
+                        // A file an earlier open moved to quarantine is
+                        // damage to a read-only degraded open (`verify`)
+                        // too, which would otherwise leave the window out
+                        // without a word.
+                        let not_found = matches!(&err, Error::Io { source, .. }
+                            if source.kind() == std::io::ErrorKind::NotFound);
+                        let moved = dir.join(QUARANTINE).join(f);
+                        let quarantined = not_found && moved.exists();
+                        let missing = not_found
+                            && !quarantined
+                            && (!read_only
+                                || Manifest::load(&dir.join(MANIFEST))
+                                    .is_ok_and(|m| m.as_ref() == Some(&manifest)));
+                        let err = match (missing, quarantined) {
+                            _ if !options.degraded => err,
+                            (true, _) => {
+                                Error::corrupt(&path, "missing, though the manifest names it")
+                            }
+                            (_, true) if read_only => Error::corrupt(
+                                &moved,
+                                "moved here from seg/ by an open that found it damaged",
+                            ),
+                            _ => err,
+                        };
+                        if missing && options.degraded && !read_only {
+                            lost.push(window);
+                            note_lost(e.tier, e.window);
+                            left_out.push((e.tier, e.window));
+                            continue 'segments;
+                        }
+                        if read_only && err.is_damage() && options.degraded {
+                            // A read-only open moves nothing; it only leaves
+                            // the window out.
+                            lost.push(window);
+                            damaged.push(err);
+                            // The window's other files, for `verify_each`
+                            // to check too: it names every damaged one, not
+                            // only the one that left the window out.
+                            unchecked.extend(
+                                e.files.iter().enumerate().filter(|&(j, _)| j != i).map(
+                                    |(j, f)| {
+                                        let id = Identity {
+                                            index: e.first + j as u32,
+                                            ..id
+                                        };
+                                        (dir.join(SEG_DIR).join(f), id)
+                                    },
+                                ),
+                            );
+                            left_out.push((e.tier, e.window));
+                            continue 'segments;
+                        }
+                        let Some(moved) = quarantine(dir, f, &err, read_only)? else {
+                            return Err(err);
+                        };
+                        if !options.degraded {
+                            return Err(Error::Quarantined {
+                                path: moved,
+                                window,
+                                reason: err.to_string(),
+                            });
+                        }
+                        // Degraded: go on without the whole window.
+                        lost.push(window);
+                        note_lost(e.tier, e.window);
+                        left_out.push((e.tier, e.window));
+                        continue 'segments;
+                    }
+                }
+            }
+            tiers[e.tier].push(Segment {
+                window: e.window,
+                subs,
+            });
+        }
+        for t in &mut tiers {
+            t.sort_by_key(|s| s.window);
+        }
+        let named: Vec<&str> = manifest
+            .segments
+            .iter()
+            .filter(|e| !left_out.contains(&(e.tier, e.window)))
+            .flat_map(|e| e.files.iter().map(String::as_str))
+            .collect();
+        let assume_power_loss = options.assume_power_loss;
+        let degraded = options.degraded;
+        let mut engine = Engine::assemble(
+            dir,
+            lock,
+            read_only,
+            manifest.seed,
+            manifest.config.clone(),
+            options,
+            tiers,
+            manifest.generation,
+            lost,
+            manifest.checkpoint_lsn,
+        );
+        engine.damaged = damaged;
+        engine.unchecked = unchecked;
+        engine.lost_newest = lost_newest;
+        // The tables' newest day: the manifest's, or (written by a build
+        // that did not record it) the latest sweep's.
+        let swept = engine
+            .current
+            .load()
+            .tiers
+            .iter()
+            .filter(|t| t.tier.is_table())
+            .flat_map(|t| t.segments.iter().flat_map(|seg| seg.subs.iter()))
+            .filter_map(|s| s.swept())
+            .max()
+            .unwrap_or(0);
+        engine
+            .table_day
+            .store(manifest.table_day.max(swept), Ordering::Relaxed);
+        if !read_only {
+            let r = (|| {
+                // The clock-jump guard before anything is written: a
+                // recovery with a clock far ahead would sweep the
+                // fingerprint tables it restores against that day (clearing
+                // them, and moving their day there, so that the guard at
+                // the rotation below saw no jump).
+                if !engine.allow_clock_jump {
+                    engine.check_clock_jump(&engine.current.load(), now)?;
+                    if !left_out.is_empty() && expired_at != now {
+                        engine.check_clock_jump(&engine.current.load(), expired_at)?;
+                    }
+                }
+                if !left_out.is_empty() {
+                    // The manifest stops naming the files of the windows
+                    // left out (lost, or expired and missing).
+                    let m = engine.maint.lock();
+                    engine.store_manifest(&m, &engine.current.load())?;
+                }
+                engine.remove_unnamed_files(&named)?;
+                engine.start_durability(assume_power_loss, degraded)
+            })();
+            if r.is_err() {
+                // Until recovery is done, the bodies may lack what the log
+                // holds: the engine is dropped without its close, which
+                // would seal every window but the newest as it is (the
+                // next recovery then skips them) and mark the rest clean.
+                engine.failed.store(true, Ordering::Relaxed);
+            }
+            r?;
+        }
+        engine.maintain_at(now, engine.allow_clock_jump, false)?;
+        Ok(engine)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        dir: &Path,
+        lock: Option<File>,
+        read_only: bool,
+        seed: u64,
+        config: Config,
+        options: Options,
+        segments: Vec<Vec<Segment>>,
+        generation: u64,
+        lost: Vec<String>,
+        checkpoint_lsn: u64,
+    ) -> Engine {
+        let policy = options.sync.unwrap_or(config.sync);
+        let tiers = config
+            .tiers
+            .iter()
+            .zip(segments.into_iter().chain(std::iter::repeat_with(Vec::new)))
+            .map(|(t, segments)| TierState {
+                tier: *t,
+                code: t.code(),
+                segments,
+                day: None,
+            })
+            .collect();
+        Engine {
+            dir: dir.to_path_buf(),
+            lock: Mutex::new(lock),
+            pid: std::process::id(),
+            read_only,
+            max_clock_jump: options.max_clock_jump,
+            allow_clock_jump: options.allow_clock_jump,
+            seed,
+            config,
+            clock: options.clock,
+            current: ArcSwap::from_pointee(Snapshot::empty(tiers)),
+            generation: AtomicU64::new(0),
+            seen: AtomicI64::new(i64::MIN),
+            table_day: Arc::new(AtomicU32::new(0)),
+            manifest_generation: AtomicU64::new(generation),
+            lost,
+            damaged: Vec::new(),
+            unchecked: Vec::new(),
+            unrestored: Vec::new(),
+            lost_newest: Vec::new(),
+            maint: Mutex::new(Maint {
+                checkpoint_lsn,
+                sealing: Vec::new(),
+                prefaulting: Vec::new(),
+                background: None,
+                failure: None,
+            }),
+            checkpoint_at: options
+                .checkpoint_log_bytes
+                .unwrap_or(crate::wal::CHECKPOINT_AT),
+            flushed: Arc::new(AtomicBool::new(false)),
+            rewritten: Arc::new(AtomicBool::new(false)),
+            stripes: Stripes::default(),
+            failed: Arc::new(AtomicBool::new(false)),
+            policy,
+            wal: None,
+            syncer: Mutex::new(None),
+            ahead: Mutex::new(None),
+            ahead_for: AtomicI64::new(i64::MIN),
+            stop_prefault: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn remove_unnamed_files(&self, named: &[&str]) -> Result<()> {
+        let seg = self.dir.join(SEG_DIR);
+        let entries = fs::read_dir(&seg).map_err(|e| Error::io("list directory", &seg, e))?;
+        let mut removed = false;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("list directory", &seg, e))?;
+            let name = entry.file_name();
+            if !named.iter().any(|n| name.to_str() == Some(n)) && entry.path().is_file() {
+                crate::file::check("remove leftover file", &entry.path())?;
+                fs::remove_file(entry.path())
+                    .map_err(|e| Error::io("remove leftover file", entry.path(), e))?;
+                removed = true;
+            }
+        }
+        let tmp = self.dir.join(MANIFEST).with_extension("tmp");
+        if tmp.exists() {
+            fs::remove_file(&tmp).map_err(|e| Error::io("remove leftover file", &tmp, e))?;
+        }
+        if removed {
+            crate::file::fsync_dir(&seg)?;
+        }
+        Ok(())
+    }
+}
