@@ -137,3 +137,67 @@ fn deleted_directories_lose_no_key() {
     let new = e.insert_batch(&keys).expect("insert");
     assert!(new.iter().all(|&n| !n), "an acknowledged key reported new");
 }
+
+/// A chain length in the config hash and in a shard's directory raised to
+/// the longest chain (`HSET ... 64`, as an edited or foreign hash may
+/// hold), and fills of 2^64 - 1: sub-filters that deep are planned past
+/// 2^64 bytes. Before, `stats` panicked on an overflow (`attempt to add
+/// with overflow`) adding up their sizes; now every call answers or fails
+/// with an error, and no acknowledged key reads as absent.
+#[test]
+fn a_chain_length_past_any_string_does_not_panic() {
+    if !require("a_chain_length_past_any_string_does_not_panic") {
+        return;
+    }
+    let (server, e, pre, keys) = engine_with_keys("longchain", 174);
+    let dirs = keys_of(&server, &format!("{pre}:*:dir:*"));
+    assert!(!dirs.is_empty());
+    for d in &dirs {
+        let code = d.rsplit(':').next().expect("a tier code");
+        let windows: Vec<String> = server
+            .cli(&["HKEYS", d])
+            .lines()
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty() && !l.contains(':'))
+            .collect();
+        assert!(!windows.is_empty(), "{d} names no window");
+        for w in windows {
+            server.cli(&["HSET", d, &w, "64"]);
+            for i in 0..3 {
+                server.cli(&["HSET", d, &format!("{w}:{i}"), &u64::MAX.to_string()]);
+            }
+            let field = format!("chain:{code}:{w}");
+            server.cli(&["HSET", &format!("{pre}:config"), &field, "64"]);
+        }
+    }
+    let run = |what: &str, f: &dyn Fn() -> Result<usize, String>| match std::panic::catch_unwind(
+        std::panic::AssertUnwindSafe(f),
+    ) {
+        Ok(Ok(n)) => n,
+        Ok(Err(msg)) => {
+            eprintln!("{what}: {msg}");
+            0
+        }
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            panic!("{what} panicked: {msg}")
+        }
+    };
+    run("stats", &|| {
+        e.stats().map(|_| 0).map_err(|err| err.to_string())
+    });
+    let missing = run("contains", &|| match e.contains_batch(&keys) {
+        Ok(found) => Ok(found.iter().filter(|&&f| !f).count()),
+        Err(err) => Err(err.to_string()),
+    });
+    assert_eq!(missing, 0, "{missing} acknowledged keys absent");
+    let again = run("insert", &|| match e.insert_batch(&keys) {
+        Ok(new) => Ok(new.iter().filter(|&&n| n).count()),
+        Err(err) => Err(err.to_string()),
+    });
+    assert_eq!(again, 0, "{again} acknowledged keys reported new again");
+}

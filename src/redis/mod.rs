@@ -1352,7 +1352,18 @@ impl RedisEngine {
     }
 
     fn chain(&self, st: &State, tier: usize, window: i64) -> u32 {
-        st.chains.get(&(tier, window)).copied().unwrap_or(1)
+        let n = st.chains.get(&(tier, window)).copied().unwrap_or(1);
+        self.held(tier, n)
+    }
+
+    /// `n` sub-filters of `tier`'s chain, or fewer: no more than the
+    /// positions whose strings Redis can hold, which a chain never grows
+    /// past (see `named`). A longer length read from an edited config hash
+    /// or directory names no sub-filter planned past 2^64 bytes.
+    fn held(&self, tier: usize, n: u32) -> u32 {
+        (1..n)
+            .find(|&i| self.geom(tier, i).nbs > MAX_SHARD_BLOCKS)
+            .unwrap_or(n)
     }
 
     /// The sub-filters a call names for a window: those seen, and for a
@@ -1485,8 +1496,9 @@ impl RedisEngine {
                 let mut s = SegmentStats::window(t.span, w, self.off(), state);
                 let mut items = 0.0;
                 for (n, fills) in per {
-                    s.subfilters = s.subfilters.max(*n as usize);
-                    for i in 0..*n {
+                    let n = self.held(ti, *n);
+                    s.subfilters = s.subfilters.max(n as usize);
+                    for i in 0..n {
                         let g = self.geom(ti, i);
                         let plan = g.shard_plan();
                         let occ = fills.get(i as usize).copied().unwrap_or(0);
@@ -1494,7 +1506,7 @@ impl RedisEngine {
                         items += est;
                         s.bytes += plan.nblocks * 64;
                         s.cells += plan.nblocks * u64::from(t.kind.cells_per_block());
-                        s.occupied += occ;
+                        s.occupied = s.occupied.saturating_add(occ);
                         s.estimated_fpr += sizing::fpr(t.kind, plan.k, est / plan.nblocks as f64)
                             / f64::from(shards);
                     }
