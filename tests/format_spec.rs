@@ -1343,3 +1343,80 @@ fn large_sealed_file_keeps_its_name_and_format() {
     assert!(sealed.body.len() >= 8 << 20, "{}", sealed.body.len());
     assert!(seg_files(&dir).iter().all(|n| n.ends_with(".seg")));
 }
+
+/// A manifest edited so that a custom tier's window is at the far end of
+/// the index range (`i64::MAX`, `i64::MIN`), its file renamed to match and
+/// its header patched: such a name is well formed, so the open may take
+/// it, but no call may panic on the window's arithmetic.
+#[test]
+fn extreme_custom_window_indexes_do_not_panic() {
+    for target in [i64::MAX, i64::MAX - 1, i64::MIN, i64::MIN + 1] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("crawl.tb");
+        let clock = ManualClock::new(day(3));
+        let cfg = config(&["4x6h".parse::<Tier>().unwrap()], 50, 0.01);
+        let e = create(&dir, cfg, &clock);
+        e.insert(b"a").unwrap();
+        e.close().unwrap();
+        let m = read_manifest(&dir);
+        let mut j = m.json.clone();
+        let seg = &mut j["segments"][0];
+        let old_w = seg["window"].as_i64().unwrap();
+        let old_name = seg["files"][0].as_str().unwrap().to_string();
+        let new_label = if target < 0 {
+            format!("n{}", target.unsigned_abs())
+        } else {
+            target.to_string()
+        };
+        let old_label = if old_w < 0 {
+            format!("n{}", old_w.unsigned_abs())
+        } else {
+            old_w.to_string()
+        };
+        let new_name = old_name.replacen(&format!("-{old_label}-"), &format!("-{new_label}-"), 1);
+        assert_ne!(new_name, old_name);
+        seg["window"] = Value::from(target);
+        seg["files"][0] = Value::from(new_name.clone());
+        let (from, to) = (
+            dir.join("seg").join(&old_name),
+            dir.join("seg").join(&new_name),
+        );
+        fs::rename(&from, &to).unwrap();
+        for at in [0, 2048] {
+            rewrite_header(&to, at, |h| {
+                h[72..80].copy_from_slice(&target.to_le_bytes())
+            });
+        }
+        write_manifest(&dir, &j);
+        // Drop the log: the manifest alone describes the store.
+        for l in logs(&dir) {
+            fs::remove_file(l).unwrap();
+        }
+        let what = format!("window {target}");
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let e = match Engine::open_with(&dir, Options::default().clock(clock.clone())) {
+                Ok(e) => e,
+                Err(err) => {
+                    eprintln!("{what}: open: {err}");
+                    return;
+                }
+            };
+            let _ = e.insert(b"b");
+            let _ = e.contains(b"a");
+            let _ = e.stats();
+            clock.advance(Duration::from_secs(7 * 86_400));
+            let _ = e.insert(b"c");
+            let _ = e.contains(b"b");
+            let _ = e.stats();
+            let _ = e.close();
+        }));
+        if let Err(p) = r {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            panic!("{what} panicked: {msg}");
+        }
+    }
+}
