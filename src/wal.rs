@@ -1000,9 +1000,25 @@ fn shadow_crc(day: [u8; 4], body: &[u8]) -> u32 {
 /// copy written before the day was kept); a wrong length or checksum is
 /// corrupt. A CRC32 of the body alone leaves bytes 20..24 unread.
 pub(crate) fn read_shadow(path: &Path, body_len: usize) -> Result<(Vec<u8>, Option<u32>)> {
-    let bytes = fs::read(path).map_err(|e| Error::io("read shadow", path, e))?;
     let bad = |why: &str| Error::corrupt(path, why);
-    if bytes.len() != SHADOW_HEADER + body_len || bytes[0..8] != SHADOW_MAGIC {
+    // The length is checked before the read: a copy of the wrong size
+    // (a sparse file of a terabyte) is damage, not an allocation.
+    let want = u64::try_from(body_len)
+        .ok()
+        .and_then(|n| n.checked_add(SHADOW_HEADER as u64));
+    let file = fs::File::open(path).map_err(|e| Error::io("read shadow", path, e))?;
+    let size = file
+        .metadata()
+        .map_err(|e| Error::io("read shadow", path, e))?
+        .len();
+    let Some(want) = want.filter(|&w| w == size) else {
+        return Err(bad("shadow copy has the wrong length or magic"));
+    };
+    let mut bytes = Vec::new();
+    file.take(want.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io("read shadow", path, e))?;
+    if bytes.len() as u64 != want || bytes[0..8] != SHADOW_MAGIC {
         return Err(bad("shadow copy has the wrong length or magic"));
     }
     let len = u64::from_le_bytes(bytes[8..16].try_into().unwrap_or([0; 8]));

@@ -523,6 +523,29 @@ fn a_damaged_shadow_copy_opens_degraded_and_says_so() {
     }
 }
 
+/// A shadow copy grown to 1 TiB (a sparse file: no block of it written):
+/// recovery read the whole file before checking its length, so the open
+/// failed with an out-of-memory I/O error (`Error::Io`, "read shadow
+/// failed: out of memory"), not as damage naming the copy. Its length is
+/// checked first: the copy is corrupt, and the error names it.
+#[test]
+fn a_huge_shadow_copy_is_damage_not_an_allocation() {
+    let t = counting();
+    let rel = t.shadow.clone().expect("a counting tier has a shadow copy");
+    let dir = write_case(t, &rel, bytes_of(&t.files, &rel), Mode::PowerLoss);
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .open(dir.path().join(&rel))
+        .unwrap();
+    f.set_len(1 << 40).unwrap();
+    drop(f);
+    let err = catch_unwind(AssertUnwindSafe(|| open(dir.path(), Mode::PowerLoss)))
+        .unwrap_or_else(|_| panic!("the open panicked"))
+        .expect_err("a shadow of 1 TiB opened");
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    assert_names(&err, &rel);
+}
+
 // ---- fuzz seeds --------------------------------------------------------------
 
 /// Writes the seed corpora of the `log_replay`, `manifest` and
