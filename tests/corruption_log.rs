@@ -546,6 +546,41 @@ fn a_huge_shadow_copy_is_damage_not_an_allocation() {
     assert_names(&err, &rel);
 }
 
+/// A degraded recovery keeps a copy of a damaged shadow in `quarantine/`.
+/// It copied the whole file, whatever its size: a shadow grown to 1 TiB (a
+/// sparse file) filled the file system with the copy's zeros. The copy
+/// holds at most the length a shadow of that body has; the keys come back
+/// from the log.
+#[test]
+fn a_degraded_open_keeps_at_most_a_shadows_length_of_a_grown_copy() {
+    let t = counting();
+    let rel = t.shadow.clone().expect("a counting tier has a shadow copy");
+    let bytes = bytes_of(&t.files, &rel);
+    let want = bytes.len() as u64;
+    let dir = write_case(t, &rel, bytes, Mode::PowerLoss);
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .open(dir.path().join(&rel))
+        .unwrap();
+    f.set_len(want + (64 << 20)).unwrap();
+    drop(f);
+    let e = Engine::open_with(
+        dir.path(),
+        Options::default()
+            .clock(ManualClock::new(day(0)))
+            .assume_power_loss(true)
+            .degraded(true),
+    )
+    .unwrap_or_else(|err| panic!("degraded open: {err}"));
+    for (i, k) in t.keys.iter().enumerate() {
+        assert!(e.contains(k).unwrap(), "key {i} lost");
+    }
+    drop(e);
+    let kept = dir.path().join("quarantine").join(rel.file_name().unwrap());
+    let len = fs::metadata(&kept).unwrap().len();
+    assert_eq!(len, want, "the quarantined copy holds a shadow's length");
+}
+
 // ---- fuzz seeds --------------------------------------------------------------
 
 /// Writes the seed corpora of the `log_replay`, `manifest` and

@@ -24,12 +24,19 @@ use super::{
 /// Copies a damaged shadow copy that a degraded recovery goes on without
 /// to `quarantine/`, for inspection: the copy in `wal/` stays until the
 /// recovery's checkpoint deletes it, so that an open that fails before
-/// then finds it again (and refuses again unless degraded).
-fn keep_damaged_shadow(dir: &Path, shadow: &Path) -> Result<()> {
+/// then finds it again (and refuses again unless degraded). At most `len`
+/// bytes, the length of a shadow of its body: a copy grown past it (a
+/// sparse file of a terabyte) would fill the file system with the copy.
+fn keep_damaged_shadow(dir: &Path, shadow: &Path, len: u64) -> Result<()> {
     let qdir = dir.join(QUARANTINE);
     fs::create_dir_all(&qdir).map_err(|e| Error::io("create directory", &qdir, e))?;
     let to = qdir.join(shadow.file_name().unwrap_or_default());
-    fs::copy(shadow, &to).map_err(|e| Error::io("quarantine shadow copy", shadow, e))?;
+    let copied = fs::File::open(shadow).and_then(|from| {
+        let mut out = fs::File::create(&to)?;
+        std::io::copy(&mut std::io::Read::take(from, len), &mut out)?;
+        out.sync_all()
+    });
+    copied.map_err(|e| Error::io("quarantine shadow copy", shadow, e))?;
     crate::file::fsync_dir(&qdir)?;
     crate::file::fsync_dir(dir)
 }
@@ -273,7 +280,8 @@ impl Engine {
                         ));
                     }
                     Err(err) if degraded && err.is_damage() => {
-                        keep_damaged_shadow(&self.dir, &p)?;
+                        let len = (s.body().len() + wal::SHADOW_HEADER) as u64;
+                        keep_damaged_shadow(&self.dir, &p, len)?;
                         if !unrestored.contains(&window) {
                             unrestored.push(window);
                         }
