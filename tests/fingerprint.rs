@@ -1350,3 +1350,381 @@ fn an_insert_after_a_remove_of_its_slot_mate_survives_a_power_loss() {
     }
     panic!("every try put the two keys on one stripe");
 }
+
+/// A long run of an engine against a model of what it holds: every key
+/// with the last day it was inserted at. The clock moves by `steps`
+/// (days), the engine is closed and reopened every `reopen` steps, and
+/// each step inserts new keys, refreshes and backfills old ones, removes
+/// some (engines without Bloom tiers), and then checks every key of the
+/// model: a key of a day the engine keeps must be present (for every
+/// horizon that reaches its day), any other answer "present" is counted
+/// as a false positive, as are those of keys never inserted.
+struct LongRun {
+    dir: std::path::PathBuf,
+    clock: ManualClock,
+    engine: Option<Engine>,
+    /// Days the table keeps (its tier's retention): a key of age
+    /// `0..keep` is live.
+    keep: u64,
+    model: std::collections::HashMap<Vec<u8>, u64>,
+    removed: Vec<Vec<u8>>,
+    removes: bool,
+    today: u64,
+    next: u64,
+    rng: u64,
+    wrong: u64,
+    checks: u64,
+    lost: Vec<String>,
+}
+
+impl LongRun {
+    fn new(dir: &std::path::Path, tiers: &[Tier], keep: u64, per_day: u64) -> LongRun {
+        let clock = ManualClock::new(day(0));
+        let e = create(dir, config(tiers, per_day, 0.01), &clock);
+        LongRun {
+            dir: dir.to_path_buf(),
+            clock,
+            removes: e.supports_remove(),
+            engine: Some(e),
+            keep,
+            model: Default::default(),
+            removed: Vec::new(),
+            today: 0,
+            next: 0,
+            rng: 7,
+            wrong: 0,
+            checks: 0,
+            lost: Vec::new(),
+        }
+    }
+
+    fn rand(&mut self, n: u64) -> u64 {
+        self.rng = self
+            .rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.rng >> 33) % n.max(1)
+    }
+
+    fn e(&self) -> &Engine {
+        self.engine.as_ref().unwrap()
+    }
+
+    /// Runs `f` and, if the clock-jump guard refuses it, moves the engine
+    /// past the jump with `maintain` and runs it again.
+    fn past_jump<T>(&self, f: impl Fn(&Engine) -> timebloom::Result<T>) -> T {
+        match f(self.e()) {
+            Err(timebloom::Error::ClockJump { .. }) => {
+                self.e().maintain(day(self.today)).unwrap();
+                f(self.e()).unwrap()
+            }
+            r => r.unwrap(),
+        }
+    }
+
+    fn reopen(&mut self) {
+        self.engine.take().unwrap().close().unwrap();
+        let e = match Engine::open_with(&self.dir, Options::default().clock(self.clock.clone())) {
+            Err(timebloom::Error::ClockJump { .. }) => Engine::open_with(
+                &self.dir,
+                Options::default()
+                    .clock(self.clock.clone())
+                    .allow_clock_jump(true),
+            ),
+            r => r,
+        };
+        self.engine = Some(e.unwrap());
+    }
+
+    /// Moves to `today` and writes: `new` new keys, refreshes of old ones
+    /// (live or not), backfills near the retention's edge, and removes.
+    fn step(&mut self, today: u64, new: u64) {
+        self.step_at(today, today, new);
+    }
+
+    /// [`LongRun::step`] with the clock on day `clock`, which may be
+    /// behind `today`, the newest day the engine took.
+    fn step_at(&mut self, today: u64, clock: u64, new: u64) {
+        self.today = today;
+        self.clock.set(day(clock));
+        for _ in 0..new {
+            let k = url(3, self.next);
+            self.next += 1;
+            let fresh = self.past_jump(|e| e.insert(&k));
+            self.checks += 1;
+            if !fresh {
+                self.wrong += 1;
+            }
+            self.model.insert(k, today);
+        }
+        let old: std::collections::BTreeSet<u64> = (0..new.min(40) / 4 + 1)
+            .map(|_| self.rand(self.next.max(1)))
+            .collect();
+        for i in old {
+            let k = url(3, i);
+            let Some(&last) = self.model.get(&k) else {
+                continue;
+            };
+            let live = today - last < self.keep;
+            match self.rand(4) {
+                0 if self.removes && live => {
+                    let gone = if self.rand(2) == 0 {
+                        self.past_jump(|e| e.remove(&k))
+                    } else {
+                        self.past_jump(|e| e.remove_at(&k, day(last)))
+                    };
+                    if !gone {
+                        self.lost.push(format!(
+                            "day {today}: remove of a key of day {last} found nothing"
+                        ));
+                    }
+                    self.model.remove(&k);
+                    self.removed.push(k);
+                }
+                1 if today >= self.keep => {
+                    // A backfill to the oldest day kept, or the one after.
+                    let at = today + 1 - self.keep + self.rand(2);
+                    self.past_jump(|e| e.insert_at(&k, day(at)));
+                    let d = self.model.get_mut(&k).unwrap();
+                    if !live || *d < at {
+                        *d = at;
+                    }
+                }
+                _ => {
+                    let seen = !self.past_jump(|e| e.insert(&k));
+                    self.checks += 1;
+                    if !live && seen {
+                        self.wrong += 1; // a false positive
+                    } else if live && !seen {
+                        self.lost.push(format!(
+                            "day {today}: insert of a key of day {last} answered new={seen}"
+                        ));
+                    }
+                    self.model.insert(k, today);
+                }
+            }
+        }
+    }
+
+    /// Checks every key of the model, every removed key, and `probes`
+    /// keys never inserted.
+    fn check(&mut self, probes: u64) {
+        let horizons = [0u64, 1, 6, self.keep / 2, self.keep - 1];
+        let today = self.today;
+        let e = self.engine.as_ref().unwrap();
+        let mut lost = Vec::new();
+        let (mut wrong, mut checks) = (0u64, 0u64);
+        for (k, &last) in &self.model {
+            let age = today - last;
+            let got = e.contains(k).unwrap();
+            checks += 1;
+            if age < self.keep && !got {
+                lost.push(format!("day {today}: key of day {last} absent"));
+            } else if age >= self.keep && got {
+                wrong += 1;
+            }
+            for n in horizons {
+                let within = e
+                    .contains_within(k, Duration::from_secs(n * 86_400 + 3600))
+                    .unwrap();
+                checks += 1;
+                if age <= n && !within {
+                    lost.push(format!(
+                        "day {today}: key of day {last} not within {n} days"
+                    ));
+                } else if age > n && within {
+                    wrong += 1;
+                }
+            }
+        }
+        // A batch answers as single calls.
+        let keys: Vec<&Vec<u8>> = self.model.keys().collect();
+        let batch = e.contains_batch(&keys).unwrap();
+        for (k, b) in keys.iter().zip(batch) {
+            if b != e.contains(k).unwrap() {
+                lost.push(format!("day {today}: a batch answered {b} for a key"));
+            }
+        }
+        for k in &self.removed {
+            checks += 1;
+            wrong += u64::from(e.contains(k).unwrap());
+        }
+        for i in 0..probes {
+            checks += 1;
+            wrong += u64::from(e.contains(&url(4, today * 100_000 + i)).unwrap());
+        }
+        self.lost.extend(lost);
+        self.wrong += wrong;
+        self.checks += checks;
+    }
+
+    /// The false positives counted, against `fpr` times the checks (with
+    /// slack for a small count), and no lost key.
+    fn finish(self, fpr: f64) {
+        eprintln!(
+            "keep {}: {} false positives of {} checks",
+            self.keep, self.wrong, self.checks
+        );
+        assert!(
+            self.lost.is_empty(),
+            "{} wrong: {:?}",
+            self.lost.len(),
+            &self.lost[..self.lost.len().min(20)]
+        );
+        let bound = (fpr * self.checks as f64 * 2.0).max(10.0);
+        assert!(
+            (self.wrong as f64) <= bound,
+            "{} false positives of {} checks",
+            self.wrong,
+            self.checks
+        );
+        self.e().verify().unwrap();
+    }
+}
+
+/// Day by day over three turns of the 512-day ring, reopened every 80
+/// days: no key of an expired day reads as present again, no live key
+/// reads as absent.
+#[test]
+fn long_run_day_by_day_over_the_ring() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = LongRun::new(dir.path(), &[Tier::fingerprint(365)], 365, 2);
+    for d in 0..1_600u64 {
+        run.step(d, 2);
+        if d % 80 == 79 {
+            run.reopen();
+        }
+        if d.is_multiple_of(29) {
+            run.check(20);
+        }
+    }
+    run.finish(0.01);
+}
+
+/// Steps of every size around the retention, the sweep interval and the
+/// ring, reopened across every other step.
+#[test]
+fn long_run_in_steps_of_every_size() {
+    for (keep, tiers) in [
+        (365u64, vec![Tier::fingerprint(365)]),
+        (30, vec![Tier::fingerprint(30)]),
+        (500, vec![Tier::fingerprint(500)]),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut run = LongRun::new(dir.path(), &tiers, keep, 10);
+        let sizes = [
+            1u64, 2, 7, 29, 30, 31, 100, 145, 146, 147, 300, 364, 365, 366, 480, 481, 482, 500,
+            510, 511, 512, 513, 1000, 1023, 1024,
+        ];
+        let mut today = 0;
+        for round in 0..2 {
+            for (i, s) in sizes.iter().enumerate() {
+                today += s;
+                run.step(today, 10);
+                run.check(50);
+                if (i + round).is_multiple_of(2) {
+                    run.reopen();
+                    run.check(0);
+                }
+            }
+        }
+        run.finish(0.01);
+    }
+}
+
+/// Bloom tiers beside the table over the same long run: steps of a day
+/// to the length of the ring, the longer ones refused by the clock-jump
+/// guard and moved past by `maintain`.
+#[test]
+fn long_run_beside_bloom_tiers() {
+    let dir = tempfile::tempdir().unwrap();
+    let tiers = parse_tiers("7d,365d:fingerprint").unwrap();
+    let mut run = LongRun::new(dir.path(), &tiers, 365, 10);
+    let sizes = [
+        1u64, 1, 3, 6, 7, 8, 30, 146, 364, 365, 366, 511, 512, 513, 1, 1, 1,
+    ];
+    let mut today = 0;
+    for round in 0..2 {
+        for (i, s) in sizes.iter().enumerate() {
+            today += s;
+            run.step(today, 10);
+            run.check(50);
+            if (i + round).is_multiple_of(3) {
+                run.reopen();
+                run.check(0);
+            }
+        }
+    }
+    run.finish(0.01);
+}
+
+/// Bursts of ten times the planned keys grow the table's chain; the run
+/// goes on over several turns of the ring, the clock stepping back a few
+/// days now and then: the grown tables keep their keys while live, read
+/// none as present after, and the rate stays within the configured one.
+#[test]
+fn long_run_with_growth_and_a_clock_that_steps_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = LongRun::new(dir.path(), &[Tier::fingerprint(100)], 100, 5);
+    let mut today = 0;
+    let sizes = [1u64, 5, 40, 99, 100, 101, 200, 410, 411, 412, 512, 700];
+    let mut longest = 0;
+    for round in 0..3u64 {
+        for (i, s) in sizes.iter().enumerate() {
+            today += s;
+            let burst = if i % 4 == 1 { 600 } else { 5 };
+            run.step(today, burst);
+            let subs = run.e().stats().unwrap().tiers[0].segments[0].subfilters;
+            longest = longest.max(subs);
+            run.check(100);
+            // Behind the newest day by one to five days.
+            let back = today - 1 - (i as u64 + round) % 5;
+            run.step_at(today, back, 5);
+            run.check(0);
+            if (i as u64 + round).is_multiple_of(2) {
+                run.reopen();
+                run.check(0);
+            }
+        }
+    }
+    assert!(longest > 1, "no burst grew the chain");
+    run.finish(0.01);
+}
+
+/// Lookups alone, beside Bloom tiers, over two turns of the ring in an
+/// engine and in one opened read only: keys of day 0 are present for the
+/// retention, for every horizon that reaches them, and never after.
+#[test]
+fn lookups_alone_beside_bloom_tiers_over_the_ring() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let tiers = parse_tiers("7d,4w,100d:fingerprint").unwrap();
+    let e = create(dir.path(), config(&tiers, 200, 0.01), &clock);
+    let keys: Vec<Vec<u8>> = (0..200).map(|i| key(0, i)).collect();
+    e.insert_batch(&keys).unwrap();
+    e.flush().unwrap();
+    let ro =
+        Engine::open_read_only_with(dir.path(), Options::default().clock(clock.clone())).unwrap();
+    let mut wrong = Vec::new();
+    for d in (1..=1_100u64).step_by(3) {
+        clock.set(day(d));
+        for (name, e) in [("engine", &e), ("read only", &ro)] {
+            let n = keys.iter().filter(|k| e.contains(k).unwrap()).count();
+            let w = keys
+                .iter()
+                .filter(|k| {
+                    e.contains_within(k, Duration::from_secs(d * 86_400 + 3600))
+                        .unwrap_or(false)
+                })
+                .count();
+            let live = d < 100;
+            if (live && (n != 200 || w != 200)) || (!live && (n > 2 || w > 2)) {
+                wrong.push((name, d, n, w));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "(engine, day, present, within): {wrong:?}"
+    );
+}
