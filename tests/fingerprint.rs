@@ -1523,7 +1523,7 @@ impl LongRun {
             } else if age >= self.keep && got {
                 wrong += 1;
             }
-            for n in horizons {
+            for n in horizons.into_iter().filter(|&n| n < self.keep) {
                 let within = e
                     .contains_within(k, Duration::from_secs(n * 86_400 + 3600))
                     .unwrap();
@@ -1608,7 +1608,8 @@ fn long_run_in_steps_of_every_size() {
     for (keep, tiers) in [
         (365u64, vec![Tier::fingerprint(365)]),
         (30, vec![Tier::fingerprint(30)]),
-        (500, vec![Tier::fingerprint(500)]),
+        (510, vec![Tier::fingerprint(510)]),
+        (2, vec![Tier::fingerprint(2)]),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let mut run = LongRun::new(dir.path(), &tiers, keep, 10);
@@ -1727,4 +1728,27 @@ fn lookups_alone_beside_bloom_tiers_over_the_ring() {
         wrong.is_empty(),
         "(engine, day, present, within): {wrong:?}"
     );
+}
+
+/// Day by day at the longest retention (510 days: a tag is dead on one
+/// day of the ring only) and the shortest (2 days), with days skipped.
+#[test]
+fn long_run_at_the_retention_limits() {
+    for keep in [510u64, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut run = LongRun::new(dir.path(), &[Tier::fingerprint(keep as u32)], keep, 2);
+        let mut d = 0;
+        while d < 1_050 {
+            run.step(d, 2);
+            if d.is_multiple_of(41) {
+                run.check(10);
+            }
+            if d.is_multiple_of(97) {
+                run.reopen();
+            }
+            d += 1 + u64::from(d.is_multiple_of(5));
+        }
+        run.check(100);
+        run.finish(0.01);
+    }
 }
