@@ -1379,8 +1379,12 @@ struct LongRun {
 
 impl LongRun {
     fn new(dir: &std::path::Path, tiers: &[Tier], keep: u64, per_day: u64) -> LongRun {
+        LongRun::with(dir, config(tiers, per_day, 0.01), keep)
+    }
+
+    fn with(dir: &std::path::Path, config: timebloom::Config, keep: u64) -> LongRun {
         let clock = ManualClock::new(day(0));
-        let e = create(dir, config(tiers, per_day, 0.01), &clock);
+        let e = create(dir, config, &clock);
         LongRun {
             dir: dir.to_path_buf(),
             clock,
@@ -1429,6 +1433,26 @@ impl LongRun {
                 &self.dir,
                 Options::default()
                     .clock(self.clock.clone())
+                    .allow_clock_jump(true),
+            ),
+            r => r,
+        };
+        self.engine = Some(e.unwrap());
+    }
+
+    /// Leaves the engine as a power loss would under `always` (its files
+    /// copied while it is open) and opens the copy as after one.
+    fn power_loss(&mut self, n: u64) {
+        let image = self.dir.with_extension(format!("image{n}"));
+        copy_tree(&self.dir, &image);
+        drop(self.engine.take());
+        self.dir = image;
+        let e = match open_after_power_loss(&self.dir, &self.clock) {
+            Err(timebloom::Error::ClockJump { .. }) => Engine::open_with(
+                &self.dir,
+                Options::default()
+                    .clock(self.clock.clone())
+                    .assume_power_loss(true)
                     .allow_clock_jump(true),
             ),
             r => r,
@@ -1751,4 +1775,30 @@ fn long_run_at_the_retention_limits() {
         run.check(100);
         run.finish(0.01);
     }
+}
+
+/// Power losses between steps of every size (under `always`, every
+/// acknowledged write is logged): after each, every live key is back,
+/// no expired or removed one is.
+#[test]
+fn long_run_with_power_losses() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = timebloom::Config {
+        sync: timebloom::SyncPolicy::Always,
+        ..config(&[Tier::fingerprint(100)], 10, 0.01)
+    };
+    let mut run = LongRun::with(&tmp.path().join("crawl.tb"), config, 100);
+    let sizes = [1u64, 3, 50, 99, 100, 101, 300, 410, 411, 512, 1, 1];
+    let mut today = 0;
+    for (i, s) in sizes.iter().enumerate() {
+        today += s;
+        run.step(today, 10);
+        run.check(20);
+        run.power_loss(i as u64);
+        run.check(0);
+        if i % 3 == 1 {
+            run.e().flush().unwrap();
+        }
+    }
+    run.finish(0.01);
 }
