@@ -137,6 +137,21 @@ fn every_header_bit_flip_is_recovered_or_refused() {
     fs::write(&file, &bytes).unwrap();
 }
 
+/// A segment file's bytes with the header copy of the higher sequence
+/// number written only up to `len` of its 128 bytes (zeros after): a
+/// header rewrite torn there.
+fn torn_newest_header(bytes: &[u8], len: usize) -> Vec<u8> {
+    let seq = |at: usize| u32::from_le_bytes(bytes[at + 92..at + 96].try_into().unwrap());
+    let newest = if seq(2048).wrapping_sub(seq(0)) as i32 > 0 {
+        2048
+    } else {
+        0
+    };
+    let mut b = bytes.to_vec();
+    b[newest + len..newest + 128].fill(0);
+    b
+}
+
 /// A torn header rewrite: the newest copy half written (every prefix
 /// length), the other intact. The file always opens.
 #[test]
@@ -145,18 +160,8 @@ fn a_torn_header_rewrite_never_leaves_a_file_refused() {
     let clock = small_engine(dir.path());
     for file in segment_files(dir.path()) {
         let bytes = fs::read(&file).unwrap();
-        let seq = |at: usize| u32::from_le_bytes(bytes[at + 92..at + 96].try_into().unwrap());
-        let newest = if seq(2048).wrapping_sub(seq(0)) as i32 > 0 {
-            2048
-        } else {
-            0
-        };
         for len in 0..128 {
-            let mut b = bytes.clone();
-            for x in &mut b[newest + len..newest + 128] {
-                *x = 0;
-            }
-            fs::write(&file, &b).unwrap();
+            fs::write(&file, torn_newest_header(&bytes, len)).unwrap();
             open_result(dir.path(), &clock, false)
                 .unwrap_or_else(|e| panic!("{}: torn at {len}: {e}", file.display()));
         }
@@ -175,17 +180,7 @@ fn a_torn_header_rewrite_opens_under_verify_on_open() {
     let clock = small_engine(dir.path());
     for file in segment_files(dir.path()) {
         let bytes = fs::read(&file).unwrap();
-        let seq = |at: usize| u32::from_le_bytes(bytes[at + 92..at + 96].try_into().unwrap());
-        let newest = if seq(2048).wrapping_sub(seq(0)) as i32 > 0 {
-            2048
-        } else {
-            0
-        };
-        let mut b = bytes.clone();
-        for x in &mut b[newest + 40..newest + 128] {
-            *x = 0;
-        }
-        fs::write(&file, &b).unwrap();
+        fs::write(&file, torn_newest_header(&bytes, 40)).unwrap();
         let e = open_result(dir.path(), &clock, true)
             .unwrap_or_else(|e| panic!("{}: torn, verify_on_open: {e}", file.display()));
         assert!(e.contains(b"today").unwrap());

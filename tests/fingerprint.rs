@@ -1584,6 +1584,24 @@ impl LongRun {
 
     /// The false positives counted, against `fpr` times the checks (with
     /// slack for a small count), and no lost key.
+    /// Twice over `sizes`, from day 0: steps of each size with 10 new
+    /// keys, checked after each; reopened (and checked again) after every
+    /// `reopen_every`-th step, shifted by one the second time.
+    fn walk(&mut self, sizes: &[u64], reopen_every: usize) {
+        let mut today = 0;
+        for round in 0..2 {
+            for (i, s) in sizes.iter().enumerate() {
+                today += s;
+                self.step(today, 10);
+                self.check(50);
+                if (i + round).is_multiple_of(reopen_every) {
+                    self.reopen();
+                    self.check(0);
+                }
+            }
+        }
+    }
+
     fn finish(self, fpr: f64) {
         eprintln!(
             "keep {}: {} false positives of {} checks",
@@ -1641,18 +1659,7 @@ fn long_run_in_steps_of_every_size() {
             1u64, 2, 7, 29, 30, 31, 100, 145, 146, 147, 300, 364, 365, 366, 480, 481, 482, 500,
             510, 511, 512, 513, 1000, 1023, 1024,
         ];
-        let mut today = 0;
-        for round in 0..2 {
-            for (i, s) in sizes.iter().enumerate() {
-                today += s;
-                run.step(today, 10);
-                run.check(50);
-                if (i + round).is_multiple_of(2) {
-                    run.reopen();
-                    run.check(0);
-                }
-            }
-        }
+        run.walk(&sizes, 2);
         run.finish(0.01);
     }
 }
@@ -1668,18 +1675,7 @@ fn long_run_beside_bloom_tiers() {
     let sizes = [
         1u64, 1, 3, 6, 7, 8, 30, 146, 364, 365, 366, 511, 512, 513, 1, 1, 1,
     ];
-    let mut today = 0;
-    for round in 0..2 {
-        for (i, s) in sizes.iter().enumerate() {
-            today += s;
-            run.step(today, 10);
-            run.check(50);
-            if (i + round).is_multiple_of(3) {
-                run.reopen();
-                run.check(0);
-            }
-        }
-    }
+    run.walk(&sizes, 3);
     run.finish(0.01);
 }
 

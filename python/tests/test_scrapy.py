@@ -108,6 +108,20 @@ def test_jobdir_is_the_default_home_and_a_rerun_fetches_nothing(site, tmp_path):
         assert e.stats()["expected_items_per_day"] == 10_000
 
 
+@pytest.fixture
+def clocks(monkeypatch):
+    """The ManualClock of each filter made with TIMEBLOOM_NOW from here on,
+    in order: a test moves a running filter's clock with them."""
+    made = []
+
+    def kept(now):
+        made.append(timebloom.ManualClock(now))
+        return made[-1]
+
+    monkeypatch.setattr("timebloom.scrapy.ManualClock", kept)
+    return made
+
+
 def make_filter(settings: dict, spidercls=None) -> TimebloomDupeFilter:
     crawler = get_crawler(spidercls, settings_dict=settings)
     return TimebloomDupeFilter.from_crawler(crawler)
@@ -202,20 +216,13 @@ def test_timebloom_now_takes_a_trailing_z_on_every_python(tmp_path):
             df.close("finished")
 
 
-def test_a_seven_day_recrawl_is_late_by_the_window_of_the_tier_that_answers_it(tmp_path, monkeypatch):
+def test_a_seven_day_recrawl_is_late_by_the_window_of_the_tier_that_answers_it(tmp_path, clocks):
     """The docs said a request seen up to "a day, with daily tiers" before
     the horizon may still count as seen; with the default tiers (a daily
     7d tier) TIMEBLOOM_RECRAWL_AFTER = "7d" is answered by the weekly tier,
     so a page seen on a Monday at 00:30 was a duplicate for 14 days. With a
     daily tier one day longer than the horizon, it is due within a day."""
     monday = datetime(2026, 3, 9, 0, 30, tzinfo=timezone.utc)
-    clocks = []
-
-    def kept(now):
-        clocks.append(timebloom.ManualClock(now))
-        return clocks[-1]
-
-    monkeypatch.setattr("timebloom.scrapy.ManualClock", kept)
 
     def first_due(tiers, horizon_days=7):
         settings = {
@@ -248,20 +255,13 @@ def test_a_seven_day_recrawl_is_late_by_the_window_of_the_tier_that_answers_it(t
     assert "up to a week late" in doc and '"8d,4w,12m"' in doc
 
 
-def test_without_a_horizon_a_filtered_request_is_recorded_again(tmp_path, monkeypatch):
+def test_without_a_horizon_a_filtered_request_is_recorded_again(tmp_path, clocks):
     """The docs said that without TIMEBLOOM_RECRAWL_AFTER a request is a
     duplicate while a window holds it, "12 months with the default tiers";
     but each filtered request is recorded again, so one requested every 30
     days was still a duplicate 720 days after it was first fetched. The
     docs now count the 12 months from the last time it was requested."""
     t0 = datetime(2026, 1, 15, 12, tzinfo=timezone.utc)
-    clocks = []
-
-    def kept(now):
-        clocks.append(timebloom.ManualClock(now))
-        return clocks[-1]
-
-    monkeypatch.setattr("timebloom.scrapy.ManualClock", kept)
     df = make_filter({"TIMEBLOOM_DIR": str(tmp_path / "tb"), "TIMEBLOOM_NOW": t0.isoformat()})
     try:
         assert not df.request_seen(Request("http://a.example/"))
@@ -300,7 +300,7 @@ def test_a_horizon_longer_than_the_tiers_fails_at_start(tmp_path):
     timebloom.Engine.open(tmp_path / "tb").close()
 
 
-def test_a_horizon_that_fits_at_start_may_not_fit_past_the_next_boundary(tmp_path, monkeypatch):
+def test_a_horizon_that_fits_at_start_may_not_fit_past_the_next_boundary(tmp_path, clocks):
     """The docs said a horizon longer than the tiers keep fails when the
     crawl starts; but a tier of N windows reaches back N-1 whole windows and
     the open one's elapsed part, so "50w" (350 days, under the 12 months of
@@ -308,13 +308,6 @@ def test_a_horizon_that_fits_at_start_may_not_fit_past_the_next_boundary(tmp_pat
     HorizonTooLongError from April 1. 334 days (11 months at the least)
     always fits. The docs now say so."""
     march_31 = datetime(2026, 3, 31, 12, tzinfo=timezone.utc)
-    clocks = []
-
-    def kept(now):
-        clocks.append(timebloom.ManualClock(now))
-        return clocks[-1]
-
-    monkeypatch.setattr("timebloom.scrapy.ManualClock", kept)
     for horizon, fits in (("50w", False), ("334d", True)):
         df = make_filter(
             {"TIMEBLOOM_DIR": str(tmp_path / horizon), "TIMEBLOOM_RECRAWL_AFTER": horizon, "TIMEBLOOM_NOW": march_31.isoformat()}
@@ -569,7 +562,7 @@ def test_redis_url_with_a_directory_or_a_sync_policy_is_refused(redis_server, tm
         make_filter({**base, "TIMEBLOOM_TIERS": "7d", "TIMEBLOOM_RECRAWL_AFTER": "30d"})
 
 
-def test_a_clock_behind_every_kept_window_fails_the_recrawl_loudly(tmp_path, monkeypatch):
+def test_a_clock_behind_every_kept_window_fails_the_recrawl_loudly(tmp_path, clocks):
     """The engine's clock behind every window its tiers keep (a replay's
     TIMEBLOOM_NOW before the windows an earlier crawl rotated to, or a
     system clock stepped back further than the tiers keep): no horizon can
@@ -580,13 +573,6 @@ def test_a_clock_behind_every_kept_window_fails_the_recrawl_loudly(tmp_path, mon
     d = str(tmp_path / "tb")
     day0 = datetime(2026, 3, 10, tzinfo=timezone.utc)
     common = {"TIMEBLOOM_DIR": d, "TIMEBLOOM_TIERS": "2d", "TIMEBLOOM_RECRAWL_AFTER": "1h"}
-    clocks = []
-
-    def kept(now):
-        clocks.append(timebloom.ManualClock(now))
-        return clocks[-1]
-
-    monkeypatch.setattr("timebloom.scrapy.ManualClock", kept)
     for day in (1, 2, 3):
         df = make_filter({**common, "TIMEBLOOM_NOW": (day0 + timedelta(days=day)).isoformat()})
         try:
