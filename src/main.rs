@@ -67,8 +67,9 @@ struct Cli {
     /// Open even when a segment file fails its checks: it is moved to
     /// quarantine/ (as without this flag) and the engine goes on without
     /// that window (also without a window whose file is missing); a
-    /// writing command names the windows lost on stderr, `stats
-    /// --degraded` lists them and changes nothing.
+    /// writing command names the windows lost on stderr, `check` and
+    /// `filter-new --dry-run` name those they read without (moving
+    /// nothing), `stats --degraded` lists them and changes nothing.
     #[arg(long, global = true)]
     degraded: bool,
     #[command(subcommand)]
@@ -635,7 +636,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             signals::install();
             // A dry run records nothing: it reads beside a running writer.
             let engine = if dry_run {
-                open_read_only(&target, Some(&sizing), opts, now)?
+                open_read_only(&target, Some(&sizing), opts, now, degraded)?
             } else {
                 open_or_create(&target, &sizing, opts, now, within, degraded)?
             };
@@ -666,7 +667,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let target = Target::with_rest(dir, redis, &mut keys)?;
             refuse_for_redis(&target, degraded, None, None)?;
             let mut reader = KeyReader::args_or_stdin(keys, key_flags.rules(&lines), "check")?;
-            let engine = open_read_only(&target, None, opts, now)?;
+            let engine = open_read_only(&target, None, opts, now, degraded)?;
             if let Some(Err(e)) = within.map(|h| engine.check_horizon(h)) {
                 engine.close()?;
                 return Err(e);
@@ -762,7 +763,8 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
         Command::Stats { dir, redis, json } => {
             let target = Target::of(dir, redis)?;
             refuse_for_redis(&target, degraded, None, None)?;
-            let engine = open_read_only(&target, None, opts, now)?;
+            // Its output lists the windows lost.
+            let engine = open_read_only(&target, None, opts, now, false)?;
             let stats = engine.stats()?;
             let (name, place) = engine.name();
             engine.close()?;
@@ -1019,12 +1021,16 @@ fn open_read_only(
     sizing: Option<&Sizing>,
     opts: Options,
     now: Option<SystemTime>,
+    note_lost: bool,
 ) -> CliResult<Store> {
     match target {
         Target::Dir(dir) => {
             let engine = Engine::open_read_only_with(dir, opts)?;
             if let Some(sizing) = sizing {
                 note_kept(dir, &engine, sizing)?;
+            }
+            if note_lost {
+                note_read_without(dir, &engine)?;
             }
             Ok(Store::Dir(engine))
         }
@@ -1226,6 +1232,22 @@ fn note_degraded(dir: &std::path::Path, engine: &Engine, degraded: bool) -> CliR
             "{}: opened degraded; recovered without a damaged shadow copy (counts may be off): {}",
             dir.display(),
             s.unrestored_windows.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// After a read-only open with `--degraded` (`check`, `filter-new
+/// --dry-run`): names on stderr the damaged windows it reads without,
+/// whose keys it answers as new. A read-only open moves nothing.
+fn note_read_without(dir: &std::path::Path, engine: &Engine) -> CliResult<()> {
+    let s = engine.stats().map_err(|e| named(dir, e))?;
+    if !s.lost_windows.is_empty() {
+        note(format_args!(
+            "{}: read without these damaged windows, their keys answered as new \
+             (nothing was moved; `timebloom verify` names their files): {}",
+            dir.display(),
+            s.lost_windows.join(", ")
         ));
     }
     Ok(())

@@ -981,3 +981,30 @@ fn plan_and_stats_agree_with_the_files_of_unusual_tiers() {
         assert!(text.contains(line), "{line:?} in {text}");
     }
 }
+
+/// `check --degraded` and `filter-new --dry-run --degraded` read without a
+/// damaged window and answered its keys "new" without a word on stderr
+/// (only writing commands and `stats` named the windows lost). They name
+/// them now; a read-only open moves nothing.
+#[test]
+fn reading_commands_name_the_windows_a_degraded_open_reads_without() {
+    let (_tmp, db) = db_with_a_damaged_sealed_day();
+    let dir = db.to_str().unwrap();
+    let now = ["--now", "2026-11-03T13:00:00Z", "--degraded"];
+    let check = run(&[&["check", dir, "a"][..], &now].concat(), b"");
+    assert_exit(&check, 1);
+    assert_eq!(stdout(&check), "a\tnew\n");
+    let dry = run(
+        &[&["filter-new", dir, "--dry-run"][..], &now].concat(),
+        b"a\n",
+    );
+    assert_exit(&dry, 0);
+    for out in [&check, &dry] {
+        assert_stderr_contains(out, "read without these damaged windows");
+        assert_stderr_contains(out, "3d 20261102");
+    }
+    assert!(
+        !db.join("quarantine").exists(),
+        "a read-only open moved a file"
+    );
+}
