@@ -161,8 +161,9 @@ enum Command {
         quiet: bool,
         /// Print what would be new but record nothing (lines repeated within
         /// the input are printed once); the engine is opened read-only, so
-        /// a dry run works beside a running writer.
-        #[arg(long)]
+        /// a dry run works beside a running writer (--sync and
+        /// --max-clock-jump, which only writing uses, are refused with it).
+        #[arg(long, conflicts_with_all = ["sync", "max_clock_jump"])]
         dry_run: bool,
         /// Print the repeated lines instead of the new ones.
         #[arg(long)]

@@ -402,3 +402,27 @@ fn degraded_is_refused_where_no_engine_is_opened() {
     }
     assert!(!tmp.path().join("new.tb").exists(), "create made nothing");
 }
+
+/// A dry run opens the engine read-only: it syncs nothing and moves no
+/// clock, so `--sync` and `--max-clock-jump` would do nothing there. They
+/// were taken in silence; they are refused, naming both flags.
+#[test]
+fn dry_run_refuses_the_flags_of_writing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let out = cmd("filter-new", &db, &["--items-per-day", "10"], b"a\n");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    for (flag, value) in [("--sync", "always"), ("--max-clock-jump", "3d")] {
+        let out = cmd("filter-new", &db, &["--dry-run", flag, value], b"a\nb\n");
+        assert_eq!(code(&out), 2, "{flag}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("--dry-run") && err.contains(flag) && err.contains("cannot be used with"),
+            "{flag}: {err}"
+        );
+        assert_eq!(stdout(&out), "", "{flag}");
+    }
+    // Without them the dry run answers.
+    let out = cmd("filter-new", &db, &["--dry-run"], b"a\nb\n");
+    assert_eq!((code(&out), stdout(&out).as_str()), (0, "b\n"));
+}
