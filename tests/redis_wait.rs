@@ -19,6 +19,21 @@ fn two_days() -> Config {
     daily(2, 10_000)
 }
 
+/// Options on `clock` that wait for `replicas` replicas up to `timeout`.
+fn waiting(clock: &ManualClock, replicas: u32, timeout: Duration) -> RedisOptions {
+    let mut opts = RedisOptions::default().clock(clock.clone());
+    opts.wait_replicas = replicas;
+    opts.wait_timeout = timeout;
+    opts
+}
+
+/// The config hash of prefix `pre` on `server`: its engine field and its
+/// mark that the directories are made (a hash's field order may differ
+/// between a master and its replica).
+fn config_hash(server: &Server, pre: &str) -> String {
+    server.cli(&["HMGET", &format!("{pre}:config"), "engine", "dirs"])
+}
+
 #[test]
 fn wait_for_replicas() {
     if !require("wait_for_replicas") {
@@ -72,6 +87,53 @@ fn wait_for_replicas() {
         .all(|&f| f));
 }
 
+/// A create ends with a `WAIT` too, when `wait_replicas` asks for one: the
+/// config hash and the shards' directories it writes are what every later
+/// batch stands on, and a failover that lost them before any batch would
+/// leave the engine lost (or, on a Cluster, one shard's directory gone
+/// under a mark that says all are made). Fewer replicas in time is
+/// `NotReplicated` with no answers; the engine is made on the master, and
+/// opening it works.
+#[test]
+fn a_create_waits_for_its_replicas() {
+    if !require("a_create_waits_for_its_replicas") {
+        return;
+    }
+    let master = Server::start();
+    let replica = master.replica();
+    let clock = ManualClock::new(day(0));
+    let pre = prefix("wait-create");
+    let opts = waiting(&clock, 2, Duration::from_secs(2));
+    match RedisEngine::create_with(&master.url(), &pre, two_days(), opts.clone()) {
+        Err(RedisError::NotReplicated {
+            server,
+            acked,
+            wanted,
+            answers,
+        }) => {
+            assert_eq!((acked, wanted), (1, 2));
+            assert!(answers.is_empty(), "{answers:?}");
+            assert_eq!(server, format!("127.0.0.1:{}", master.port));
+        }
+        other => panic!("expected NotReplicated, got {:?}", other.map(|_| ())),
+    }
+    // The one replica confirmed it: it holds the config hash.
+    assert_eq!(config_hash(&master, &pre), config_hash(&replica, &pre));
+    // Made on the master: it opens, and answers.
+    let e = RedisEngine::create_or_open_with(&master.url(), &pre, two_days(), opts)
+        .expect("open the engine the create made");
+    assert_eq!(
+        e.contains_batch(&[url(99, 0)]).expect("contains"),
+        vec![false]
+    );
+
+    // With as many replicas as there are, the create returns the engine.
+    let pre = prefix("wait-create-one");
+    let opts = waiting(&clock, 1, Duration::from_secs(30));
+    RedisEngine::create_with(&master.url(), &pre, two_days(), opts).expect("create");
+    assert_eq!(config_hash(&master, &pre), config_hash(&replica, &pre));
+}
+
 /// A `wait_timeout` under a millisecond (`WAIT n 0` would block until the
 /// replicas confirm, however long) or longer than `io_timeout` still ends
 /// in `NotReplicated` with the batch's answers once it has passed, not in a
@@ -85,6 +147,10 @@ fn a_wait_shorter_than_a_millisecond_or_longer_than_the_io_timeout_still_reports
     let clock = ManualClock::new(day(0));
     let config = two_days();
     let pre = prefix("wait-bounds");
+    // Made without a wait: a create asking for a replica would end in
+    // `NotReplicated` before the batches this test sends.
+    let opts = RedisOptions::default().clock(clock.clone());
+    RedisEngine::create_with(&master.url(), &pre, config.clone(), opts).expect("create");
     for (i, wait) in [
         Duration::ZERO,
         Duration::from_micros(500),

@@ -58,9 +58,11 @@ pub enum RedisError {
         /// The configuration this client was given (JSON).
         given: String,
     },
-    /// A check-and-insert batch was applied, but fewer replicas than
-    /// [`super::RedisOptions::wait_replicas`] confirmed it in time (`WAIT`).
-    /// The answers are valid; the writes may be lost in a failover.
+    /// A check-and-insert batch was applied, or an engine created, but
+    /// fewer replicas than [`super::RedisOptions::wait_replicas`] confirmed
+    /// it in time (`WAIT`). The answers are valid; the writes may be lost
+    /// in a failover. After a create, the answers are empty and the engine
+    /// exists on the master: opening it works.
     NotReplicated {
         /// The master(s) the `WAIT` went to, as `host:port`.
         server: String,
@@ -235,8 +237,8 @@ impl fmt::Display for RedisError {
                 ..
             } => write!(
                 f,
-                "redis WAIT at {server}: {acked} of {wanted} replicas confirmed the batch in time; \
-                 it is applied on the master but a failover may lose it"
+                "redis WAIT at {server}: {acked} of {wanted} replicas confirmed the writes in \
+                 time; they are applied on the master but a failover may lose them"
             ),
             RedisError::Unsupported { reason } => write!(f, "not supported on Redis: {reason}"),
             RedisError::EngineLost { key, reason } => write!(

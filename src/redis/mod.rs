@@ -109,9 +109,10 @@ pub struct RedisOptions {
     /// Use the Cluster client even with a single seed URL (several
     /// comma-separated URLs always mean a Cluster). Default false.
     pub cluster: bool,
-    /// After each check-and-insert batch, wait (`WAIT`) until this many
-    /// replicas of every master written have the batch's writes; fewer by
-    /// `wait_timeout` is [`RedisError::NotReplicated`]. Default 0: no wait.
+    /// After each check-and-insert batch, and after a create, wait
+    /// (`WAIT`) until this many replicas of every master written have the
+    /// writes; fewer by `wait_timeout` is [`RedisError::NotReplicated`].
+    /// Default 0: no wait.
     /// It narrows what a failover can lose; see `docs/distributed.md`.
     pub wait_replicas: u32,
     /// How long `wait_replicas` waits (at least 1 ms; a reply is awaited
@@ -521,6 +522,9 @@ impl RedisEngine {
         engine.absorb_chains(&mut engine.state.lock(), &fields);
         if created {
             engine.make_dirs()?;
+            // Every later batch stands on the config hash and the
+            // directories: a create is confirmed like a batch.
+            engine.confirm(&mut engine.state.lock(), Vec::new())?;
         }
         Ok((engine, created))
     }
@@ -1230,25 +1234,37 @@ impl RedisEngine {
         for (ti, w, n) in grown {
             self.record_growth(&mut st, ti, w, n)?;
         }
-        if let (Mode::Insert | Mode::Due, Some((replicas, timeout))) = (mode, self.wait) {
-            // Sent once, never retried: on a new connection `WAIT` would
-            // wait for nothing and report every replica as caught up.
-            let key = self.names.config();
-            let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-            let acked = match st.link.once("WAIT", &key, replicas, ms)? {
-                Value::Int(n) => u32::try_from(n).unwrap_or(0),
-                _ => return Err(RedisError::bad_reply("WAIT", &key, "not an integer")),
-            };
-            if acked < replicas {
-                return Err(RedisError::NotReplicated {
-                    server: st.link.masters(),
-                    acked,
-                    wanted: replicas,
-                    answers: out,
-                });
-            }
+        match mode {
+            Mode::Insert | Mode::Due => self.confirm(&mut st, out),
+            Mode::Check => Ok(out),
         }
-        Ok(out)
+    }
+
+    /// With [`RedisOptions::wait_replicas`], `WAIT` until that many
+    /// replicas have this connection's writes: `answers` back, or
+    /// [`RedisError::NotReplicated`] carrying them when fewer confirmed in
+    /// time. Without it, `answers` back at once.
+    fn confirm(&self, st: &mut State, answers: Vec<bool>) -> Result<Vec<bool>> {
+        let Some((replicas, timeout)) = self.wait else {
+            return Ok(answers);
+        };
+        // Sent once, never retried: on a new connection `WAIT` would wait
+        // for nothing and report every replica as caught up.
+        let key = self.names.config();
+        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        let acked = match st.link.once("WAIT", &key, replicas, ms)? {
+            Value::Int(n) => u32::try_from(n).unwrap_or(0),
+            _ => return Err(RedisError::bad_reply("WAIT", &key, "not an integer")),
+        };
+        if acked < replicas {
+            return Err(RedisError::NotReplicated {
+                server: st.link.masters(),
+                acked,
+                wanted: replicas,
+                answers,
+            });
+        }
+        Ok(answers)
     }
 
     /// The keys and arguments of one script call: the keys `idx` of one
