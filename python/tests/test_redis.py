@@ -161,6 +161,35 @@ def test_calls_release_the_gil_while_they_wait_for_redis(tmp_path):
         server.stop()
 
 
+def test_properties_do_not_wait_for_another_threads_call(tmp_path):
+    """``is_cluster`` waited for the engine's connection, which a call of
+    another thread holds for its whole round trip (retries included), and
+    it waited with the GIL held: every Python thread stood still until
+    that call was answered. It reads what was fixed at open now, as the
+    other properties do."""
+    server = RedisServer(tmp_path)
+    try:
+        e = RedisEngine.create(server.url, "props", items_per_day=1000)
+        for name in ("is_cluster", "tiers", "shards", "closed", "url", "prefix"):
+            assert server.command("CLIENT", "PAUSE", "1500") == b"+OK"
+            held = threading.Thread(target=lambda: e.insert("k"))
+            t = time.monotonic()
+            held.start()
+            time.sleep(0.2)  # the insert is now waiting for the paused server
+            t_read = time.monotonic()
+            getattr(e, name)
+            read = time.monotonic() - t_read
+            held.join()
+            assert time.monotonic() - t > 0.5  # the pause held the insert back
+            assert read < 0.5, f"{name} waited {read:.2f} s for another thread's call"
+        assert e.is_cluster is False
+        e.close()
+        with pytest.raises(timebloom.ClosedError):
+            e.is_cluster
+    finally:
+        server.stop()
+
+
 def test_contains_within_and_recrawl_with_a_manual_clock(redis_server, prefix):
     clock = ManualClock(T0)
     with RedisEngine.create(redis_server.url, prefix, "7d,4w", 1000, clock=clock) as e:

@@ -277,6 +277,9 @@ pub struct RedisEngine {
     grow_sha: String,
     /// `(replicas, timeout)` of a `WAIT` after each insert batch.
     wait: Option<(u32, Duration)>,
+    /// Whether the link talks to a Cluster (fixed at open: read without
+    /// waiting for a call in flight, which holds `state`).
+    cluster: bool,
     state: Mutex<State>,
 }
 
@@ -507,6 +510,7 @@ impl RedisEngine {
             grow_sha: sha1(GROW_SCRIPT),
             wait: (options.wait_replicas > 0)
                 .then_some((options.wait_replicas, options.wait_timeout)),
+            cluster: link.is_cluster(),
             state: Mutex::new(State {
                 link,
                 chains: HashMap::new(),
@@ -1562,9 +1566,10 @@ impl RedisEngine {
         })
     }
 
-    /// Whether this engine talks to a Redis Cluster.
+    /// Whether this engine talks to a Redis Cluster (fixed at open: it
+    /// does not wait for the calls of other threads).
     pub fn is_cluster(&self) -> bool {
-        self.state.lock().link.is_cluster()
+        self.cluster
     }
 }
 
