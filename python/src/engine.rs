@@ -84,7 +84,9 @@ impl PyEngine {
         key: &Bound<'_, PyAny>,
         f: impl FnOnce(&timebloom::Engine, &[u8]) -> timebloom::Result<T> + Send,
     ) -> PyResult<T> {
-        if self.policy == SyncPolicy::Always || self.slot.get(timebloom::Engine::write_may_wait)? {
+        if self.policy == SyncPolicy::Always
+            || self.slot.get(py, timebloom::Engine::write_may_wait)?
+        {
             return self.slot.detached_key(py, key, f);
         }
         self.slot.with_key(key, f)
@@ -330,7 +332,7 @@ impl PyEngine {
 
     /// The engine's state: tiers, segments, fill, estimated keys and rates.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let stats = self.slot.with(|e| e.stats())?;
+        let stats = self.slot.with(py, |e| e.stats())?;
         to_dict(py, &stats)
     }
 
@@ -362,20 +364,20 @@ impl PyEngine {
 
     /// Whether `close` has been called.
     #[getter]
-    fn closed(&self) -> bool {
-        self.slot.is_closed()
+    fn closed(&self, py: Python<'_>) -> bool {
+        self.slot.is_closed(py)
     }
 
     /// Whether the engine was opened with `read_only=True`.
     #[getter]
-    fn read_only(&self) -> PyResult<bool> {
-        self.slot.get(|e| e.is_read_only())
+    fn read_only(&self, py: Python<'_>) -> PyResult<bool> {
+        self.slot.get(py, |e| e.is_read_only())
     }
 
     /// Whether `remove` works here (every tier is a counting tier).
     #[getter]
-    fn supports_remove(&self) -> PyResult<bool> {
-        self.slot.get(|e| e.supports_remove())
+    fn supports_remove(&self, py: Python<'_>) -> PyResult<bool> {
+        self.slot.get(py, |e| e.supports_remove())
     }
 
     /// The sync policy of this open (`"always"`, `"interval=1s"`, `"none"`):
@@ -389,8 +391,8 @@ impl PyEngine {
     /// dropped, and a window length in the largest unit that holds it
     /// whole (`"4x360min"` reads back as `"4x6h"`).
     #[getter]
-    fn tiers(&self) -> PyResult<String> {
-        self.slot.get(|e| tiers_text(e.config()))
+    fn tiers(&self, py: Python<'_>) -> PyResult<String> {
+        self.slot.get(py, |e| tiers_text(e.config()))
     }
 
     fn __contains__(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -407,8 +409,8 @@ impl PyEngine {
         Ok(false)
     }
 
-    fn __repr__(&self) -> String {
-        let state = if self.closed() { "closed" } else { "open" };
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let state = if self.closed(py) { "closed" } else { "open" };
         format!(
             "<timebloom.Engine {:?} {state}>",
             self.slot.place().display().to_string()

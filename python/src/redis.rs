@@ -320,28 +320,28 @@ impl PyRedisEngine {
 
     /// Whether `close` has been called.
     #[getter]
-    fn closed(&self) -> bool {
-        self.slot.is_closed()
+    fn closed(&self, py: Python<'_>) -> bool {
+        self.slot.is_closed(py)
     }
 
     /// The tiers, in the form `create` takes (`"7d,4w,12m"`): spaces
     /// dropped, and a window length in the largest unit that holds it
     /// whole (`"4x360min"` reads back as `"4x6h"`).
     #[getter]
-    fn tiers(&self) -> PyResult<String> {
-        self.slot.get(|e| tiers_text(e.config()))
+    fn tiers(&self, py: Python<'_>) -> PyResult<String> {
+        self.slot.get(py, |e| tiers_text(e.config()))
     }
 
     /// Strings per window (fixed at create).
     #[getter]
-    fn shards(&self) -> PyResult<u32> {
-        self.slot.get(RedisEngine::shards)
+    fn shards(&self, py: Python<'_>) -> PyResult<u32> {
+        self.slot.get(py, RedisEngine::shards)
     }
 
     /// Whether the engine talks to a Redis Cluster.
     #[getter]
-    fn is_cluster(&self) -> PyResult<bool> {
-        self.slot.get(RedisEngine::is_cluster)
+    fn is_cluster(&self, py: Python<'_>) -> PyResult<bool> {
+        self.slot.get(py, RedisEngine::is_cluster)
     }
 
     fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -358,8 +358,8 @@ impl PyRedisEngine {
         Ok(false)
     }
 
-    fn __repr__(&self) -> String {
-        let state = if self.closed() { "closed" } else { "open" };
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let state = if self.closed(py) { "closed" } else { "open" };
         format!(
             "<timebloom.RedisEngine {} (prefix {}) {state}>",
             self.url, self.prefix

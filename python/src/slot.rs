@@ -18,7 +18,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{RwLock, RwLockReadGuard};
+use std::sync::{RwLock, RwLockReadGuard, TryLockError};
 
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -139,7 +139,8 @@ impl<E: Send + Sync + Leave> Slot<E> {
         &self.place
     }
 
-    /// The shared lock, unless the engine was inherited through `fork`.
+    /// The shared lock, unless the engine was inherited through `fork`
+    /// (with the GIL released: see [`Slot::read_attached`] otherwise).
     fn read(&self) -> PyResult<RwLockReadGuard<'_, Option<E>>> {
         if self.forked() {
             return Err(self.forked_error());
@@ -149,14 +150,38 @@ impl<E: Send + Sync + Leave> Slot<E> {
         Ok(self.inner.read().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// [`Slot::read`] with the GIL held. The lock is not free at once
+    /// while a `close` waits for a call in flight (a Redis round trip
+    /// with its retries, a long batch, `verify`): it is then waited for
+    /// with the GIL released, so other Python threads run meanwhile,
+    /// and taken again once it is free.
+    fn read_attached(&self, py: Python<'_>) -> PyResult<RwLockReadGuard<'_, Option<E>>> {
+        loop {
+            if self.forked() {
+                return Err(self.forked_error());
+            }
+            match self.inner.try_read() {
+                Ok(guard) => return Ok(guard),
+                Err(TryLockError::Poisoned(p)) => return Ok(p.into_inner()),
+                Err(TryLockError::WouldBlock) => py.detach(|| drop(self.inner.read())),
+            }
+        }
+    }
+
     /// Whether `close` has run (or the engine was inherited through `fork`).
-    pub(crate) fn is_closed(&self) -> bool {
-        self.read().map_or(true, |g| g.is_none())
+    pub(crate) fn is_closed(&self, py: Python<'_>) -> bool {
+        self.read_attached(py).map_or(true, |g| g.is_none())
     }
 
     /// Runs `f` on the open engine under the shared lock, with the GIL held.
-    pub(crate) fn with<T, X: Failure>(&self, f: impl FnOnce(&E) -> Result<T, X>) -> PyResult<T> {
-        self.call(f).map_err(|fail| fail.into_py(self))
+    pub(crate) fn with<T, X: Failure>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&E) -> Result<T, X>,
+    ) -> PyResult<T> {
+        let guard = self.read_attached(py)?;
+        let engine = guard.as_ref().ok_or_else(|| self.closed_error())?;
+        f(engine).map_err(|e| Fail::Call(e).into_py(self))
     }
 
     /// `f` on the open engine under the shared lock, its failure kept as a
@@ -169,8 +194,8 @@ impl<E: Send + Sync + Leave> Slot<E> {
     }
 
     /// Reads something off the open engine (GIL held).
-    pub(crate) fn get<T>(&self, f: impl FnOnce(&E) -> T) -> PyResult<T> {
-        let guard = self.read()?;
+    pub(crate) fn get<T>(&self, py: Python<'_>, f: impl FnOnce(&E) -> T) -> PyResult<T> {
+        let guard = self.read_attached(py)?;
         guard.as_ref().map(f).ok_or_else(|| self.closed_error())
     }
 
@@ -192,7 +217,7 @@ impl<E: Send + Sync + Leave> Slot<E> {
         f: impl FnOnce(&E, &[u8]) -> Result<T, X>,
     ) -> PyResult<T> {
         let k = key_bytes(key)?;
-        self.with(|e| f(e, k.as_bytes()))
+        self.with(key.py(), |e| f(e, k.as_bytes()))
     }
 
     /// Runs `f` on the open engine for one key (str or bytes), with the GIL

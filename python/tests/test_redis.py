@@ -190,6 +190,59 @@ def test_properties_do_not_wait_for_another_threads_call(tmp_path):
         server.stop()
 
 
+def test_reads_behind_a_waiting_close_release_the_gil(tmp_path):
+    """While ``close`` waits for another thread's call (held by the
+    server), the properties, ``repr`` and later calls wait for it too.
+    They waited with the GIL held, so every Python thread stood still
+    until the call was answered (up to ``io_timeout`` times its
+    retries); they wait with it released now."""
+    server = RedisServer(tmp_path)
+    try:
+        reads = {
+            "closed": lambda e: e.closed,
+            "tiers": lambda e: e.tiers,
+            "shards": lambda e: e.shards,
+            "is_cluster": lambda e: e.is_cluster,
+            "repr": repr,
+        }
+        for name, read in reads.items():
+            e = RedisEngine.create(server.url, f"close-{name}", items_per_day=1000)
+            assert server.command("CLIENT", "PAUSE", "1500") == b"+OK"
+            held = threading.Thread(target=lambda: e.insert("k"))
+            held.start()
+            time.sleep(0.2)  # the insert waits for the paused server
+            closing = threading.Thread(target=e.close)
+            closing.start()
+            time.sleep(0.2)  # close waits for the insert
+            last = [0.0]  # when another thread last ran
+            stop = threading.Event()
+
+            def tick() -> None:
+                while not stop.is_set():
+                    last[0] = time.monotonic()
+
+            ticker = threading.Thread(target=tick)
+            ticker.start()
+            time.sleep(0.05)
+            t = time.monotonic()
+            try:
+                read(e)
+            except timebloom.ClosedError:
+                pass
+            ran, waited = last[0], time.monotonic() - t
+            stop.set()
+            ticker.join()
+            held.join()
+            closing.join()
+            assert e.closed
+            if waited > 0.2:  # it did wait for the close
+                # Another thread ran until the read returned, not only
+                # in the moment before the read took the GIL for itself.
+                assert ran > t + waited / 2, f"{name}: other threads stood still for {waited:.2f} s"
+    finally:
+        server.stop()
+
+
 def test_contains_within_and_recrawl_with_a_manual_clock(redis_server, prefix):
     clock = ManualClock(T0)
     with RedisEngine.create(redis_server.url, prefix, "7d,4w", 1000, clock=clock) as e:
