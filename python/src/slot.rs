@@ -179,9 +179,15 @@ impl<E: Send + Sync + Leave> Slot<E> {
         py: Python<'_>,
         f: impl FnOnce(&E) -> Result<T, X>,
     ) -> PyResult<T> {
-        let guard = self.read_attached(py)?;
-        let engine = guard.as_ref().ok_or_else(|| self.closed_error())?;
-        f(engine).map_err(|e| Fail::Call(e).into_py(self))
+        let r = {
+            let guard = self.read_attached(py)?;
+            guard
+                .as_ref()
+                .ok_or(Fail::Closed)
+                .and_then(|e| f(e).map_err(Fail::Call))
+        };
+        // The exception is made once the lock is let go of.
+        r.map_err(|fail| fail.into_py(self))
     }
 
     /// `f` on the open engine under the shared lock, its failure kept as a
