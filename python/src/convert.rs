@@ -333,7 +333,13 @@ pub(crate) fn duration_of(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
 /// An instant from an aware `datetime` or seconds since the Unix epoch.
 pub(crate) fn instant_of(obj: &Bound<'_, PyAny>) -> PyResult<SystemTime> {
     let secs: f64 = if obj.hasattr("timestamp")? && obj.hasattr("tzinfo")? {
-        if obj.getattr("tzinfo")?.is_none() {
+        // Naive as Python defines it: no tzinfo, or one that gives no
+        // offset for this datetime (`timestamp()` would then fail with a
+        // `TypeError` about subtracting naive and aware datetimes).
+        let no_offset = || -> PyResult<bool> {
+            Ok(obj.hasattr("utcoffset")? && obj.call_method0("utcoffset")?.is_none())
+        };
+        if obj.getattr("tzinfo")?.is_none() || no_offset()? {
             return Err(PyValueError::new_err(
                 "a naive datetime is ambiguous: give it a tzinfo (datetime.timezone.utc)",
             ));

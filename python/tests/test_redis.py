@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone, tzinfo
 
 import pytest
 
@@ -282,6 +282,37 @@ def test_contains_within_and_recrawl_with_a_manual_clock(redis_server, prefix):
             e.insert_at("x", T0 - timedelta(days=90))
         with pytest.raises(timebloom.WindowUnavailableError):
             e.insert_at("x", T0 + 30 * DAY)
+
+
+def test_a_datetime_whose_zone_gives_no_offset_is_naive(redis_server, prefix, tmp_path):
+    """A tzinfo whose ``utcoffset`` answers None leaves a datetime naive
+    (Python's definition). It was taken as aware, and ``timestamp()``
+    raised ``TypeError: can't subtract offset-naive and offset-aware
+    datetimes``, where docs/python.md promises a naive datetime's
+    ``ValueError`` (give it a tzinfo). It is that ``ValueError`` now, in
+    both engines and in ``ManualClock``."""
+
+    class NoOffset(tzinfo):
+        def utcoffset(self, dt):
+            return None
+
+        def dst(self, dt):
+            return None
+
+        def tzname(self, dt):
+            return None
+
+    when = (T0 - DAY).replace(tzinfo=NoOffset())
+    assert when.utcoffset() is None  # naive, for Python
+    with RedisEngine.create(redis_server.url, prefix, "7d", 1000) as e:
+        with pytest.raises(ValueError, match="naive"):
+            e.insert_at("k", when)
+        assert not e.contains("k")
+    with timebloom.Engine.create(str(tmp_path / "e.tb"), "7d", 1000) as e:
+        with pytest.raises(ValueError, match="naive"):
+            e.insert_at("k", when)
+    with pytest.raises(ValueError, match="naive"):
+        ManualClock(when)
 
 
 def test_insert_within_claims_a_key_once_it_is_due(redis_server, prefix):
