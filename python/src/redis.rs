@@ -164,7 +164,10 @@ impl PyRedisEngine {
 
     /// Opens the engine under `prefix` in the Redis at `url`; its
     /// configuration comes from Redis (`NotFoundError` when there is none).
-    /// The keyword arguments are `create`'s.
+    /// The keyword arguments are `create`'s that are not about the
+    /// configuration: `clock`, `connect_timeout`, `io_timeout`, `retries`,
+    /// `cluster`, `wait_replicas`, `wait_timeout` (no `shards`,
+    /// `utc_offset_secs` or `exist_ok`: those come from Redis).
     #[staticmethod]
     #[pyo3(signature = (url, prefix, *, clock=None, connect_timeout=None, io_timeout=None, retries=None, cluster=false, wait_replicas=0, wait_timeout=None))]
     #[allow(clippy::too_many_arguments)]
