@@ -94,6 +94,22 @@ fn open_and_check(dir: &Path, clock: &ManualClock, keys: &[Vec<u8>], what: &str)
 }
 
 #[test]
+fn a_table_header_with_another_retention_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let (clock, keys) = build(&dir);
+    let bytes = fs::read(table(&dir)).unwrap();
+    assert_eq!(le32(&bytes, 128), 364);
+    for retention in [6, 10, 100, 363, 365, 509] {
+        let mut b = bytes.clone();
+        tamper(&mut b, 128, retention);
+        fs::write(table(&dir), &b).unwrap();
+        open_and_check(&dir, &clock, &keys, &format!("retention {retention}"));
+        restore(&dir, &bytes);
+    }
+}
+
+#[test]
 fn a_table_header_with_another_chain_index_or_state_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");

@@ -412,6 +412,18 @@ impl Engine {
                             "segment kind differs from its tier's kind",
                         ));
                     }
+                    // A table read with another retention than its tier's
+                    // takes keys it still keeps for expired.
+                    if tier.is_table() && sub.header().retention != tier.table_days() {
+                        return Err(Error::corrupt(
+                            &path,
+                            format!(
+                                "table keeps {} days after today, its tier {}",
+                                sub.header().retention,
+                                tier.table_days()
+                            ),
+                        ));
+                    }
                     Ok(sub)
                 });
                 match opened {
