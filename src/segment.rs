@@ -383,6 +383,21 @@ impl Header {
             1 => true,
             c => return Err(bad(format!("clean mark: expected 0 or 1, got {c}"))),
         };
+        let capacity = le_u64(b, 104);
+        let target_fpr = f64::from_bits(le_u64(b, 112));
+        if table {
+            // A table's width and buckets follow from its planned keys and
+            // rate (`sizing::plan`): read with another width or bucket
+            // count, every key's slots are looked for in the wrong places.
+            let plan = sizing::plan(kind, capacity, target_fpr);
+            if (k, nblocks) != (plan.k, plan.nblocks) {
+                return Err(bad(format!(
+                    "a table planned for {capacity} keys at a rate of {target_fpr:e} has \
+                     {}-bit fingerprints in {} buckets, got {k}-bit in {nblocks}",
+                    plan.k, plan.nblocks
+                )));
+            }
+        }
         let occupied = le_u64(b, 96);
         let total_cells = nblocks.saturating_mul(u64::from(cells));
         if occupied > total_cells {
@@ -403,8 +418,8 @@ impl Header {
             state,
             clean,
             occupied,
-            capacity: le_u64(b, 104),
-            target_fpr: f64::from_bits(le_u64(b, 112)),
+            capacity,
+            target_fpr,
             body_crc: le_u32(b, 120),
             seq: le_u32(b, 92),
             retention,

@@ -110,6 +110,34 @@ fn a_table_header_with_another_retention_is_refused() {
 }
 
 #[test]
+fn a_table_header_with_another_fingerprint_width_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let (clock, keys) = build(&dir);
+    let bytes = fs::read(table(&dir)).unwrap();
+    let bits = le32(&bytes, 20);
+    for (fp_bits, slots) in [
+        (8, 28),
+        (9, 28),
+        (10, 24),
+        (12, 21),
+        (16, 20),
+        (21, 15),
+        (32, 12),
+    ] {
+        if fp_bits == bits {
+            continue;
+        }
+        let mut b = bytes.clone();
+        tamper(&mut b, 20, fp_bits);
+        tamper(&mut b, 16, slots);
+        fs::write(table(&dir), &b).unwrap();
+        open_and_check(&dir, &clock, &keys, &format!("{fp_bits} bits"));
+        restore(&dir, &bytes);
+    }
+}
+
+#[test]
 fn a_table_header_with_another_chain_index_or_state_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
