@@ -116,7 +116,7 @@ create_exception!(
     timebloom,
     NotReplicatedError,
     RedisError,
-    "An insert batch was applied, but fewer replicas than `wait_replicas` confirmed it in time: `answers` holds the answers of the first `len(answers)` keys (valid: they are recorded on the master; all of them unless the batch went out in several rounds, and sending it again sends the rest), `acked` and `wanted` the replica counts. A failover may lose these writes."
+    "An insert batch was applied, or an engine created, but fewer replicas than `wait_replicas` confirmed it in time: `answers` holds the answers of the first `len(answers)` keys (valid: they are recorded on the master; all of them unless the batch went out in several rounds, and sending it again sends the rest; none after a create, whose engine exists on the master and opens), `acked` and `wanted` the replica counts. A failover may lose these writes."
 );
 create_exception!(
     timebloom,

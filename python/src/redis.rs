@@ -117,8 +117,9 @@ impl PyRedisEngine {
     /// `connect_timeout`, `io_timeout` (timedelta or seconds; default 5 and
     /// 10 s), `retries` (reconnect-and-resend attempts, default 8),
     /// `cluster=True` (the Cluster client with a single seed URL),
-    /// `wait_replicas` (after each insert, wait until that many replicas
-    /// have it: `NotReplicatedError` after `wait_timeout`, default 1 s).
+    /// `wait_replicas` (after the create and each insert, wait until that
+    /// many replicas have it: `NotReplicatedError` after `wait_timeout`,
+    /// default 1 s).
     #[staticmethod]
     #[pyo3(signature = (url, prefix, tiers="7d,4w,12m", items_per_day=1_000_000, fpr=0.001, *, utc_offset_secs=0, shards=16, exist_ok=false, clock=None, connect_timeout=None, io_timeout=None, retries=None, cluster=false, wait_replicas=0, wait_timeout=None))]
     #[allow(clippy::too_many_arguments)]

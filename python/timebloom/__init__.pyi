@@ -101,8 +101,9 @@ class RedisError(TimebloomError):
     another prefix."""
 
 class NotReplicatedError(RedisError):
-    """An insert batch was applied, but fewer replicas than ``wait_replicas``
-    confirmed it in time."""
+    """An insert batch was applied, or an engine created, but fewer replicas
+    than ``wait_replicas`` confirmed it in time. After a create, ``answers``
+    is empty and the engine exists on the master: opening it works."""
 
     answers: list[bool]
     """Answers of the first ``len(answers)`` keys, which are recorded: all of
