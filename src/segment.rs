@@ -674,7 +674,8 @@ impl SubFilter {
     /// Opens a sub-filter file for reading only: the same checks as `open`,
     /// a read-only mapping whatever its state, and nothing written or
     /// recounted (an open file's count is its header's, which is exact only
-    /// when the header is marked clean; only `stats` reads it).
+    /// when the header is marked clean; `stats` counts the body otherwise:
+    /// [`SubFilter::occupied_for_stats`]).
     pub(crate) fn open_read_only(
         path: &Path,
         expect: Identity,
@@ -1091,6 +1092,21 @@ impl SubFilter {
 
     pub(crate) fn occupied(&self) -> u64 {
         self.occupied.get().min(self.header.cells())
+    }
+
+    /// The occupied cells `stats` reports: the running count, except in a
+    /// read-only open of a file that was open and not marked clean when it
+    /// was mapped (a writer has it open, or crashed). Its header holds the
+    /// count of the writer's open or last checkpoint, hours old beside a
+    /// running writer (a window it opened since reads empty), so the body
+    /// is counted as it reads now (a scan of the body).
+    pub(crate) fn occupied_for_stats(&self) -> u64 {
+        let unclean = self.header.state == State::Open && !self.header.clean;
+        if unclean && matches!(self.map, Map::ReadOnly(_)) {
+            self.count_body().min(self.header.cells())
+        } else {
+            self.occupied()
+        }
     }
 
     pub(crate) fn path(&self) -> &Path {

@@ -318,7 +318,7 @@ impl Engine {
                     let occ = if table {
                         sub.count_live_sampled(today, STATS_SAMPLE)
                     } else {
-                        sub.occupied()
+                        sub.occupied_for_stats()
                     };
                     let items = sizing::estimate_items(hd.kind, plan, occ);
                     s.bytes += sub.len_bytes();
