@@ -163,6 +163,8 @@ enum Command {
         /// the input are printed once); the engine is opened read-only, so
         /// a dry run works beside a running writer (--sync and
         /// --max-clock-jump, which only writing uses, are refused with it).
+        /// It keeps a hash of each line it prints to catch repeats: about
+        /// 35 bytes a new line (3.5 GB for 100 million).
         #[arg(long, conflicts_with_all = ["sync", "max_clock_jump"])]
         dry_run: bool,
         /// Print the repeated lines instead of the new ones.

@@ -195,7 +195,8 @@ impl Maintenance {
 }
 
 impl std::fmt::Display for Maintenance {
-    /// One line per change (`opened 1d 20261201`), or `nothing to do`.
+    /// One line per change (`opened 7d 20261207`: the tier as configured
+    /// and the window), or `nothing to do`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.is_empty() {
             return writeln!(f, "nothing to do");
