@@ -233,7 +233,11 @@ impl Options {
     /// Opens even when a segment file fails its checks: the file is moved
     /// to `quarantine/` (as without this option) and the engine goes on
     /// without that window; `stats` lists the windows lost
-    /// ([`crate::Stats::lost_windows`]). Off by default: such an open
+    /// ([`crate::Stats::lost_windows`]). While that engine is open, a key
+    /// that the tier answering [`crate::Engine::contains`] misses is looked
+    /// for in the other tiers' windows overlapping a lost window of that
+    /// tier (they recorded the same inserts), by `contains`, its batches
+    /// and the check of a check-and-insert. Off by default: such an open
     /// fails with [`crate::Error::Quarantined`]. A segment file of a live
     /// window that the manifest names and `seg/` lacks (deleted, or left
     /// out of a copy) is taken the same way (there is nothing to move); a

@@ -375,6 +375,7 @@ impl Engine {
         let mut tiers: Vec<Vec<Segment>> =
             manifest.config.tiers.iter().map(|_| Vec::new()).collect();
         let mut lost = Vec::new();
+        let mut lost_at = Vec::new();
         let mut damaged = Vec::new();
         let mut unchecked = Vec::new();
         // The entries of the windows left out: the manifest stops naming
@@ -472,6 +473,7 @@ impl Engine {
                         };
                         if missing && options.degraded && !read_only {
                             lost.push(window);
+                            lost_at.push((e.tier, e.window));
                             note_lost(e.tier, e.window);
                             left_out.push((e.tier, e.window));
                             continue 'segments;
@@ -480,6 +482,7 @@ impl Engine {
                             // A read-only open moves nothing; it only leaves
                             // the window out.
                             lost.push(window);
+                            lost_at.push((e.tier, e.window));
                             damaged.push(err);
                             // The window's other files, for `verify_each`
                             // to check too: it names every damaged one, not
@@ -510,6 +513,7 @@ impl Engine {
                         }
                         // Degraded: go on without the whole window.
                         lost.push(window);
+                        lost_at.push((e.tier, e.window));
                         note_lost(e.tier, e.window);
                         left_out.push((e.tier, e.window));
                         continue 'segments;
@@ -547,6 +551,7 @@ impl Engine {
         engine.damaged = damaged;
         engine.unchecked = unchecked;
         engine.lost_newest = lost_newest;
+        engine.lost_at = lost_at;
         // The tables' newest day: the manifest's, or (written by a build
         // that did not record it) the latest sweep's.
         let swept = engine
@@ -642,6 +647,7 @@ impl Engine {
             unchecked: Vec::new(),
             unrestored: Vec::new(),
             lost_newest: Vec::new(),
+            lost_at: Vec::new(),
             maint: Mutex::new(Maint {
                 checkpoint_lsn,
                 sealing: Vec::new(),

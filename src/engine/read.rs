@@ -41,18 +41,90 @@ impl Engine {
         let probes = snap.prefetch_full(&mut room, h);
         let now = self.now()?;
         self.check_open(snap)?;
-        match probes {
+        let found = match probes {
             // Before the boundary the live set is the probes' windows,
-            Some(Full::Windows(p)) if now < snap.next_boundary => return Ok(p.any()),
+            Some(Full::Windows(p)) if now < snap.next_boundary => Some(p.any()),
             // and the tables' day the snapshot's (as `table_today_in`).
-            Some(Full::Table(p, days)) => {
-                if let Some(today) = snap.table_today(now) {
-                    return Ok(p.contains(today.saturating_sub(days), today));
-                }
-            }
-            _ => {}
+            Some(Full::Table(p, days)) => snap
+                .table_today(now)
+                .map(|today| p.contains(today.saturating_sub(days), today)),
+            _ => None,
+        };
+        match found {
+            Some(true) => Ok(true),
+            Some(false) => self.lost_contains(snap, now, h),
+            None => self.seen_live(snap, now, h),
         }
-        Ok(self.live_full(snap, now)?.contains(h))
+    }
+
+    /// Whether the key is in the live set of the tier that answers
+    /// `contains` at `now`, or (on an engine a degraded open left windows
+    /// of that tier out of) in another tier's live window overlapping one
+    /// of them.
+    #[inline]
+    pub(super) fn seen_live(&self, snap: &Snapshot, now: i64, h: KeyHash) -> Result<bool> {
+        Ok(self.live_full(snap, now)?.contains(h) || self.lost_contains(snap, now, h)?)
+    }
+
+    /// For a key the tier answering `contains` misses: whether another
+    /// tier holds it for the span of a window of that tier that the open
+    /// left out (every tier records every insert, so the other tiers'
+    /// windows overlapping a lost window hold what it held, as far back as
+    /// they reach). Always `false` on an engine that lost no window.
+    #[inline]
+    pub(super) fn lost_contains(&self, snap: &Snapshot, now: i64, h: KeyHash) -> Result<bool> {
+        if self.lost_at.is_empty() {
+            return Ok(false);
+        }
+        self.lost_contains_slow(snap, now, h)
+    }
+
+    #[cold]
+    fn lost_contains_slow(&self, snap: &Snapshot, now: i64, h: KeyHash) -> Result<bool> {
+        let full = if now < snap.next_boundary {
+            Some(snap.full_tier)
+        } else {
+            self.furthest(snap, now)?
+        };
+        let Some(full) = full else {
+            return Ok(false);
+        };
+        let off = self.config.utc_offset_secs;
+        // A table's span is every day it keeps.
+        let span_of = |tier: &crate::config::Tier, w: i64| {
+            if tier.is_table() {
+                return (i64::MIN, i64::MAX);
+            }
+            (
+                window::start(tier.span, w, off).unwrap_or(i64::MIN),
+                window::end(tier.span, w, off).unwrap_or(i64::MAX),
+            )
+        };
+        let lost: Vec<(i64, i64)> = self
+            .lost_at
+            .iter()
+            .filter(|&&(t, _)| t == full)
+            .filter_map(|&(t, w)| snap.tiers.get(t).map(|s| span_of(&s.tier, w)))
+            .collect();
+        if lost.is_empty() {
+            return Ok(false);
+        }
+        let overlaps = |(a, b): (i64, i64)| lost.iter().any(|&(s, e)| a < e && s < b);
+        for (ti, t) in snap.tiers.iter().enumerate() {
+            if ti == full {
+                continue;
+            }
+            let found = match self.reader(snap, t, now)? {
+                Reader::Windows(segs) => segs
+                    .iter()
+                    .any(|s| overlaps(span_of(&t.tier, s.window)) && s.contains(h)),
+                table => table.contains(h),
+            };
+            if found {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// The live segments of the tier whose windows reach furthest back:
@@ -70,17 +142,23 @@ impl Engine {
             return self.reader(snap, t, now);
         }
         self.past_boundary(snap, now)?;
-        let mut best: Option<(i64, &'s TierState)> = None;
-        for t in &snap.tiers {
-            let (start, _) = self.tier_reach(t, now)?;
-            if best.is_none_or(|b| start < b.0) {
-                best = Some((start, t));
-            }
-        }
-        match best {
-            Some((_, t)) => self.reader(snap, t, now),
+        match self.furthest(snap, now)? {
+            Some(i) => self.reader(snap, &snap.tiers[i], now),
             None => Ok(Reader::Windows(&[])),
         }
+    }
+
+    /// The index of the tier whose live windows reach furthest back at
+    /// `now` (past the snapshot's boundary: worked out from the clock).
+    fn furthest(&self, snap: &Snapshot, now: i64) -> Result<Option<usize>> {
+        let mut best: Option<(i64, usize)> = None;
+        for (i, t) in snap.tiers.iter().enumerate() {
+            let (start, _) = self.tier_reach(t, now)?;
+            if best.is_none_or(|b| start < b.0) {
+                best = Some((start, i));
+            }
+        }
+        Ok(best.map(|(_, i)| i))
     }
 
     /// What reads a tier's whole retention at `now`: its live windows, or
@@ -113,6 +191,13 @@ impl Engine {
     ) -> Result<Vec<bool>> {
         let now = self.now()?;
         self.check_open(snap)?;
+        if !self.lost_at.is_empty() {
+            // A degraded open's engine: key by key (`seen_live`).
+            return keys
+                .iter()
+                .map(|k| self.seen_live(snap, now, self.hash(k.as_ref())))
+                .collect();
+        }
         let segments = match self.live_full(snap, now)? {
             Reader::Windows(segments) => segments,
             table => {

@@ -303,7 +303,7 @@ impl Engine {
             (Seen::Live, Quick::Present) => Some(true),
             (Seen::Live, Quick::Older { open, older: rest }) => {
                 let probes = Probes::start(&mut room, rest, h);
-                let present = probes.any();
+                let present = probes.any() || self.lost_contains(snap, now, h)?;
                 older = Some((open, probes));
                 Some(present)
             }
@@ -324,7 +324,9 @@ impl Engine {
         // The same snapshot (`recheck`), so the same windows: those the
         // check read, tested again.
         let again = || match &older {
-            Some((open, probes)) => Ok(open.contains(h) || probes.any()),
+            Some((open, probes)) => {
+                Ok(open.contains(h) || probes.any() || self.lost_contains(snap, now, h)?)
+            }
             None => self.seen(snap, h, now, seen),
         };
         self.write_locked(snap, &x, h, present, again, seen, now)
@@ -351,7 +353,7 @@ impl Engine {
     #[inline]
     fn seen(&self, snap: &Snapshot, h: KeyHash, now: i64, seen: Seen) -> Result<bool> {
         match seen {
-            Seen::Live => Ok(self.live_full(snap, now)?.contains(h)),
+            Seen::Live => self.seen_live(snap, now, h),
             Seen::Within(horizon) => self.within(snap, h, now, horizon),
         }
     }
@@ -567,9 +569,10 @@ impl Engine {
     ) -> Result<()> {
         let mut rest = keys;
         let mut now = self.ready(src)?;
-        if src.snap().tiers.iter().any(|t| t.tier.is_table()) {
-            // A fingerprint tier: key by key (the groups below read
-            // windows only), synced once for the batch by the caller.
+        if src.snap().tiers.iter().any(|t| t.tier.is_table()) || !self.lost_at.is_empty() {
+            // A fingerprint tier, or windows a degraded open left out: key
+            // by key (the groups below read the full tier's windows only),
+            // synced once for the batch by the caller.
             return self.insert_each(src, keys, Seen::Live, out);
         }
         while !rest.is_empty() {
@@ -742,7 +745,7 @@ impl Engine {
                 // Checked under the stripe: a seal that starts now waits
                 // for it, so the write below lands before the seal reads.
                 if segs.iter().flatten().all(|s| !s.is_sealed()) {
-                    let present = self.live_full(snap, now)?.contains(h);
+                    let present = self.seen_live(snap, now, h)?;
                     let (day, today) = (self.day_of(t)?, self.table_today(now)?);
                     let pick = |ti: usize| targets.iter().any(|&(t, _)| t == ti);
                     if let Some(Step::Grow) = self.write_tables(snap, &x, h, day, today, pick)? {

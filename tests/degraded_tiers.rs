@@ -1,0 +1,137 @@
+//! Degraded opens of engines with several tiers: what a lost window of one
+//! tier costs the lookups, when every tier records every insert.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+
+use common::{config, create, day, url};
+use timebloom::{Engine, ManualClock, Options, Tier};
+
+const N: u64 = 300;
+
+/// Keys of set 1 on day 0 (Monday, sealed in the daily tier) and of set 2
+/// on day 2 (today); closed.
+fn two_sets(dir: &Path, tiers: &[Tier]) -> ManualClock {
+    let clock = ManualClock::new(day(0));
+    let e = create(dir, config(tiers, 2_000, 0.001), &clock);
+    let keys: Vec<Vec<u8>> = (0..N).map(|i| url(1, i)).collect();
+    e.insert_batch(&keys).unwrap();
+    clock.set(day(2));
+    let keys: Vec<Vec<u8>> = (0..N).map(|i| url(2, i)).collect();
+    e.insert_batch(&keys).unwrap();
+    e.close().unwrap();
+    clock
+}
+
+/// Removes every segment file whose name starts with `prefix`.
+fn remove_files(dir: &Path, prefix: &str) -> usize {
+    let mut n = 0;
+    for f in fs::read_dir(dir.join("seg")).unwrap() {
+        let f = f.unwrap();
+        if f.file_name().to_string_lossy().starts_with(prefix) {
+            fs::remove_file(f.path()).unwrap();
+            n += 1;
+        }
+    }
+    n
+}
+
+fn set(n: u64) -> Vec<Vec<u8>> {
+    (0..N).map(|i| url(n, i)).collect()
+}
+
+fn degraded(clock: &ManualClock) -> Options {
+    Options::default().clock(clock.clone()).degraded(true)
+}
+
+/// Every key of sets 1 and 2 reads present, one by one and in a batch.
+fn all_present(e: &Engine, what: &str) {
+    for n in [1, 2] {
+        let keys = set(n);
+        let one = keys.iter().filter(|k| !e.contains(k).unwrap()).count();
+        assert_eq!(one, 0, "{what}: set {n}: keys read absent by contains");
+        let batch = e.contains_batch(&keys).unwrap();
+        let missed = batch.iter().filter(|p| !**p).count();
+        assert_eq!(
+            missed, 0,
+            "{what}: set {n}: keys read absent by contains_batch"
+        );
+    }
+}
+
+/// A writable degraded open: nothing the other tiers hold is reported new
+/// by a check-and-insert, one by one or in a batch.
+fn none_new(e: &Engine, what: &str) {
+    let keys = set(1);
+    let new = keys.iter().filter(|k| e.insert(k).unwrap()).count();
+    assert_eq!(new, 0, "{what}: set 1: keys reported new by insert");
+    let keys = set(2);
+    let new = e
+        .insert_batch(&keys)
+        .unwrap()
+        .iter()
+        .filter(|n| **n)
+        .count();
+    assert_eq!(new, 0, "{what}: set 2: keys reported new by insert_batch");
+    assert!(e.insert(b"never seen").unwrap(), "{what}: a new key is new");
+}
+
+/// Loses the windows whose files start with `prefix`, and checks a
+/// read-only, then a writable degraded open.
+fn lose_and_check(tiers: &[Tier], prefix: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = two_sets(dir.path(), tiers);
+    assert!(remove_files(dir.path(), prefix) > 0, "{prefix}");
+    let what = format!("{tiers:?} without {prefix}*");
+    let r = Engine::open_read_only_with(dir.path(), degraded(&clock)).unwrap();
+    assert!(!r.stats().unwrap().lost_windows.is_empty());
+    all_present(&r, &format!("read-only {what}"));
+    // Past the boundary that no writer crossed: the live set from the clock.
+    clock.set(day(3));
+    all_present(&r, &format!("read-only past the boundary {what}"));
+    r.close().unwrap();
+    clock.set(day(2));
+    let w = Engine::open_with(dir.path(), degraded(&clock)).unwrap();
+    assert!(!w.stats().unwrap().lost_windows.is_empty());
+    all_present(&w, &format!("writable {what}"));
+    none_new(&w, &format!("writable {what}"));
+    // The next day (a rotation): the lost window's keys still found.
+    clock.set(day(3));
+    all_present(&w, &format!("writable, the next day, {what}"));
+    w.close().unwrap();
+}
+
+/// The month window of `7d,4w,12m` lost: `contains` reads the month tier,
+/// and read the keys the day and week tiers still hold as absent; a
+/// check-and-insert reported them new.
+#[test]
+fn a_lost_window_of_the_longest_tier_leaves_the_keys_shorter_tiers_hold() {
+    lose_and_check(&[Tier::daily(7), Tier::weekly(4), Tier::monthly(12)], "m-");
+}
+
+#[test]
+fn a_lost_window_of_the_longest_counting_tier_leaves_the_keys_shorter_tiers_hold() {
+    lose_and_check(
+        &[Tier::daily(7).counting(), Tier::monthly(12).counting()],
+        "m-",
+    );
+}
+
+/// A lost fingerprint table (`7d,365d:fingerprint`): every key read absent,
+/// though the daily tier held the week's.
+#[test]
+fn a_lost_fingerprint_table_leaves_the_keys_the_daily_tier_holds() {
+    lose_and_check(&[Tier::daily(7), Tier::fingerprint(365)], "f-");
+}
+
+/// A lost window of a middle or the shortest tier: `contains` never read
+/// it.
+#[test]
+fn a_lost_window_of_a_shorter_tier_costs_contains_nothing() {
+    let tiers = [Tier::daily(7), Tier::weekly(4), Tier::monthly(12)];
+    lose_and_check(&tiers, "w-");
+    lose_and_check(&tiers, "d-");
+    lose_and_check(&[Tier::daily(7), Tier::fingerprint(365)], "d-");
+}
