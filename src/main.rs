@@ -1242,13 +1242,15 @@ fn note_degraded(dir: &std::path::Path, engine: &Engine, degraded: bool) -> CliR
 
 /// After a read-only open with `--degraded` (`check`, `filter-new
 /// --dry-run`): names on stderr the damaged windows it reads without,
-/// whose keys it answers as new. A read-only open moves nothing.
+/// whose keys it answers as new unless another tier holds them. A
+/// read-only open moves nothing.
 fn note_read_without(dir: &std::path::Path, engine: &Engine) -> CliResult<()> {
     let s = engine.stats().map_err(|e| named(dir, e))?;
     if !s.lost_windows.is_empty() {
         note(format_args!(
             "{}: read without these damaged windows, their keys answered as new \
-             (nothing was moved; `timebloom verify` names their files): {}",
+             where no other tier holds them (nothing was moved; `timebloom verify` \
+             names their files): {}",
             dir.display(),
             s.lost_windows.join(", ")
         ));

@@ -1008,3 +1008,43 @@ fn reading_commands_name_the_windows_a_degraded_open_reads_without() {
         "a read-only open moved a file"
     );
 }
+
+/// `7d,4w,12m` with this month's window file missing: `check --degraded`
+/// and `filter-new --degraded` find today's key in the daily and weekly
+/// windows. Before, `check` printed it `new` (exit 1) and `filter-new`
+/// printed it again as new, since both read the month tier alone.
+#[test]
+fn degraded_commands_find_a_lost_month_windows_keys_in_the_other_tiers() {
+    let (_tmp, db) = temp_db();
+    let dir = db.to_str().unwrap();
+    let now = ["--now", "2026-11-03T12:00:00Z"];
+    let out = run(
+        &[&["add", dir, "--tiers", "7d,4w,12m"][..], &now].concat(),
+        b"https://a.example/1\n",
+    );
+    assert_exit(&out, 0);
+    std::fs::remove_file(db.join("seg/m-202611-0.seg")).unwrap();
+    let out = run(
+        &[
+            &["check", dir, "--degraded", "https://a.example/1"][..],
+            &now,
+        ]
+        .concat(),
+        b"",
+    );
+    assert_eq!(
+        stdout(&out),
+        "https://a.example/1\tseen\n",
+        "{}",
+        stderr(&out)
+    );
+    assert_exit(&out, 0);
+    assert_stderr_contains(&out, "answered as new where no other tier holds them");
+    let out = run(
+        &[&["filter-new", dir, "--degraded"][..], &now].concat(),
+        b"https://a.example/1\nhttps://a.example/2\n",
+    );
+    assert_exit(&out, 0);
+    assert_eq!(stdout(&out), "https://a.example/2\n", "{}", stderr(&out));
+    assert_stderr_contains(&out, "opened degraded without these windows");
+}
