@@ -135,3 +135,23 @@ fn a_lost_window_of_a_shorter_tier_costs_contains_nothing() {
     lose_and_check(&tiers, "d-");
     lose_and_check(&[Tier::daily(7), Tier::fingerprint(365)], "d-");
 }
+
+/// A counting engine whose month window was lost and made anew: `remove`
+/// needs every window holding the instant to hold the key, and the new
+/// month window does not, so the key is not taken back and still reads
+/// present (from the daily tier), as docs/operations.md says.
+#[test]
+fn a_remove_of_a_key_a_lost_window_held_takes_nothing_back() {
+    let tiers = [Tier::daily(7).counting(), Tier::monthly(12).counting()];
+    let dir = tempfile::tempdir().unwrap();
+    let clock = two_sets(dir.path(), &tiers);
+    assert_eq!(remove_files(dir.path(), "m-"), 1);
+    let w = Engine::open_with(dir.path(), degraded(&clock)).unwrap();
+    let k = url(2, 0);
+    assert!(!w.remove(&k).unwrap(), "the new month window lacks the key");
+    assert!(w.contains(&k).unwrap(), "the daily window still holds it");
+    // A key inserted after the open is taken back from both tiers.
+    assert!(w.insert(b"after").unwrap());
+    assert!(w.remove(b"after").unwrap());
+    assert!(!w.contains(b"after").unwrap());
+}
