@@ -74,6 +74,27 @@ fn assert_names(err: &Error, file: &Path) {
     assert!(msg.contains(name), "error does not name {name}: {msg}");
 }
 
+/// For each of `cases`, the table as `original` with `fields` (offset,
+/// value) set in both header copies ([`tamper`]): the open refuses it or
+/// every key is present ([`open_and_check`]); then the table is put back.
+fn check_tampered(
+    dir: &Path,
+    clock: &ManualClock,
+    keys: &[Vec<u8>],
+    original: &[u8],
+    cases: &[(String, Vec<(usize, u32)>)],
+) {
+    for (what, fields) in cases {
+        let mut b = original.to_vec();
+        for &(at, v) in fields {
+            tamper(&mut b, at, v);
+        }
+        fs::write(table(dir), &b).unwrap();
+        open_and_check(dir, clock, keys, what);
+        restore(dir, original);
+    }
+}
+
 /// Every key is present, or the open failed: never a silent miss.
 fn open_and_check(dir: &Path, clock: &ManualClock, keys: &[Vec<u8>], what: &str) {
     match Engine::open_with(dir, opts(clock)) {
@@ -100,13 +121,11 @@ fn a_table_header_with_another_retention_is_refused() {
     let (clock, keys) = build(&dir);
     let bytes = fs::read(table(&dir)).unwrap();
     assert_eq!(le32(&bytes, 128), 364);
-    for retention in [6, 10, 100, 363, 365, 509] {
-        let mut b = bytes.clone();
-        tamper(&mut b, 128, retention);
-        fs::write(table(&dir), &b).unwrap();
-        open_and_check(&dir, &clock, &keys, &format!("retention {retention}"));
-        restore(&dir, &bytes);
-    }
+    let cases: Vec<_> = [6, 10, 100, 363, 365, 509]
+        .into_iter()
+        .map(|r| (format!("retention {r}"), vec![(128, r)]))
+        .collect();
+    check_tampered(&dir, &clock, &keys, &bytes, &cases);
 }
 
 #[test]
@@ -116,7 +135,7 @@ fn a_table_header_with_another_fingerprint_width_is_refused() {
     let (clock, keys) = build(&dir);
     let bytes = fs::read(table(&dir)).unwrap();
     let bits = le32(&bytes, 20);
-    for (fp_bits, slots) in [
+    let widths = [
         (8, 28),
         (9, 28),
         (10, 24),
@@ -124,17 +143,12 @@ fn a_table_header_with_another_fingerprint_width_is_refused() {
         (16, 20),
         (21, 15),
         (32, 12),
-    ] {
-        if fp_bits == bits {
-            continue;
-        }
-        let mut b = bytes.clone();
-        tamper(&mut b, 20, fp_bits);
-        tamper(&mut b, 16, slots);
-        fs::write(table(&dir), &b).unwrap();
-        open_and_check(&dir, &clock, &keys, &format!("{fp_bits} bits"));
-        restore(&dir, &bytes);
-    }
+    ];
+    let cases: Vec<_> = (widths.into_iter())
+        .filter(|&(fp_bits, _)| fp_bits != bits)
+        .map(|(fp_bits, slots)| (format!("{fp_bits} bits"), vec![(20, fp_bits), (16, slots)]))
+        .collect();
+    check_tampered(&dir, &clock, &keys, &bytes, &cases);
 }
 
 #[test]
@@ -145,7 +159,7 @@ fn a_table_header_with_another_chain_index_or_state_is_refused() {
     let bytes = fs::read(table(&dir)).unwrap();
     // (offset, value): chain index, window, span, sealed state, clean mark,
     // kind 1 (version 2), occupied count past the cells, capacity 0.
-    for (at, v) in [
+    let cases = [
         (80, 1),
         (72, 1),
         (56, 2),
@@ -155,13 +169,9 @@ fn a_table_header_with_another_chain_index_or_state_is_refused() {
         (96, u32::MAX),
         (104, 0),
         (108, 1),
-    ] {
-        let mut b = bytes.clone();
-        tamper(&mut b, at, v);
-        fs::write(table(&dir), &b).unwrap();
-        open_and_check(&dir, &clock, &keys, &format!("byte {at} = {v}"));
-        restore(&dir, &bytes);
-    }
+    ]
+    .map(|(at, v)| (format!("byte {at} = {v}"), vec![(at, v)]));
+    check_tampered(&dir, &clock, &keys, &bytes, &cases);
 }
 
 #[test]
