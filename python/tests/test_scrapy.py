@@ -552,6 +552,24 @@ def test_the_default_redis_prefix_is_the_spider_name(redis_server):
         df.close("finished")
 
 
+@pytest.mark.parametrize("name", ["my spider", "brace{d}", "x" * 200])
+def test_a_spider_name_no_prefix_can_hold_asks_for_timebloom_redis_prefix(redis_server, prefix, name):
+    # A spider name with a space or a brace (or too long) made a default
+    # prefix the engine refuses, an InvalidConfigError about a prefix the
+    # settings never named. The error now says which setting to set.
+    import scrapy
+
+    spidercls = type("OddSpider", (scrapy.Spider,), {"name": name})
+    with pytest.raises(ValueError, match="TIMEBLOOM_REDIS_PREFIX") as info:
+        make_filter({"TIMEBLOOM_REDIS_URL": redis_server.url}, spidercls)
+    assert repr(name) in str(info.value)
+    df = make_filter({"TIMEBLOOM_REDIS_URL": redis_server.url, "TIMEBLOOM_REDIS_PREFIX": prefix}, spidercls)
+    try:
+        assert df.engine.prefix == prefix
+    finally:
+        df.close("finished")
+
+
 def test_redis_url_with_a_directory_or_a_sync_policy_is_refused(redis_server, tmp_path, prefix):
     base = {"TIMEBLOOM_REDIS_URL": redis_server.url, "TIMEBLOOM_REDIS_PREFIX": prefix}
     with pytest.raises(ValueError, match="TIMEBLOOM_DIR"):

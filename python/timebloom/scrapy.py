@@ -22,7 +22,9 @@ Settings:
 ``TIMEBLOOM_REDIS_PREFIX``
     The prefix of the engine's Redis keys. Default: ``timebloom:<spider
     name>``, so the processes of one spider share an engine and different
-    spiders do not.
+    spiders do not. A spider name with a brace, a space or a control
+    character (or of more than 118 bytes) makes no prefix: the filter
+    fails at start with a ``ValueError`` asking for this setting.
 ``TIMEBLOOM_RECRAWL_AFTER``
     A request is a duplicate only if its fingerprint was seen within this
     horizon: seconds, a ``timedelta``, or a string such as ``"90min"``,
@@ -105,6 +107,7 @@ import re
 import shutil
 import sys
 import tempfile
+import unicodedata
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union
@@ -232,6 +235,24 @@ def _open_dir(
         return Engine.create(path, tiers, items_per_day, fpr, clock=clock, sync=sync)
 
 
+def _default_prefix(name: str, check: bool) -> str:
+    """``timebloom:<name>``, the default Redis prefix of a spider. With
+    ``check``, a name that makes a prefix ``RedisEngine`` refuses (a brace,
+    white space or a control character, more than 128 bytes) is a
+    ``ValueError`` that names ``TIMEBLOOM_REDIS_PREFIX``: the engine's own
+    error would name a prefix the settings never gave."""
+    prefix = f"timebloom:{name}"
+    if check and (
+        len(prefix.encode("utf-8", "surrogatepass")) > 128
+        or any(c in "{}" or c.isspace() or unicodedata.category(c) == "Cc" for c in prefix)
+    ):
+        raise ValueError(
+            f"spider name {name!r} cannot be part of the default Redis prefix (timebloom:<spider name>, "
+            "at most 128 bytes, no braces, spaces or control characters): set TIMEBLOOM_REDIS_PREFIX"
+        )
+    return prefix
+
+
 def _open_redis(
     url: str, prefix: str, tiers: str, items_per_day: int, fpr: float, clock: Optional[ManualClock]
 ) -> RedisEngine:
@@ -351,7 +372,7 @@ class TimebloomDupeFilter(BaseDupeFilter):
             now=_setting(s.get("TIMEBLOOM_NOW")),  # 0 is the epoch, not unset
             sync=s.get("TIMEBLOOM_SYNC") or None,
             redis_url=redis_url,
-            redis_prefix=s.get("TIMEBLOOM_REDIS_PREFIX") or f"timebloom:{spider.name}",
+            redis_prefix=s.get("TIMEBLOOM_REDIS_PREFIX") or _default_prefix(spider.name, bool(redis_url)),
         )
 
     def request_seen(self, request: Request) -> bool:
