@@ -99,6 +99,24 @@ fn a_longer_tier_answers_a_longer_horizon() {
     assert!(!e.contains(b"k").unwrap(), "past every tier's retention");
 }
 
+/// An empty `insert_within_batch` with a horizon no tier keeps is refused
+/// as a batch of keys is (and as `RedisEngine` refuses it): the error does
+/// not depend on whether the batch happens to be empty.
+#[test]
+fn an_empty_insert_within_batch_refuses_a_horizon_too_long() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let e = create(dir.path(), config(&[Tier::daily(7)], 1000, 0.001), &clock);
+    let long = Duration::from_secs(60 * 86_400);
+    let err = e.insert_within_batch(&[b"k"], long).unwrap_err();
+    assert!(matches!(err, Error::HorizonTooLong { .. }), "{err}");
+    let none: [&[u8]; 0] = [];
+    let err = e.insert_within_batch(&none, long).unwrap_err();
+    assert!(matches!(err, Error::HorizonTooLong { .. }), "{err}");
+    let ok = e.insert_within_batch(&none, Duration::from_secs(86_400));
+    assert_eq!(ok.unwrap(), Vec::<bool>::new());
+}
+
 #[test]
 fn horizon_is_guaranteed_and_at_most_one_window_coarse() {
     let dir = tempfile::tempdir().unwrap();

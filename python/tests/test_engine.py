@@ -270,6 +270,17 @@ def test_close_is_idempotent_and_later_calls_raise(tb_dir):
         e.stats()
 
 
+def test_an_empty_insert_within_many_refuses_a_horizon_too_long(tb_dir):
+    # An empty batch answered [] for a horizon no tier keeps (RedisEngine
+    # raised): the horizon is refused whatever the batch holds.
+    with Engine.create(tb_dir, tiers="7d", items_per_day=10) as e:
+        with pytest.raises(timebloom.HorizonTooLongError):
+            e.insert_within_many(["a"], timedelta(days=60))
+        with pytest.raises(timebloom.HorizonTooLongError):
+            e.insert_within_many([], timedelta(days=60))
+        assert e.insert_within_many([], timedelta(days=1)) == []
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 @pytest.mark.parametrize("let_go", [close_it, drop_it])
 def test_fork_a_child_cannot_use_an_inherited_engine_and_keeps_no_lock(tb_dir, let_go):

@@ -29,6 +29,14 @@ T0 = datetime.now(timezone.utc).replace(hour=12, minute=0, second=0, microsecond
 DAY = timedelta(days=1)
 
 
+def test_an_empty_insert_within_many_refuses_a_horizon_too_long(redis_server, prefix):
+    # As Engine's: the horizon is refused whatever the batch holds.
+    with RedisEngine.create(redis_server.url, prefix, tiers="7d", items_per_day=10) as e:
+        with pytest.raises(timebloom.HorizonTooLongError):
+            e.insert_within_many([], timedelta(days=60))
+        assert e.insert_within_many([], timedelta(days=1)) == []
+
+
 def test_insert_and_lookups(redis_server, prefix):
     with RedisEngine.create(redis_server.url, prefix, items_per_day=10_000) as e:
         assert e.insert("https://example.com/é") is True

@@ -189,7 +189,8 @@ class Engine:
         """Records ``key`` now and returns True when it was not seen within ``horizon``; otherwise records nothing.
         Raises as ``contains_within`` does for ``horizon``, before recording anything."""
     def insert_within_many(self, keys: Iterable[_Key], horizon: _Seconds) -> list[bool]:
-        """``insert_within`` for every key, with the GIL released; one bool per key."""
+        """``insert_within`` for every key, with the GIL released; one bool per key.
+        Raises as ``insert_within`` does for ``horizon``, even with no keys."""
     def insert_at(self, key: _Key, when: _Instant) -> bool:
         """Records ``key`` as seen at ``when`` (a backfill); True when it was new."""
     def remove(self, key: _Key) -> bool:

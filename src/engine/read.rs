@@ -309,7 +309,12 @@ impl Engine {
     }
 
     /// The tier and first window that answer a horizon in `snap`.
-    fn pick_tier(&self, snap: &Snapshot, now: i64, horizon: Duration) -> Result<(usize, i64)> {
+    pub(super) fn pick_tier(
+        &self,
+        snap: &Snapshot,
+        now: i64,
+        horizon: Duration,
+    ) -> Result<(usize, i64)> {
         let table_day = self.table_day.load(Ordering::Relaxed);
         self.config
             .horizon_tier(now, horizon, table_day, snap.open_from)

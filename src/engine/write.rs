@@ -213,7 +213,9 @@ impl Engine {
     /// `always`, one sync for the batch. Errors as [`Engine::insert_batch`]:
     /// a batch stopped part way is [`Error::Incomplete`] with the answers of
     /// the keys it recorded. The keys are taken one by one, each key's
-    /// lines in the open windows loaded a few keys ahead of its turn.
+    /// lines in the open windows loaded a few keys ahead of its turn. A
+    /// horizon no tier keeps is [`Error::HorizonTooLong`] even for an empty
+    /// batch, as it is for a batch of keys.
     pub fn insert_within_batch<K: AsRef<[u8]>>(
         &self,
         keys: &[K],
@@ -221,6 +223,12 @@ impl Engine {
     ) -> Result<Vec<bool>> {
         self.writable()?;
         let src = &mut self.current();
+        if keys.is_empty() {
+            // No key checks the horizon: checked as the first key would.
+            let now = self.ready(src)?;
+            self.pick_tier(src.snap(), now, horizon)?;
+            return Ok(Vec::new());
+        }
         let mut out = Vec::with_capacity(keys.len());
         let r = self.insert_each(src, keys, Seen::Within(horizon), &mut out);
         self.batch_answers(out, r)
