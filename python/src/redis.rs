@@ -352,8 +352,11 @@ impl PyRedisEngine {
         self.contains(py, key)
     }
 
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
+    /// The engine itself, for `with`; `ClosedError` once closed
+    /// (`ForkedError` in a forked child), as every call.
+    fn __enter__(slf: Py<Self>, py: Python<'_>) -> PyResult<Py<Self>> {
+        slf.get().slot.get(py, |_| ())?;
+        Ok(slf)
     }
 
     #[pyo3(signature = (*_exc))]

@@ -270,6 +270,17 @@ def test_close_is_idempotent_and_later_calls_raise(tb_dir):
         e.stats()
 
 
+def test_with_on_a_closed_engine_raises_closed_error(tb_dir):
+    # `with` on a closed engine used to enter the block, whose first call
+    # then failed; it now raises as every other call after close does.
+    e = Engine.create(tb_dir, items_per_day=10)
+    e.close()
+    with pytest.raises(timebloom.ClosedError) as info:
+        with e:
+            pytest.fail("entered the block of a closed engine")
+    assert info.value.path == tb_dir
+
+
 def test_an_empty_insert_within_many_refuses_a_horizon_too_long(tb_dir):
     # An empty batch answered [] for a horizon no tier keeps (RedisEngine
     # raised): the horizon is refused whatever the batch holds.

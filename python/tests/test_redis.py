@@ -29,6 +29,17 @@ T0 = datetime.now(timezone.utc).replace(hour=12, minute=0, second=0, microsecond
 DAY = timedelta(days=1)
 
 
+def test_with_on_a_closed_engine_raises_closed_error(redis_server, prefix):
+    # `with` on a closed engine used to enter the block; it now raises as
+    # every other call after close does.
+    e = RedisEngine.create(redis_server.url, prefix, items_per_day=10)
+    e.close()
+    with pytest.raises(timebloom.ClosedError) as info:
+        with e:
+            pytest.fail("entered the block of a closed engine")
+    assert prefix in str(info.value)
+
+
 def test_an_empty_insert_within_many_refuses_a_horizon_too_long(redis_server, prefix):
     # As Engine's: the horizon is refused whatever the batch holds.
     with RedisEngine.create(redis_server.url, prefix, tiers="7d", items_per_day=10) as e:

@@ -228,7 +228,7 @@ class Engine:
     def __contains__(self, key: _Key, /) -> bool:
         """``key in engine`` is ``engine.contains(key)``."""
     def __enter__(self) -> "Engine":
-        """The engine itself."""
+        """The engine itself; ``ClosedError`` (``ForkedError`` in a forked child) when it is closed, as every call."""
     def __exit__(
         self,
         exc_type: Optional[Type[BaseException]],
@@ -324,7 +324,7 @@ class RedisEngine:
     def __contains__(self, key: _Key, /) -> bool:
         """``key in engine`` is ``engine.contains(key)``."""
     def __enter__(self) -> "RedisEngine":
-        """The engine itself."""
+        """The engine itself; ``ClosedError`` (``ForkedError`` in a forked child) when it is closed, as every call."""
     def __exit__(
         self,
         exc_type: Optional[Type[BaseException]],
