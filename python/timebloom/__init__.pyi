@@ -281,7 +281,9 @@ class RedisEngine:
     def insert(self, key: _Key) -> bool:
         """Records ``key``; True when it was absent from every live window before."""
     def insert_many(self, keys: Iterable[_Key]) -> list[bool]:
-        """``insert`` for every key, in one pipeline; one bool per key."""
+        """``insert`` for every key, in one pipeline; one bool per key.
+        One call however long (sent again after an error, it resumes), so
+        Ctrl-C is raised only once it returns, every key recorded."""
     def insert_at(self, key: _Key, when: _Instant) -> bool:
         """Records ``key`` as seen at ``when`` (a backfill); True when it was new."""
     def contains(self, key: _Key) -> bool:
@@ -298,7 +300,9 @@ class RedisEngine:
         """Records ``key`` now and returns True when it was not seen within ``horizon``; otherwise records nothing.
         Raises as ``contains_within`` does for ``horizon``, before recording anything."""
     def insert_within_many(self, keys: Iterable[_Key], horizon: _Seconds) -> list[bool]:
-        """``insert_within`` for every key, in one pipeline; one bool per key."""
+        """``insert_within`` for every key, in one pipeline; one bool per key.
+        One call however long, as ``insert_many``. Raises as ``insert_within``
+        does for ``horizon``, even with no keys."""
     def stats(self) -> dict[str, Any]:
         """Tiers, windows, fill, estimated keys and rates."""
     def close(self) -> None:
