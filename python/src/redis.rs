@@ -18,7 +18,7 @@ use pyo3::types::PyTuple;
 use timebloom::redis::{RedisEngine, RedisError as LibRedisError, RedisOptions};
 
 use crate::clock::PyManualClock;
-use crate::convert::{config_of, duration_of, instant_of, tiers_text, to_dict};
+use crate::convert::{config_of, duration_of, instant_of, tiers_text, to_dict, CHUNK};
 use crate::errors::to_py;
 use crate::slot::{Failure, Slot};
 
@@ -96,6 +96,20 @@ impl PyRedisEngine {
             }),
             Err(e) => Err(e.into_py(&place)),
         }
+    }
+
+    /// A batch lookup `f` over the keys of an iterable, GIL released, in
+    /// calls of up to [`CHUNK`] keys (a signal stops it between them, as
+    /// `Engine`'s); a failed call raises its own error, the answers before
+    /// it dropped.
+    fn lookups(
+        &self,
+        py: Python<'_>,
+        keys: &Bound<'_, PyAny>,
+        f: impl Fn(&RedisEngine, &[&[u8]]) -> timebloom::redis::Result<Vec<bool>> + Sync,
+    ) -> PyResult<Vec<bool>> {
+        self.slot
+            .chunked(py, keys, CHUNK, f, |_, fail| fail.into_py(&self.slot))
     }
 }
 
@@ -208,7 +222,9 @@ impl PyRedisEngine {
 
     /// `insert` for every key of an iterable, in one pipeline of server-side
     /// scripts; one bool per key, in order (a key repeated in the batch is
-    /// new at most once).
+    /// new at most once). One call however long (sent again after an
+    /// error, it resumes), so Ctrl-C is raised only once it returns, every
+    /// key recorded: to stop a long batch, send it in chunks of your own.
     fn insert_many(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
         self.slot.batch(py, keys, |e, k| e.insert_batch(k))
     }
@@ -261,9 +277,10 @@ impl PyRedisEngine {
         self.slot.detached_key(py, key, |e, k| e.contains(k))
     }
 
-    /// `contains` for every key of an iterable.
+    /// `contains` for every key of an iterable, in calls of up to 16,384
+    /// keys (a lookup has nothing to resume): Ctrl-C stops it between them.
     fn contains_many(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
-        self.slot.batch(py, keys, |e, k| e.contains_batch(k))
+        self.lookups(py, keys, |e, k| e.contains_batch(k))
     }
 
     /// Whether `key` was inserted within `horizon` (a timedelta or seconds)
@@ -282,7 +299,8 @@ impl PyRedisEngine {
             .detached_key(py, key, |e, k| e.contains_within(k, h))
     }
 
-    /// `contains_within` for every key of an iterable.
+    /// `contains_within` for every key of an iterable, in calls of up to
+    /// 16,384 keys as `contains_many`.
     fn contains_within_many(
         &self,
         py: Python<'_>,
@@ -290,8 +308,7 @@ impl PyRedisEngine {
         horizon: &Bound<'_, PyAny>,
     ) -> PyResult<Vec<bool>> {
         let h = duration_of(horizon)?;
-        self.slot
-            .batch(py, keys, |e, k| e.contains_within_batch(k, h))
+        self.lookups(py, keys, |e, k| e.contains_within_batch(k, h))
     }
 
     /// The engine's state, as `Engine.stats()`: tiers, windows, fill,

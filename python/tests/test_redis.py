@@ -40,6 +40,35 @@ def test_with_on_a_closed_engine_raises_closed_error(redis_server, prefix):
     assert prefix in str(info.value)
 
 
+def test_ctrl_c_stops_a_long_lookup_between_chunks(redis_server, prefix):
+    # `contains_many` and `contains_within_many` went to Redis as one call,
+    # so Ctrl-C was raised only once the whole lookup returned. A lookup has
+    # nothing to resume: it goes in chunks of 16,384 keys, as `Engine`'s,
+    # and Ctrl-C stops it between two, the answers of the chunks done in
+    # the KeyboardInterrupt's `answers`.
+    import signal
+
+    keys = [f"https://sigint.example/{i}" for i in range(2_000_000)]
+    with RedisEngine.create(redis_server.url, prefix, tiers="7d", items_per_day=1000) as e:
+        e.insert_many(keys[:1000])
+        for lookup in (e.contains_many, lambda k: e.contains_within_many(k, DAY)):
+
+            def interrupt():
+                time.sleep(0.3)
+                os.kill(os.getpid(), signal.SIGINT)
+
+            t = threading.Thread(target=interrupt)
+            t.start()
+            try:
+                with pytest.raises(KeyboardInterrupt) as info:
+                    lookup(keys)
+            finally:
+                t.join()
+            done = len(info.value.answers)
+            assert 0 < done < len(keys) and done % 16_384 == 0, done
+            assert info.value.answers[:1000] == [True] * 1000
+
+
 def test_an_empty_insert_within_many_refuses_a_horizon_too_long(redis_server, prefix):
     # As Engine's: the horizon is refused whatever the batch holds.
     with RedisEngine.create(redis_server.url, prefix, tiers="7d", items_per_day=10) as e:

@@ -289,13 +289,14 @@ class RedisEngine:
     def contains(self, key: _Key) -> bool:
         """Whether ``key`` is in any live window."""
     def contains_many(self, keys: Iterable[_Key]) -> list[bool]:
-        """``contains`` for every key."""
+        """``contains`` for every key, in calls of up to 16,384 keys: Ctrl-C
+        stops it between two (``KeyboardInterrupt.answers``: those done)."""
     def contains_within(self, key: _Key, horizon: _Seconds) -> bool:
         """Whether ``key`` was inserted within ``horizon`` of now.
         ``HorizonTooLongError`` when no tier keeps ``horizon``; a
         ``ValueError`` or ``TypeError`` for what ``_Seconds`` refuses."""
     def contains_within_many(self, keys: Iterable[_Key], horizon: _Seconds) -> list[bool]:
-        """``contains_within`` for every key."""
+        """``contains_within`` for every key, in chunks as ``contains_many``."""
     def insert_within(self, key: _Key, horizon: _Seconds) -> bool:
         """Records ``key`` now and returns True when it was not seen within ``horizon``; otherwise records nothing.
         Raises as ``contains_within`` does for ``horizon``, before recording anything."""
