@@ -7,15 +7,18 @@ variable is set (.ci/python.sh sets it) and are skipped elsewhere.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import shutil
 import socket
+import signal
 import subprocess
+import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import pytest
 
@@ -167,3 +170,21 @@ def close_it(held: list) -> None:
 def drop_it(held: list) -> None:
     held.clear()  # the last reference: the object goes
     gc.collect()
+
+
+@contextlib.contextmanager
+def sigint_when(ready: Callable[[], bool]) -> Iterator[None]:
+    """Sends this process SIGINT (Ctrl-C) from another thread once `ready()`
+    is true, while the `with` block runs; the thread is joined at its end."""
+
+    def interrupt() -> None:
+        while not ready():
+            time.sleep(0.001)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    t = threading.Thread(target=interrupt)
+    t.start()
+    try:
+        yield
+    finally:
+        t.join()

@@ -15,7 +15,13 @@ import pytest
 import timebloom
 from timebloom import Engine, ManualClock
 
-from conftest import close_it, drop_it, finish_child, in_forked_child  # tests/conftest.py
+from conftest import (  # tests/conftest.py
+    close_it,
+    drop_it,
+    finish_child,
+    in_forked_child,
+    sigint_when,
+)
 
 T0 = datetime(2026, 3, 10, 12, 0, tzinfo=timezone.utc)
 
@@ -190,24 +196,12 @@ def test_ctrl_c_stops_a_long_batch_between_chunks(tb_dir):
     # the end of a chunk, as the KeyboardInterrupt itself (which
     # `except Exception` does not catch), the answers of the chunks
     # recorded in its `answers`.
-    import signal
-
     keys = [f"https://sigint.example/{i}" for i in range(3_000_000)]
     with Engine.create(tb_dir, tiers="7d", items_per_day=3_000_000, fpr=0.01) as e:
-
-        def interrupt():
-            # Once the batch has recorded its first chunk.
-            while not e.contains(keys[0]):
-                time.sleep(0.001)
-            os.kill(os.getpid(), signal.SIGINT)
-
-        t = threading.Thread(target=interrupt)
-        t.start()
-        try:
+        # Once the batch has recorded its first chunk.
+        with sigint_when(lambda: e.contains(keys[0])):
             with pytest.raises(KeyboardInterrupt) as info:
                 e.insert_many(keys)
-        finally:
-            t.join()
         done = len(info.value.answers)
         assert 0 < done < len(keys) and done % 16_384 == 0, done
         assert info.value.answers == [True] * done

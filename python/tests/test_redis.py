@@ -21,6 +21,7 @@ from conftest import (  # tests/conftest.py; pytest puts tests/ on sys.path
     finish_child,
     free_port,
     in_forked_child,
+    sigint_when,
 )
 
 # Noon UTC today: windows named by this clock expire (EXPIREAT, Redis's own
@@ -46,24 +47,15 @@ def test_ctrl_c_stops_a_long_lookup_between_chunks(redis_server, prefix):
     # nothing to resume: it goes in chunks of 16,384 keys, as `Engine`'s,
     # and Ctrl-C stops it between two, the answers of the chunks done in
     # the KeyboardInterrupt's `answers`.
-    import signal
-
     keys = [f"https://sigint.example/{i}" for i in range(2_000_000)]
     with RedisEngine.create(redis_server.url, prefix, tiers="7d", items_per_day=1000) as e:
         e.insert_many(keys[:1000])
         for lookup in (e.contains_many, lambda k: e.contains_within_many(k, DAY)):
-
-            def interrupt():
-                time.sleep(0.3)
-                os.kill(os.getpid(), signal.SIGINT)
-
-            t = threading.Thread(target=interrupt)
-            t.start()
-            try:
+            # 0.3 s into a lookup of 3 to 4 s here.
+            at = time.monotonic() + 0.3
+            with sigint_when(lambda: time.monotonic() > at):
                 with pytest.raises(KeyboardInterrupt) as info:
                     lookup(keys)
-            finally:
-                t.join()
             done = len(info.value.answers)
             assert 0 < done < len(keys) and done % 16_384 == 0, done
             assert info.value.answers[:1000] == [True] * 1000
