@@ -331,8 +331,11 @@ impl PyEngine {
     }
 
     /// The engine's state: tiers, segments, fill, estimated keys and rates.
+    /// Runs with the GIL released: it may rotate windows (a boundary
+    /// passed), and a read-only engine counts the open windows a writer
+    /// holds from their bodies (a scan of each).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let stats = self.slot.with(py, |e| e.stats())?;
+        let stats = self.slot.detached(py, |e| e.stats())?;
         to_dict(py, &stats)
     }
 

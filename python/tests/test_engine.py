@@ -1223,3 +1223,15 @@ def test_incomplete_error_doc_names_single_key_writes():
     doc = timebloom.IncompleteError.__doc__
     for call in ("insert_at", "remove_at", "one answer"):
         assert call in doc, doc
+
+
+def test_read_only_stats_beside_a_writer_let_other_threads_run(tb_dir):
+    """`stats` of a read-only engine beside a running writer counts the
+    writer's open windows from their bodies (a scan of each, seconds for
+    large ones): other Python threads run meanwhile, as during `verify`."""
+    with Engine.create(tb_dir, tiers="7d", items_per_day=20_000_000, fpr=1e-5) as w:
+        w.insert_many([f"k{i}" for i in range(1000)])
+        with Engine.open(tb_dir, read_only=True) as r:
+            took, stall = longest_stall(r.stats)
+            assert took >= 0.01, f"too fast here to tell ({took:.4f} s)"
+            assert stall < took / 2, f"stats took {took:.3f} s, the other thread stalled {stall:.3f} s"
