@@ -237,10 +237,11 @@ impl Options {
     /// that the tier answering [`crate::Engine::contains`] misses is looked
     /// for in the other tiers' windows overlapping a lost window of that
     /// tier (they recorded the same inserts), by `contains`, its batches
-    /// and the check of a check-and-insert. Off by default: such an open
-    /// fails with [`crate::Error::Quarantined`]. A segment file of a live
-    /// window that the manifest names and `seg/` lacks (deleted, or left
-    /// out of a copy) is taken the same way (there is nothing to move); a
+    /// and the check of a check-and-insert (`insert_at`'s too). Off by
+    /// default: such an open fails with [`crate::Error::Quarantined`]. A
+    /// segment file of a live window that the manifest names and `seg/`
+    /// lacks (deleted, or left out of a copy) is taken the same way (there
+    /// is nothing to move); a
     /// read-only open reports it as damage, `missing, though the manifest
     /// names it` ([`crate::Engine::verify_each`]). Without this option such
     /// an open fails with the file's "not found" error.

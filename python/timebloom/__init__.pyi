@@ -200,7 +200,8 @@ class Engine:
     def maintain(self, now: Optional[_Instant] = None) -> dict[str, list[str]]:
         """Rotates and expires windows as of ``now``; what was opened, sealed, expired."""
     def stats(self) -> dict[str, Any]:
-        """Tiers, segments, fill, estimated keys and rates."""
+        """Tiers, segments, fill, estimated keys and rates (GIL released: a
+        read-only engine beside a writer counts its open windows' bodies)."""
     def verify(self) -> None:
         """Checks every sealed segment's checksum; ``CorruptError`` names a bad file."""
     def flush(self) -> None:
