@@ -175,10 +175,15 @@ def drop_it(held: list) -> None:
 @contextlib.contextmanager
 def sigint_when(ready: Callable[[], bool]) -> Iterator[None]:
     """Sends this process SIGINT (Ctrl-C) from another thread once `ready()`
-    is true, while the `with` block runs; the thread is joined at its end."""
+    is true, while the `with` block runs; the thread is joined at its end.
+    A `ready()` still false after 60 s sends nothing (the block then ends
+    without the KeyboardInterrupt its test waits for, instead of hanging)."""
 
     def interrupt() -> None:
+        give_up = time.monotonic() + 60
         while not ready():
+            if time.monotonic() > give_up:
+                return
             time.sleep(0.001)
         os.kill(os.getpid(), signal.SIGINT)
 
