@@ -304,14 +304,23 @@ impl Drop for Sentinel {
     }
 }
 
-/// Three masters on loopback ports joined by `redis-cli --cluster create`.
+/// Three masters on loopback ports joined by `redis-cli --cluster create`,
+/// with or without replicas.
 pub struct Cluster {
     pub nodes: Vec<Server>,
 }
 
 impl Cluster {
+    /// Three masters, no replicas.
     pub fn start() -> Cluster {
-        let nodes: Vec<Server> = (0..3)
+        Cluster::with_replicas(0)
+    }
+
+    /// Three masters with `replicas` replicas each, all on loopback ports,
+    /// returned once every node sees the cluster ok, every replica's link
+    /// to its master is up and every node knows every other.
+    pub fn with_replicas(replicas: usize) -> Cluster {
+        let nodes: Vec<Server> = (0..3 * (1 + replicas))
             .map(|_| {
                 Server::with_args(&[
                     "--save",
@@ -335,7 +344,9 @@ impl Cluster {
             .arg("--cluster")
             .arg("create")
             .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .arg("--cluster-replicas")
+            .arg(replicas.to_string())
+            .arg("--cluster-yes")
             .output()
             .expect("run redis-cli --cluster create");
         assert!(
@@ -344,21 +355,133 @@ impl Cluster {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        let cluster = Cluster { nodes };
+        cluster.settle();
+        cluster
+    }
+
+    /// Waits (30 s at most) until every node reports `cluster_state:ok` and
+    /// knows every node, every master has its replicas attached and every
+    /// replica's link to its master is up.
+    pub fn settle(&self) {
         let t = Instant::now();
-        for n in &nodes {
+        let total = self.nodes.len();
+        let per_master = total / 3 - 1;
+        for n in &self.nodes {
             loop {
                 let info = n.cli(&["CLUSTER", "INFO"]);
-                if info.contains("cluster_state:ok") {
+                let repl = n.cli(&["INFO", "replication"]);
+                let field = |text: &str, name: &str| {
+                    text.lines()
+                        .find_map(|l| l.trim().strip_prefix(name))
+                        .map(str::to_string)
+                };
+                let ok = field(&info, "cluster_state:").as_deref() == Some("ok")
+                    && field(&info, "cluster_known_nodes:") == Some(total.to_string())
+                    && match field(&repl, "role:").as_deref() {
+                        Some("master") => {
+                            field(&repl, "connected_slaves:") == Some(per_master.to_string())
+                        }
+                        Some("slave") => {
+                            field(&repl, "master_link_status:").as_deref() == Some("up")
+                        }
+                        _ => false,
+                    };
+                if ok {
                     break;
                 }
                 assert!(
                     t.elapsed() < Duration::from_secs(30),
-                    "cluster did not reach state ok: {info}"
+                    "the cluster did not settle; node {}: {info}{repl}",
+                    n.port
                 );
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
-        Cluster { nodes }
+    }
+
+    /// The ports of the nodes that are masters now (`ROLE`), ascending.
+    pub fn masters(&self) -> Vec<u16> {
+        let mut m: Vec<u16> = self
+            .nodes
+            .iter()
+            .filter(|n| n.cli(&["ROLE"]).lines().next() == Some("master"))
+            .map(|n| n.port)
+            .collect();
+        m.sort_unstable();
+        m
+    }
+
+    /// The port of the master of the replica on `port` (`ROLE`), if it is one.
+    pub fn master_of(&self, port: u16) -> Option<u16> {
+        let role = cli(port, &["ROLE"]);
+        let mut lines = role.lines();
+        if lines.next() != Some("slave") {
+            return None;
+        }
+        lines.nth(1)?.trim().parse().ok()
+    }
+
+    /// The ports of the replicas of the master on `port`, ascending.
+    pub fn replicas_of(&self, port: u16) -> Vec<u16> {
+        let mut r: Vec<u16> = self
+            .nodes
+            .iter()
+            .filter(|n| self.master_of(n.port) == Some(port))
+            .map(|n| n.port)
+            .collect();
+        r.sort_unstable();
+        r
+    }
+
+    /// The port of the master serving `key`'s slot (`CLUSTER KEYSLOT`,
+    /// then the slot ranges of `CLUSTER NODES` as the first node sees them).
+    pub fn master_for(&self, key: &str) -> u16 {
+        let slot: u16 = self.nodes[0]
+            .cli(&["CLUSTER", "KEYSLOT", key])
+            .trim()
+            .parse()
+            .expect("a slot");
+        let nodes = self.nodes[0].cli(&["CLUSTER", "NODES"]);
+        // `<id> <ip:port@bus> <flags> <master> <ping> <pong> <epoch> <link>
+        // <slot or lo-hi>...`
+        for line in nodes.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 9 || !f[2].contains("master") {
+                continue;
+            }
+            let serves = f[8..].iter().any(|r| {
+                let (lo, hi) = r.split_once('-').unwrap_or((r, r));
+                matches!((lo.parse::<u16>(), hi.parse::<u16>()),
+                         (Ok(lo), Ok(hi)) if (lo..=hi).contains(&slot))
+            });
+            if serves {
+                let port = f[1].split(['@', ':']).nth(1).expect("a port");
+                return port.parse().expect("a port");
+            }
+        }
+        panic!("no master for slot {slot} in CLUSTER NODES:\n{nodes}");
+    }
+
+    /// `CLUSTER FAILOVER` on the replica on `replica`: returns once it is a
+    /// master, its old master is its replica with the link up, and the
+    /// cluster has settled (30 s at most).
+    pub fn failover(&self, replica: u16) {
+        let old = self.master_of(replica).expect("a replica");
+        let out = cli(replica, &["CLUSTER", "FAILOVER"]);
+        assert_eq!(out.trim(), "OK", "CLUSTER FAILOVER on {replica}");
+        let t = Instant::now();
+        while !(self.master_of(replica).is_none()
+            && cli(replica, &["ROLE"]).lines().next() == Some("master")
+            && self.master_of(old) == Some(replica))
+        {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "the failover to {replica} did not complete"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.settle();
     }
 
     /// The seed URLs, comma-separated (what `RedisEngine` takes for a Cluster).
