@@ -229,3 +229,83 @@ fn a_manual_failover_between_batches_is_followed() {
         }
     }
 }
+
+/// A failover of a master that a batch does not touch: the engine has one
+/// shard, and the master failed over holds neither it nor the config
+/// hash, so no command of the batch meets a `MOVED` and the client's view
+/// of the slots stays the old one. The batch's `WAIT` still goes to the old
+/// master, a replica now, which refuses it. That batch is `NotReplicated`
+/// with its answers (the old master's writes, if any, cannot be confirmed:
+/// no confirmation counted), naming the masters of now, and the next batch
+/// goes to them: `Ok`, or `NotReplicated` with their confirmations.
+#[test]
+fn a_failover_of_a_master_no_batch_touches_is_followed() {
+    if !require("a_failover_of_a_master_no_batch_touches_is_followed") {
+        return;
+    }
+    let cluster = Cluster::with_replicas(1);
+    let clock = ManualClock::new(day(0));
+    let pre = prefix("cluster-untouched");
+    let mut opts = waiting(&clock, 1, Duration::from_secs(30));
+    opts.shards = 1;
+    let e =
+        RedisEngine::create_with(&cluster.url(), &pre, two_days(), opts.clone()).expect("create");
+    let strict = waiting(&clock, 2, Duration::from_millis(1000));
+    let e_strict = RedisEngine::open_with(&cluster.url(), &pre, strict).expect("open");
+    assert!(e
+        .insert_batch(&keys(40, 100))
+        .expect("insert")
+        .iter()
+        .all(|&n| n));
+    let used = [
+        cluster.master_for(&format!("{pre}:config")),
+        cluster.master_for(&format!("{{{pre}:0}}")),
+    ];
+    let untouched = *cluster
+        .masters()
+        .iter()
+        .find(|m| !used.contains(m))
+        .expect("a master the engine does not use");
+    cluster.failover(cluster.replicas_of(untouched)[0]);
+    let now = named(&cluster.masters());
+
+    let not_replicated =
+        |e: &RedisEngine, batch: &[Vec<u8>], want: (u32, u32)| match e.insert_batch(batch) {
+            Err(RedisError::NotReplicated {
+                server,
+                acked,
+                wanted,
+                answers,
+            }) => {
+                assert_eq!((acked, wanted), want);
+                assert_eq!(answers, vec![true; batch.len()]);
+                assert_eq!(server, now);
+            }
+            other => panic!("expected NotReplicated, got {other:?}"),
+        };
+    let more = keys(41, 100);
+    not_replicated(&e, &more, (0, 1));
+    // The next batch goes to the masters of now.
+    assert!(e
+        .insert_batch(&keys(43, 100))
+        .expect("next")
+        .iter()
+        .all(|&n| n));
+    assert!(e.insert_batch(&more).expect("again").iter().all(|&n| !n));
+    replicas_hold_their_masters_keys_of(&cluster, &used);
+
+    not_replicated(&e_strict, &keys(42, 50), (0, 2));
+    not_replicated(&e_strict, &keys(44, 50), (1, 2));
+}
+
+/// [`replicas_hold_their_masters_keys`] for the masters that served
+/// `ports`' slots (the others may hold no key).
+fn replicas_hold_their_masters_keys_of(cluster: &Cluster, ports: &[u16]) {
+    for &m in ports {
+        let on_master = keys_on(m);
+        assert!(!on_master.is_empty(), "master {m} holds no key");
+        for r in cluster.replicas_of(m) {
+            assert_eq!(keys_on(r), on_master, "replica {r} of master {m}");
+        }
+    }
+}

@@ -66,7 +66,9 @@ pub enum RedisError {
     NotReplicated {
         /// The master(s) the `WAIT` went to, as `host:port`.
         server: String,
-        /// Replicas that confirmed (the fewest over the masters written).
+        /// Replicas that confirmed (the fewest over the masters written;
+        /// 0 when a node taken for a master had become a replica, which
+        /// refuses `WAIT`).
         acked: u32,
         /// Replicas asked for.
         wanted: u32,

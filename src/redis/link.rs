@@ -143,6 +143,12 @@ pub(crate) fn retryable(e: &redis::RedisError) -> bool {
         )
 }
 
+/// Whether a `WAIT` was refused because the node is a replica ("WAIT
+/// cannot be used with replica instances", Redis 6 to 7.2).
+fn now_a_replica(e: &redis::RedisError) -> bool {
+    e.to_string().contains("cannot be used with replica")
+}
+
 /// Whether the server lacks a script (restarted, failed over, flushed).
 pub(crate) fn no_script(e: &redis::RedisError) -> bool {
     e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) || e.to_string().contains("NOSCRIPT")
@@ -448,6 +454,15 @@ impl Link {
     /// `WAIT` would cover none of the writes it is meant to. `ms` is at
     /// least 1 (`WAIT n 0` blocks until the replicas confirm, however
     /// long), and the reply is awaited `ms` longer than any other.
+    ///
+    /// A node the client still takes for a master that has become a
+    /// replica (a Cluster failover that no command of the batch met as a
+    /// `MOVED`: the Cluster client sends `WAIT` to the masters it last
+    /// read) refuses `WAIT`. Its writes cannot be confirmed any more, so
+    /// the reply is 0 confirmations; the client connects again, reading the
+    /// masters of now (named in the error), and its next batch goes to
+    /// them. Without this, every later batch's `WAIT` went to the same
+    /// replica and failed, without the batch's answers.
     pub(crate) fn once(&mut self, name: &str, key: &str, replicas: u32, ms: u64) -> Result<Value> {
         let ms = ms.max(1);
         let mut c = redis::cmd(name);
@@ -463,12 +478,23 @@ impl Link {
             Ok(Conn::Cluster(con)) => c.query::<Value>(con.as_mut()),
             Err(e) => Err(e),
         };
-        r.map_err(|e| {
-            if retryable(&e) {
+        match r {
+            Err(e) if now_a_replica(&e) => {
                 self.conn = None;
+                // The masters of now, for the error; when this fails, the
+                // next command connects again.
+                if self.conn().is_err() {
+                    self.conn = None;
+                }
+                Ok(Value::Int(0))
             }
-            RedisError::redis(name, key, &self.masters(), e)
-        })
+            r => r.map_err(|e| {
+                if retryable(&e) {
+                    self.conn = None;
+                }
+                RedisError::redis(name, key, &self.masters(), e)
+            }),
+        }
     }
 
     /// The server a command about `key` goes to, for errors: the node that
