@@ -85,7 +85,7 @@ fn every_master_waits_for_its_replica() {
 
     // Two replicas a master, with one each: every master answers 1. Each
     // master's `WAIT` is waited out in full, one after the other.
-    let opts = waiting(&clock, 2, Duration::from_millis(1000));
+    let opts = waiting(&clock, 2, Duration::from_secs(2));
     let e2 = RedisEngine::open_with(&cluster.url(), &pre, opts).expect("open");
     let more = keys(2, 300);
     match e2.insert_batch(&more) {
@@ -157,7 +157,7 @@ fn a_manual_failover_between_batches_is_followed() {
     let e2 = RedisEngine::open_with(&cluster.url(), &pre, opts.clone()).expect("open");
     // A client that asks for two replicas, idle through both failovers:
     // its `NotReplicated` names the masters of the moment.
-    let strict = waiting(&clock, 2, Duration::from_millis(1000));
+    let strict = waiting(&clock, 2, Duration::from_secs(2));
     let e_strict = RedisEngine::open_with(&cluster.url(), &pre, strict).expect("open");
 
     let confirmed = keys(10, 3000);
@@ -250,7 +250,7 @@ fn a_failover_of_a_master_no_batch_touches_is_followed() {
     opts.shards = 1;
     let e =
         RedisEngine::create_with(&cluster.url(), &pre, two_days(), opts.clone()).expect("create");
-    let strict = waiting(&clock, 2, Duration::from_millis(1000));
+    let strict = waiting(&clock, 2, Duration::from_secs(2));
     let e_strict = RedisEngine::open_with(&cluster.url(), &pre, strict).expect("open");
     assert!(e
         .insert_batch(&keys(40, 100))
