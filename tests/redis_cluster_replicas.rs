@@ -13,7 +13,7 @@ mod redis_support;
 use std::time::Duration;
 
 use redis_support::*;
-use timebloom::redis::{RedisEngine, RedisError, RedisOptions};
+use timebloom::redis::RedisEngine;
 use timebloom::{Config, ManualClock};
 
 /// Two daily windows of 10,000 keys at a rate low enough that no distinct
@@ -23,14 +23,6 @@ fn two_days() -> Config {
         fpr: 1e-7,
         ..daily(2, 10_000)
     }
-}
-
-/// Options on `clock` that wait for `replicas` replicas up to `timeout`.
-fn waiting(clock: &ManualClock, replicas: u32, timeout: Duration) -> RedisOptions {
-    let mut opts = RedisOptions::default().clock(clock.clone());
-    opts.wait_replicas = replicas;
-    opts.wait_timeout = timeout;
-    opts
 }
 
 fn keys(set: u64, n: u64) -> Vec<Vec<u8>> {
@@ -88,19 +80,10 @@ fn every_master_waits_for_its_replica() {
     let opts = waiting(&clock, 2, Duration::from_secs(2));
     let e2 = RedisEngine::open_with(&cluster.url(), &pre, opts).expect("open");
     let more = keys(2, 300);
-    match e2.insert_batch(&more) {
-        Err(RedisError::NotReplicated {
-            server,
-            acked,
-            wanted,
-            answers,
-        }) => {
-            assert_eq!((acked, wanted), (1, 2));
-            assert_eq!(answers, vec![true; 300]);
-            assert_eq!(server, named(&cluster.masters()));
-        }
-        other => panic!("expected NotReplicated, got {other:?}"),
-    }
+    let n = not_replicated(e2.insert_batch(&more));
+    assert_eq!(n.acked, (1, 2));
+    assert_eq!(n.answers, vec![true; 300]);
+    assert_eq!(n.server, named(&cluster.masters()));
     // Applied all the same, and replicated to the one replica there is.
     assert!(e
         .contains_batch(&more)
@@ -214,19 +197,10 @@ fn a_manual_failover_between_batches_is_followed() {
         if round < 2 {
             continue;
         }
-        match e_strict.insert_batch(&keys(30 + round, 50)) {
-            Err(RedisError::NotReplicated {
-                server,
-                acked,
-                wanted,
-                answers,
-            }) => {
-                assert_eq!((acked, wanted), (1, 2));
-                assert_eq!(answers, vec![true; 50]);
-                assert_eq!(server, named(&cluster.masters()));
-            }
-            other => panic!("expected NotReplicated, got {other:?}"),
-        }
+        let n = not_replicated(e_strict.insert_batch(&keys(30 + round, 50)));
+        assert_eq!(n.acked, (1, 2));
+        assert_eq!(n.answers, vec![true; 50]);
+        assert_eq!(n.server, named(&cluster.masters()));
     }
 }
 
@@ -269,22 +243,14 @@ fn a_failover_of_a_master_no_batch_touches_is_followed() {
     cluster.failover(cluster.replicas_of(untouched)[0]);
     let now = named(&cluster.masters());
 
-    let not_replicated =
-        |e: &RedisEngine, batch: &[Vec<u8>], want: (u32, u32)| match e.insert_batch(batch) {
-            Err(RedisError::NotReplicated {
-                server,
-                acked,
-                wanted,
-                answers,
-            }) => {
-                assert_eq!((acked, wanted), want);
-                assert_eq!(answers, vec![true; batch.len()]);
-                assert_eq!(server, now);
-            }
-            other => panic!("expected NotReplicated, got {other:?}"),
-        };
+    let unconfirmed = |e: &RedisEngine, batch: &[Vec<u8>], want: (u32, u32)| {
+        let n = not_replicated(e.insert_batch(batch));
+        assert_eq!(n.acked, want);
+        assert_eq!(n.answers, vec![true; batch.len()]);
+        assert_eq!(n.server, now);
+    };
     let more = keys(41, 100);
-    not_replicated(&e, &more, (0, 1));
+    unconfirmed(&e, &more, (0, 1));
     // The next batch goes to the masters of now.
     assert!(e
         .insert_batch(&keys(43, 100))
@@ -294,8 +260,8 @@ fn a_failover_of_a_master_no_batch_touches_is_followed() {
     assert!(e.insert_batch(&more).expect("again").iter().all(|&n| !n));
     replicas_hold_their_masters_keys_of(&cluster, &used);
 
-    not_replicated(&e_strict, &keys(42, 50), (0, 2));
-    not_replicated(&e_strict, &keys(44, 50), (1, 2));
+    unconfirmed(&e_strict, &keys(42, 50), (0, 2));
+    unconfirmed(&e_strict, &keys(44, 50), (1, 2));
 }
 
 /// [`replicas_hold_their_masters_keys`] for the masters that served

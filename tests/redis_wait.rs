@@ -19,14 +19,6 @@ fn two_days() -> Config {
     daily(2, 10_000)
 }
 
-/// Options on `clock` that wait for `replicas` replicas up to `timeout`.
-fn waiting(clock: &ManualClock, replicas: u32, timeout: Duration) -> RedisOptions {
-    let mut opts = RedisOptions::default().clock(clock.clone());
-    opts.wait_replicas = replicas;
-    opts.wait_timeout = timeout;
-    opts
-}
-
 /// The config hash of prefix `pre` on `server`: its engine field and its
 /// mark that the directories are made (a hash's field order may differ
 /// between a master and its replica).
@@ -65,20 +57,11 @@ fn wait_for_replicas() {
     opts.wait_timeout = Duration::from_secs(2);
     let e2 = RedisEngine::open_with(&master.url(), &pre, opts).expect("open");
     let more: Vec<Vec<u8>> = (0..10).map(|i| url(98, i)).collect();
-    match e2.insert_batch(&more) {
-        Err(RedisError::NotReplicated {
-            server,
-            acked,
-            wanted,
-            answers,
-        }) => {
-            assert_eq!((acked, wanted), (1, 2));
-            assert_eq!(answers, vec![true; 10]);
-            // The master the `WAIT` went to is named.
-            assert_eq!(server, format!("127.0.0.1:{}", master.port));
-        }
-        other => panic!("expected NotReplicated, got {other:?}"),
-    }
+    let n = not_replicated(e2.insert_batch(&more));
+    assert_eq!(n.acked, (1, 2));
+    assert_eq!(n.answers, vec![true; 10]);
+    // The master the `WAIT` went to is named.
+    assert_eq!(n.server, format!("127.0.0.1:{}", master.port));
     // The batch was applied all the same.
     assert!(e
         .contains_batch(&more)
@@ -104,19 +87,15 @@ fn a_create_waits_for_its_replicas() {
     let clock = ManualClock::new(day(0));
     let pre = prefix("wait-create");
     let opts = waiting(&clock, 2, Duration::from_secs(2));
-    match RedisEngine::create_with(&master.url(), &pre, two_days(), opts.clone()) {
-        Err(RedisError::NotReplicated {
-            server,
-            acked,
-            wanted,
-            answers,
-        }) => {
-            assert_eq!((acked, wanted), (1, 2));
-            assert!(answers.is_empty(), "{answers:?}");
-            assert_eq!(server, format!("127.0.0.1:{}", master.port));
-        }
-        other => panic!("expected NotReplicated, got {:?}", other.map(|_| ())),
-    }
+    let n = not_replicated(RedisEngine::create_with(
+        &master.url(),
+        &pre,
+        two_days(),
+        opts.clone(),
+    ));
+    assert_eq!(n.acked, (1, 2));
+    assert!(n.answers.is_empty(), "{:?}", n.answers);
+    assert_eq!(n.server, format!("127.0.0.1:{}", master.port));
     // The one replica confirmed it: it holds the config hash.
     assert_eq!(config_hash(&master, &pre), config_hash(&replica, &pre));
     // Made on the master: it opens, and answers.

@@ -544,3 +544,42 @@ pub fn daily(days: u32, per_day: u64) -> timebloom::Config {
         ..timebloom::Config::default()
     }
 }
+
+/// Options on `clock` that wait (`WAIT`) for `replicas` replicas up to
+/// `timeout` after each batch and the create.
+pub fn waiting(
+    clock: &timebloom::ManualClock,
+    replicas: u32,
+    timeout: Duration,
+) -> timebloom::redis::RedisOptions {
+    let mut opts = timebloom::redis::RedisOptions::default().clock(clock.clone());
+    opts.wait_replicas = replicas;
+    opts.wait_timeout = timeout;
+    opts
+}
+
+/// What a `NotReplicated` holds: the masters it names, the confirmations
+/// (fewest, asked for) and the answers.
+pub struct NotReplicated {
+    pub server: String,
+    pub acked: (u32, u32),
+    pub answers: Vec<bool>,
+}
+
+/// The `NotReplicated` that `r` must be (any other result fails the test).
+pub fn not_replicated<T>(r: Result<T, timebloom::redis::RedisError>) -> NotReplicated {
+    match r {
+        Err(timebloom::redis::RedisError::NotReplicated {
+            server,
+            acked,
+            wanted,
+            answers,
+        }) => NotReplicated {
+            server,
+            acked: (acked, wanted),
+            answers,
+        },
+        Err(other) => panic!("expected NotReplicated, got {other:?}"),
+        Ok(_) => panic!("expected NotReplicated, got Ok"),
+    }
+}
