@@ -222,14 +222,8 @@ impl Engine {
         horizon: Duration,
     ) -> Result<Vec<bool>> {
         self.writable()?;
-        let src = &mut self.current();
-        if keys.is_empty() {
-            // No key checks the horizon: checked as the first key would.
-            let now = self.ready(src)?;
-            self.pick_tier(src.snap(), now, horizon)?;
-            return Ok(Vec::new());
-        }
         let mut out = Vec::with_capacity(keys.len());
+        let src = &mut self.current();
         let r = self.insert_each(src, keys, Seen::Within(horizon), &mut out);
         self.batch_answers(out, r)
     }
@@ -259,6 +253,10 @@ impl Engine {
         seen: Seen,
         out: &mut Vec<bool>,
     ) -> Result<()> {
+        if let Seen::Within(horizon) = seen {
+            let now = self.ready(src)?;
+            self.pick_tier(src.snap(), now, horizon)?;
+        }
         let mut ahead = [KeyHash { lo: 0, hi: 0 }; AHEAD];
         for (slot, k) in ahead.iter_mut().zip(keys) {
             *slot = self.hash(k.as_ref());
