@@ -135,16 +135,7 @@ fn a_table_header_with_another_fingerprint_width_is_refused() {
     let (clock, keys) = build(&dir);
     let bytes = fs::read(table(&dir)).unwrap();
     let bits = le32(&bytes, 20);
-    let widths = [
-        (8, 28),
-        (9, 28),
-        (10, 24),
-        (12, 21),
-        (16, 20),
-        (21, 15),
-        (32, 12),
-    ];
-    let cases: Vec<_> = (widths.into_iter())
+    let cases: Vec<_> = (TABLE_WIDTHS.into_iter())
         .filter(|&(fp_bits, _)| fp_bits != bits)
         .map(|(fp_bits, slots)| (format!("{fp_bits} bits"), vec![(20, fp_bits), (16, slots)]))
         .collect();

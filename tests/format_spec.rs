@@ -272,17 +272,8 @@ fn read_segment(path: &Path, seed: u64, tier: &Value, window: i64, pos: u64) -> 
     if table {
         assert_eq!(h.version, 2, "{name}: table version");
         assert_eq!(h.kind, 3, "{name}: table kind");
-        let slots_for = [
-            (8, 28),
-            (9, 28),
-            (10, 24),
-            (12, 21),
-            (16, 20),
-            (21, 15),
-            (32, 12),
-        ];
         assert!(
-            slots_for.contains(&(h.k, h.cells)),
+            TABLE_WIDTHS.contains(&(h.k, h.cells)),
             "{name}: fingerprint bits {} with {} slots",
             h.k,
             h.cells

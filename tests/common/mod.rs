@@ -9,6 +9,19 @@ use timebloom::{Config, Engine, ManualClock, Options, Tier};
 pub const T0: u64 = 1_767_571_200;
 pub const DAY: Duration = Duration::from_secs(86_400);
 
+/// The fingerprint widths a table's header may hold, each with the slots
+/// per bucket it leaves (docs/format.md, the table header's "fingerprint
+/// bits" and "cells per block").
+pub const TABLE_WIDTHS: [(u32, u32); 7] = [
+    (8, 28),
+    (9, 28),
+    (10, 24),
+    (12, 21),
+    (16, 20),
+    (21, 15),
+    (32, 12),
+];
+
 pub fn at(secs: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(secs)
 }
