@@ -237,7 +237,11 @@ impl Options {
     /// that the tier answering [`crate::Engine::contains`] misses is looked
     /// for in the other tiers' windows overlapping a lost window of that
     /// tier (they recorded the same inserts), by `contains`, its batches
-    /// and the check of a check-and-insert (`insert_at`'s too). Off by
+    /// and the check of a check-and-insert (`insert_at`'s too); so is a key
+    /// that the tier a horizon picks misses, by
+    /// [`crate::Engine::contains_within`] and the check of
+    /// [`crate::Engine::insert_within`] (answered as coarsely as the window
+    /// that holds it: docs/operations.md, "Checking and recovering"). Off by
     /// default: such an open fails with [`crate::Error::Quarantined`]. A
     /// segment file of a live window that the manifest names and `seg/`
     /// lacks (deleted, or left out of a copy) is taken the same way (there

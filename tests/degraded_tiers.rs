@@ -6,8 +6,8 @@ mod common;
 use std::fs;
 use std::path::Path;
 
-use common::{config, create, day, url};
-use timebloom::{Engine, ManualClock, Options, Tier};
+use common::{config, create, day, url, DAY};
+use timebloom::{Engine, Error, ManualClock, Options, Tier};
 
 const N: u64 = 300;
 
@@ -58,6 +58,23 @@ fn all_present(e: &Engine, what: &str) {
             missed, 0,
             "{what}: set {n}: keys read absent by contains_batch"
         );
+        // Every horizon the tiers keep, whichever tier it picks.
+        for days in [3, 20, 60, 100] {
+            let horizon = DAY * days;
+            let mut missed = 0;
+            for k in &keys {
+                match e.contains_within(k, horizon) {
+                    Ok(true) => {}
+                    Ok(false) => missed += 1,
+                    Err(Error::HorizonTooLong { .. }) => break,
+                    Err(err) => panic!("{what}: within {days} days: {err}"),
+                }
+            }
+            assert_eq!(
+                missed, 0,
+                "{what}: set {n}: keys read absent by contains_within {days} days"
+            );
+        }
     }
 }
 
@@ -76,6 +93,20 @@ fn none_new(e: &Engine, what: &str) {
         .count();
     assert_eq!(new, 0, "{what}: set 2: keys reported new by insert_batch");
     assert!(e.insert(b"never seen").unwrap(), "{what}: a new key is new");
+    // Nor claimed again within a horizon that holds them.
+    let keys = set(1);
+    let claimed = keys
+        .iter()
+        .filter(|k| e.insert_within(k, DAY * 3).unwrap())
+        .count();
+    assert_eq!(claimed, 0, "{what}: set 1: keys claimed by insert_within");
+    let keys = set(2);
+    let claimed = e.insert_within_batch(&keys, DAY * 3).unwrap();
+    let claimed = claimed.iter().filter(|n| **n).count();
+    assert_eq!(
+        claimed, 0,
+        "{what}: set 2: keys claimed by insert_within_batch"
+    );
 }
 
 /// Loses the windows whose files start with `prefix`, and checks a

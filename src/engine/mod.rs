@@ -137,8 +137,9 @@ pub struct Engine {
     lost_newest: Vec<Option<i64>>,
     /// The windows a degraded open left out, as (tier, window) (a table's
     /// window is its chain's): while one belongs to the tier that answers
-    /// `contains`, a key it misses is looked for in the other tiers' live
-    /// windows that overlap a lost window's span (`Engine::lost_contains`).
+    /// `contains` (or a horizon), a key it misses is looked for in the
+    /// other tiers' live windows that overlap a lost window's span
+    /// (`Engine::lost_contains`, `Engine::within`).
     /// Empty on a healthy engine, whose lookups never look at it.
     lost_at: Vec<(usize, i64)>,
     /// Serializes rotation, growth, unsealing, checkpoints and close.

@@ -86,11 +86,26 @@ impl Engine {
         } else {
             self.furthest(snap, now)?
         };
-        let Some(full) = full else {
-            return Ok(false);
-        };
+        match full {
+            Some(full) => self.lost_fallback(snap, now, h, full, i64::MIN),
+            None => Ok(false),
+        }
+    }
+
+    /// For a key tier `tier` misses: whether another tier holds it in a
+    /// live window overlapping the span, from instant `since` on, of a
+    /// window of `tier` that the open left out (a table's span is every
+    /// day it keeps). `false` when the open left out none of `tier`'s.
+    #[cold]
+    fn lost_fallback(
+        &self,
+        snap: &Snapshot,
+        now: i64,
+        h: KeyHash,
+        tier: usize,
+        since: i64,
+    ) -> Result<bool> {
         let off = self.config.utc_offset_secs;
-        // A table's span is every day it keeps.
         let span_of = |tier: &crate::config::Tier, w: i64| {
             if tier.is_table() {
                 return (i64::MIN, i64::MAX);
@@ -103,22 +118,31 @@ impl Engine {
         let lost: Vec<(i64, i64)> = self
             .lost_at
             .iter()
-            .filter(|&&(t, _)| t == full)
+            .filter(|&&(t, _)| t == tier)
             .filter_map(|&(t, w)| snap.tiers.get(t).map(|s| span_of(&s.tier, w)))
+            .map(|(s, e)| (s.max(since), e))
+            .filter(|&(s, e)| s < e)
             .collect();
         if lost.is_empty() {
             return Ok(false);
         }
         let overlaps = |(a, b): (i64, i64)| lost.iter().any(|&(s, e)| a < e && s < b);
+        // A table is read from the day `since` falls in.
+        let since_day = match since {
+            i64::MIN => 0,
+            t => u32::try_from(self.window_index(window::Span::Day, t)?.max(0)).unwrap_or(0),
+        };
         for (ti, t) in snap.tiers.iter().enumerate() {
-            if ti == full {
+            if ti == tier {
                 continue;
             }
             let found = match self.reader(snap, t, now)? {
                 Reader::Windows(segs) => segs
                     .iter()
                     .any(|s| overlaps(span_of(&t.tier, s.window)) && s.contains(h)),
-                table => table.contains(h),
+                Reader::Table { seg, first, today } => {
+                    seg.is_some_and(|s| s.table_contains(h, first.max(since_day), today))
+                }
             };
             if found {
                 return Ok(true);
@@ -295,17 +319,24 @@ impl Engine {
         }
         let (ti, first) = self.pick_tier(snap, now, horizon)?;
         let t = &snap.tiers[ti];
-        if t.tier.is_table() {
+        let found = if t.tier.is_table() {
             let today = self.table_today_in(snap, now)?;
             let first = u32::try_from(first).unwrap_or(today);
-            return Ok(t
-                .segments
+            t.segments
                 .last()
-                .is_some_and(|s| s.table_contains(h, first, today)));
+                .is_some_and(|s| s.table_contains(h, first, today))
+        } else {
+            let segs = &t.segments;
+            let from = segs.partition_point(|s| s.window < first);
+            any_contains(&segs[from..], h)
+        };
+        if found || self.lost_at.is_empty() {
+            return Ok(found);
         }
-        let segs = &t.segments;
-        let from = segs.partition_point(|s| s.window < first);
-        Ok(any_contains(&segs[from..], h))
+        // A degraded open's engine: what the tier's lost windows held from
+        // the first window (or day) the horizon reads on, from the others.
+        let since = window::start(t.tier.span, first, self.config.utc_offset_secs);
+        self.lost_fallback(snap, now, h, ti, since.unwrap_or(i64::MIN))
     }
 
     /// The tier and first window that answer a horizon in `snap`.
