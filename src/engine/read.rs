@@ -79,6 +79,15 @@ impl Engine {
         self.lost_contains_slow(snap, now, h)
     }
 
+    /// Whether a lookup of the live set at `now` may need
+    /// [`Engine::lost_contains`]: the open left out a window of the tier
+    /// that answers `contains` (past the snapshot's boundary, where that
+    /// tier is worked out per call: whenever it left out any).
+    pub(super) fn lost_in_full(&self, snap: &Snapshot, now: i64) -> bool {
+        !self.lost_at.is_empty()
+            && (now >= snap.next_boundary || self.lost_at.iter().any(|&(t, _)| t == snap.full_tier))
+    }
+
     #[cold]
     fn lost_contains_slow(&self, snap: &Snapshot, now: i64, h: KeyHash) -> Result<bool> {
         let full = if now < snap.next_boundary {
@@ -215,7 +224,7 @@ impl Engine {
     ) -> Result<Vec<bool>> {
         let now = self.now()?;
         self.check_open(snap)?;
-        if !self.lost_at.is_empty() {
+        if self.lost_in_full(snap, now) {
             // A degraded open's engine: key by key (`seen_live`).
             return keys
                 .iter()

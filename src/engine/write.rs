@@ -575,13 +575,19 @@ impl Engine {
     ) -> Result<()> {
         let mut rest = keys;
         let mut now = self.ready(src)?;
-        if src.snap().tiers.iter().any(|t| t.tier.is_table()) || !self.lost_at.is_empty() {
-            // A fingerprint tier, or windows a degraded open left out: key
-            // by key (the groups below read the full tier's windows only),
-            // synced once for the batch by the caller.
-            return self.insert_each(src, keys, Seen::Live, out);
-        }
-        while !rest.is_empty() {
+        let tables = src.snap().tiers.iter().any(|t| t.tier.is_table());
+        loop {
+            // A fingerprint tier, or windows of the full tier a degraded
+            // open left out: key by key (the groups below read the full
+            // tier's windows only), synced once for the batch by the
+            // caller. Asked again of each snapshot: the tier that reaches
+            // furthest back can change at a rotation.
+            if tables || self.lost_in_full(src.snap(), now) {
+                return self.insert_each(src, rest, Seen::Live, out);
+            }
+            if rest.is_empty() {
+                break;
+            }
             match self.insert_groups(src.snap(), &mut rest, out, now)? {
                 Step::Done(()) => break,
                 Step::Grow => self.grow()?,
