@@ -233,7 +233,9 @@ impl Options {
     /// Opens even when a segment file fails its checks: the file is moved
     /// to `quarantine/` (as without this option) and the engine goes on
     /// without that window; `stats` lists the windows lost
-    /// ([`crate::Stats::lost_windows`]). While that engine is open, a key
+    /// ([`crate::Stats::lost_windows`]). While that engine is open, and
+    /// after it (a writable open keeps the windows it lost in the manifest
+    /// until what they held has expired), a key
     /// that the tier answering [`crate::Engine::contains`] misses is looked
     /// for in the other tiers' windows overlapping a lost window of that
     /// tier (they recorded the same inserts), by `contains`, its batches

@@ -58,6 +58,26 @@ pub(crate) struct Manifest {
     /// by a build that did not record it: the tables' sweep days stand in.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub table_day: u32,
+    /// Windows a writable degraded open left out, until what they held has
+    /// expired: every open looks for a key their tier misses in the other
+    /// tiers' windows overlapping them (`Engine::lost_contains`), not only
+    /// the open that lost them. Absent when empty (and in manifests written
+    /// by builds that did not record it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<LostWindow>,
+}
+
+/// A window a degraded open left out (see [`Manifest::lost`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LostWindow {
+    /// Its tier (index into `config.tiers`).
+    pub tier: usize,
+    /// Its window index (0 for a fingerprint table).
+    pub window: i64,
+    /// The instant (seconds since the epoch) from which every key it held
+    /// has expired: its window's expiry, or for a table the day it was
+    /// lost plus the days the table keeps. An open drops it from then on.
+    pub expires: i64,
 }
 
 /// One live segment: its tier (index into `config.tiers`), window and files.
@@ -168,6 +188,12 @@ impl Manifest {
         self.config
             .validate()
             .map_err(|e| bad(format!("stored configuration: {e}")))?;
+        if let Some(l) = self.lost.iter().find(|l| l.tier >= self.config.tiers.len()) {
+            return Err(bad(format!(
+                "a lost window names tier {}, which does not exist",
+                l.tier
+            )));
+        }
         for (i, e) in self.segments.iter().enumerate() {
             let tier = self.config.tiers.get(e.tier).ok_or_else(|| {
                 bad(format!(
@@ -249,6 +275,7 @@ mod tests {
             }],
             checkpoint_lsn: 42,
             table_day: 20_457,
+            lost: Vec::new(),
         }
     }
 
@@ -286,6 +313,24 @@ mod tests {
         assert!(Manifest::decode(&v1, p).is_err());
         m.segments[0].first = 1;
         assert!(Manifest::decode(&m.encode(), p).is_err());
+    }
+
+    /// Lost windows round-trip, are absent from the body when there are
+    /// none, and must name a tier that exists.
+    #[test]
+    fn lost_windows_round_trip_and_name_a_tier() {
+        let p = Path::new("MANIFEST");
+        assert!(!String::from_utf8_lossy(&sample().encode()).contains("lost"));
+        let mut m = sample();
+        m.lost = vec![LostWindow {
+            tier: 0,
+            window: 19_990,
+            expires: 1_798_761_600,
+        }];
+        assert_eq!(Manifest::decode(&m.encode(), p).unwrap(), m);
+        m.lost[0].tier = m.config.tiers.len();
+        let e = Manifest::decode(&m.encode(), p).unwrap_err();
+        assert!(e.to_string().contains("lost window names tier"), "{e}");
     }
 
     #[test]

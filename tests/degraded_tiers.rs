@@ -92,7 +92,11 @@ fn none_new(e: &Engine, what: &str) {
         .filter(|n| **n)
         .count();
     assert_eq!(new, 0, "{what}: set 2: keys reported new by insert_batch");
-    assert!(e.insert(b"never seen").unwrap(), "{what}: a new key is new");
+    let fresh = format!("never seen by {what}");
+    assert!(
+        e.insert(fresh.as_bytes()).unwrap(),
+        "{what}: a new key is new"
+    );
     // Nor claimed again within a horizon that holds them.
     let keys = set(1);
     let claimed = keys
@@ -127,11 +131,56 @@ fn lose_and_check(tiers: &[Tier], prefix: &str) {
     let w = Engine::open_with(dir.path(), degraded(&clock)).unwrap();
     assert!(!w.stats().unwrap().lost_windows.is_empty());
     all_present(&w, &format!("writable {what}"));
-    none_new(&w, &format!("writable {what}"));
     // The next day (a rotation): the lost window's keys still found.
     clock.set(day(3));
     all_present(&w, &format!("writable, the next day, {what}"));
     w.close().unwrap();
+    // And by every later open, which is not degraded and lists no window
+    // lost: the manifest keeps what was lost until it expires. (The
+    // writable open above wrote none of the keys again: a check-and-insert
+    // writes a key it finds into the open windows.)
+    let plain = || Options::default().clock(clock.clone());
+    let r = Engine::open_read_only_with(dir.path(), plain()).unwrap();
+    assert!(r.stats().unwrap().lost_windows.is_empty());
+    all_present(&r, &format!("a later read-only open {what}"));
+    r.close().unwrap();
+    let w = Engine::open_with(dir.path(), plain()).unwrap();
+    all_present(&w, &format!("a later open {what}"));
+    none_new(&w, &format!("a later open {what}"));
+    w.close().unwrap();
+}
+
+fn manifest_names_lost(dir: &Path) -> bool {
+    let bytes = fs::read(dir.join("MANIFEST")).unwrap();
+    String::from_utf8_lossy(&bytes).contains("\"lost\"")
+}
+
+/// The manifest names a lost window until what it held has expired (the
+/// daily tier's 7 days after the window), and a write after that drops it.
+#[test]
+fn a_lost_window_is_kept_in_the_manifest_until_it_expires() {
+    let tiers = [Tier::daily(7), Tier::weekly(4)];
+    let dir = tempfile::tempdir().unwrap();
+    let clock = two_sets(dir.path(), &tiers);
+    assert!(!manifest_names_lost(dir.path()));
+    assert_eq!(remove_files(dir.path(), "w-"), 1);
+    let w = Engine::open_with(dir.path(), degraded(&clock)).unwrap();
+    w.close().unwrap();
+    assert!(manifest_names_lost(dir.path()));
+    // Week 2026W02 (days 0-6) lost; it expires with the weekly tier's
+    // fourth week after it, on day 28.
+    for d in [10, 27] {
+        clock.set(day(d));
+        let w = Engine::open_with(dir.path(), Options::default().clock(clock.clone())).unwrap();
+        w.insert(format!("day {d}").as_bytes()).unwrap();
+        w.close().unwrap();
+        assert!(manifest_names_lost(dir.path()), "day {d}");
+    }
+    clock.set(day(28));
+    let w = Engine::open_with(dir.path(), Options::default().clock(clock.clone())).unwrap();
+    w.insert(b"day 28").unwrap();
+    w.close().unwrap();
+    assert!(!manifest_names_lost(dir.path()), "day 28");
 }
 
 /// The month window of `7d,4w,12m` lost: `contains` reads the month tier,

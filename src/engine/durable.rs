@@ -701,6 +701,7 @@ impl Engine {
             segments,
             checkpoint_lsn: m.checkpoint_lsn,
             table_day: self.table_day.load(Ordering::Relaxed),
+            lost: self.lost_at.clone(),
         };
         manifest.store(&self.dir.join(MANIFEST))?;
         self.manifest_generation

@@ -139,9 +139,12 @@ pub struct Engine {
     /// window is its chain's): while one belongs to the tier that answers
     /// `contains` (or a horizon), a key it misses is looked for in the
     /// other tiers' live windows that overlap a lost window's span
-    /// (`Engine::lost_contains`, `Engine::within`).
-    /// Empty on a healthy engine, whose lookups never look at it.
-    lost_at: Vec<(usize, i64)>,
+    /// (`Engine::lost_contains`, `Engine::within`). Kept in the manifest
+    /// (`Manifest::lost`) until what such a window held has expired, so
+    /// later opens look there too. Empty on an engine no degraded open
+    /// left a window out of (or whose lost windows have expired), whose
+    /// lookups never look at it.
+    lost_at: Vec<crate::manifest::LostWindow>,
     /// Serializes rotation, growth, unsealing, checkpoints and close.
     maint: Mutex<Maint>,
     /// The thread creating the next boundary's windows ahead of it (see

@@ -18,7 +18,7 @@ use crate::config::{Config, Tier};
 use crate::error::{Error, Result};
 use crate::filter::Stripes;
 use crate::hash::{random_seed, seed_fingerprint};
-use crate::manifest::Manifest;
+use crate::manifest::{LostWindow, Manifest};
 use crate::segment::{Identity, SubFilter};
 use crate::window;
 
@@ -375,7 +375,33 @@ impl Engine {
         let mut tiers: Vec<Vec<Segment>> =
             manifest.config.tiers.iter().map(|_| Vec::new()).collect();
         let mut lost = Vec::new();
-        let mut lost_at = Vec::new();
+        // A lost window, with the instant every key it held has expired by:
+        // its window's expiry, or a table's days kept from today.
+        let lost_window = |tier: usize, window: i64| {
+            let t = &manifest.config.tiers[tier];
+            let (span, past) = if t.is_table() {
+                let today = window::index(window::Span::Day, now, offset);
+                (
+                    window::Span::Day,
+                    today.and_then(|d| d.checked_add(i64::from(t.retention))),
+                )
+            } else {
+                (t.span, window.checked_add(i64::from(t.retention)))
+            };
+            let expires = past.and_then(|w| window::start(span, w, offset));
+            LostWindow {
+                tier,
+                window,
+                expires: expires.unwrap_or(i64::MAX),
+            }
+        };
+        // Those earlier degraded opens lost, until they expire.
+        let mut lost_at: Vec<LostWindow> = manifest
+            .lost
+            .iter()
+            .filter(|l| l.expires > now)
+            .copied()
+            .collect();
         let mut damaged = Vec::new();
         let mut unchecked = Vec::new();
         // The entries of the windows left out: the manifest stops naming
@@ -473,7 +499,7 @@ impl Engine {
                         };
                         if missing && options.degraded && !read_only {
                             lost.push(window);
-                            lost_at.push((e.tier, e.window));
+                            lost_at.push(lost_window(e.tier, e.window));
                             note_lost(e.tier, e.window);
                             left_out.push((e.tier, e.window));
                             continue 'segments;
@@ -482,7 +508,7 @@ impl Engine {
                             // A read-only open moves nothing; it only leaves
                             // the window out.
                             lost.push(window);
-                            lost_at.push((e.tier, e.window));
+                            lost_at.push(lost_window(e.tier, e.window));
                             damaged.push(err);
                             // The window's other files, for `verify_each`
                             // to check too: it names every damaged one, not
@@ -513,7 +539,7 @@ impl Engine {
                         }
                         // Degraded: go on without the whole window.
                         lost.push(window);
-                        lost_at.push((e.tier, e.window));
+                        lost_at.push(lost_window(e.tier, e.window));
                         note_lost(e.tier, e.window);
                         left_out.push((e.tier, e.window));
                         continue 'segments;
@@ -551,6 +577,10 @@ impl Engine {
         engine.damaged = damaged;
         engine.unchecked = unchecked;
         engine.lost_newest = lost_newest;
+        // A window lost again since an earlier open: once, with the later
+        // expiry.
+        lost_at.sort_by_key(|l| (l.tier, l.window, std::cmp::Reverse(l.expires)));
+        lost_at.dedup_by_key(|l| (l.tier, l.window));
         engine.lost_at = lost_at;
         // The tables' newest day: the manifest's, or (written by a build
         // that did not record it) the latest sweep's.

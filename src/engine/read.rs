@@ -85,7 +85,7 @@ impl Engine {
     /// tier is worked out per call: whenever it left out any).
     pub(super) fn lost_in_full(&self, snap: &Snapshot, now: i64) -> bool {
         !self.lost_at.is_empty()
-            && (now >= snap.next_boundary || self.lost_at.iter().any(|&(t, _)| t == snap.full_tier))
+            && (now >= snap.next_boundary || self.lost_at.iter().any(|l| l.tier == snap.full_tier))
     }
 
     #[cold]
@@ -127,8 +127,8 @@ impl Engine {
         let lost: Vec<(i64, i64)> = self
             .lost_at
             .iter()
-            .filter(|&&(t, _)| t == tier)
-            .filter_map(|&(t, w)| snap.tiers.get(t).map(|s| span_of(&s.tier, w)))
+            .filter(|l| l.tier == tier)
+            .filter_map(|l| snap.tiers.get(l.tier).map(|s| span_of(&s.tier, l.window)))
             .map(|(s, e)| (s.max(since), e))
             .filter(|&(s, e)| s < e)
             .collect();
