@@ -139,6 +139,22 @@ pub(crate) struct Identity {
     pub index: u32,
 }
 
+/// In words, as error messages name it: `sub-filter 1 of day window
+/// 20261102` (the window labelled as in file names).
+impl std::fmt::Display for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let span = match self.span {
+            Span::Day => "day".to_string(),
+            Span::Week => "week".to_string(),
+            Span::Month => "month".to_string(),
+            Span::Custom(secs) => format!("{secs}-second"),
+        };
+        let label =
+            crate::window::label(self.span, self.window).unwrap_or_else(|| self.window.to_string());
+        write!(f, "sub-filter {} of {span} window {label}", self.index)
+    }
+}
+
 /// The decoded header.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Header {
@@ -1537,7 +1553,7 @@ fn open_checked(
         return Err(Error::corrupt(
             path,
             format!(
-                "header names {:?}, the manifest expects {:?}",
+                "header names {}, the manifest expects {}",
                 header.id, expect
             ),
         ));

@@ -1,0 +1,37 @@
+//! The errors a user of the command line meets: each names what is wrong
+//! and the file concerned, in words rather than a dump of a Rust value,
+//! with the exit status docs/cli.md gives.
+
+mod cli_support;
+
+use cli_support::*;
+
+/// A segment file that holds another window's (or sub-filter's) filter,
+/// such as one copied over another, is named as corrupt with both
+/// identities in words (the window and sub-filter), not as a Rust `Debug`
+/// dump of an internal struct.
+#[test]
+fn a_segment_of_another_window_is_named_in_words() {
+    let (_tmp, db) = temp_db();
+    let keys: String = (0..3000)
+        .map(|i| format!("https://a.example/{i}\n"))
+        .collect();
+    assert_eq!(code(&cmd("add", &db, SMALL, keys.as_bytes())), 0);
+    let seg = db.join("seg");
+    let (first, second) = (seg.join("d-20261102-0.seg"), seg.join("d-20261102-1.seg"));
+    assert!(second.exists(), "a second sub-filter was made");
+    std::fs::copy(&second, &first).unwrap();
+    for (command, args, status) in [
+        ("check", &["https://a.example/1"][..], 2),
+        ("verify", &[], 1),
+    ] {
+        let out = cmd(command, &db, args, b"");
+        assert_exit(&out, status);
+        let err = stderr(&out);
+        assert!(
+            err.contains("d-20261102-0.seg: corrupt: header names sub-filter 1 of day window 20261102, the manifest expects sub-filter 0 of day window 20261102"),
+            "{command}: {err}"
+        );
+        assert!(!err.contains("Identity {"), "{command}: {err}");
+    }
+}
