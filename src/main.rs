@@ -52,7 +52,7 @@ use units::fmt_bytes;
 ///
 /// Keys are read one per line (raw bytes; a trailing "\r" is dropped, empty
 /// lines are skipped). Exit status: 0 on success, 1 when `check` found a new
-/// key, 2 on any error.
+/// key or `verify` found damage, 2 on any other error.
 #[derive(Parser)]
 #[command(
     name = "timebloom",
@@ -262,7 +262,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Check every sealed segment's checksum; print "ok" or the error.
+    /// Check every sealed segment's checksum; print "ok", or name each
+    /// damaged file and exit 1 when it finds damage (2 on any other error).
     /// Read-only.
     #[command(after_help = "Example:\n  timebloom verify crawl.tb && echo intact")]
     Verify {

@@ -35,3 +35,20 @@ fn a_segment_of_another_window_is_named_in_words() {
         assert!(!err.contains("Identity {"), "{command}: {err}");
     }
 }
+
+/// `timebloom --help` gives the exit statuses, and `verify --help` its
+/// own: `verify` exits 1 when it finds damage (docs/cli.md, "Exit
+/// status"), which both left out, so that a script written from them
+/// took `verify`'s 1 for an error of the run.
+#[test]
+fn help_gives_the_exit_status_of_verify() {
+    for args in [&["--help"][..], &["verify", "--help"]] {
+        let out = run(args, b"");
+        assert_exit(&out, 0);
+        let text = stdout(&out).replace('\n', " ");
+        assert!(
+            text.contains("`verify` found damage") || text.contains("exit 1 when it finds damage"),
+            "{args:?}: {text}"
+        );
+    }
+}
