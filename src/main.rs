@@ -509,7 +509,10 @@ fn note(msg: std::fmt::Arguments) {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage(&e),
+    };
     signals::catch_file_size_limit();
     let code = match run(cli) {
         Ok(code) => code,
@@ -522,6 +525,23 @@ fn main() -> ExitCode {
     // now that the engine is closed.
     signals::reraise_caught();
     code
+}
+
+/// The end of a run that parsed no command: `--help` and `--version`
+/// print on stdout (a failing stdout is an error, as for every other
+/// output, and a closed pipe is not), the usage errors on stderr (exit 2).
+fn usage(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        e.exit();
+    }
+    match e.print().and_then(|()| io::stdout().flush()) {
+        Err(err) if err.kind() != io::ErrorKind::BrokenPipe => {
+            note(format_args!("stdout: write failed: {err}"));
+            ExitCode::from(2)
+        }
+        _ => ExitCode::SUCCESS,
+    }
 }
 
 /// What `filter-new` prints and records.

@@ -52,3 +52,30 @@ fn help_gives_the_exit_status_of_verify() {
         );
     }
 }
+
+/// `--help` and `--version` whose stdout fails (a full disk) end with
+/// exit 2 and `stdout: write failed`, as every other output does; they
+/// exited 0 having printed nothing. A closed pipe stays quiet.
+#[test]
+fn help_on_a_failing_stdout_is_an_error() {
+    for args in [&["--help"][..], &["--version"], &["check", "--help"]] {
+        let full = std::fs::File::create("/dev/full").unwrap();
+        let out = std::process::Command::new(BIN)
+            .args(args)
+            .stdout(full)
+            .output()
+            .unwrap();
+        assert_exit(&out, 2);
+        assert_stderr_contains(&out, "stdout: write failed");
+    }
+    let mut child = std::process::Command::new(BIN)
+        .arg("--help")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_exit(&out, 0);
+    assert_eq!(stderr(&out), "");
+}
