@@ -571,9 +571,10 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             let (created, plan) = match &target {
                 Target::Dir(dir) => {
                     let plan = Plan::new(&config)?;
-                    let engine = Engine::create_with(dir, config, opts)?;
+                    let engine =
+                        Engine::create_with(dir, config, opts).map_err(|e| named(dir, e))?;
                     let text = summary(&engine)?;
-                    engine.close()?;
+                    engine.close().map_err(|e| named(dir, e))?;
                     (text, plan)
                 }
                 Target::Redis { url, prefix } => create_in_redis(url, prefix, now, config)?,
@@ -857,7 +858,7 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
                 .degraded(degraded)
                 .expired_at(at)
                 .allow_clock_jump(now.is_some());
-            let engine = Engine::open_with(&dir, still)?;
+            let engine = Engine::open_with(&dir, still).map_err(|e| named(&dir, e))?;
             let done = match now {
                 Some(t) => engine.maintain(t),
                 None => engine.maintain_checked(at),
@@ -871,9 +872,9 @@ fn run(cli: Cli) -> CliResult<ExitCode> {
             }
             let noted = note_degraded(&dir, &engine, degraded);
             let closed = engine.close();
-            let done = done?;
+            let done = done.map_err(|e| named(&dir, e))?;
             noted?;
-            closed?;
+            closed.map_err(|e| named(&dir, e))?;
             out.write(&[done.to_string().as_bytes()])?;
         }
         Command::Completions { shell } => {

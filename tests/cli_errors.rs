@@ -79,3 +79,41 @@ fn help_on_a_failing_stdout_is_an_error() {
     assert_exit(&out, 0);
     assert_eq!(stderr(&out), "");
 }
+
+/// `maintain` refusing a clock jump names the engine directory, as every
+/// other writing command's refusal does (docs/cli.md: every error names
+/// the path); it began "the clock jumped ..." with no directory, where
+/// a cron job maintaining several engines left the reader to guess.
+#[test]
+fn maintain_names_the_engine_whose_clock_jump_it_refuses() {
+    let (_tmp, db) = temp_db();
+    let d = db.to_str().unwrap();
+    let then = ["--now", "2001-03-04T12:00:00Z"];
+    let create = [&["add", d][..], &then, &["--tiers", "3d"], SMALL].concat();
+    assert_exit(&run(&create, b"k\n"), 0);
+    let out = run(&["maintain", d], b"");
+    assert_exit(&out, 2);
+    assert_stderr_contains(&out, &format!("timebloom: {d}: the clock jumped from"));
+}
+
+/// `create` names the directory in the engine's errors that do not: a
+/// window past year 9999 (UTC+14 on the last day) said only "window
+/// unavailable: window N of tier 7d has no file name".
+#[test]
+fn create_names_the_engine_in_its_errors() {
+    let (_tmp, db) = temp_db();
+    let d = db.to_str().unwrap();
+    let args = [
+        "create",
+        d,
+        "--tiers",
+        "7d",
+        "--utc-offset",
+        "+14:00",
+        "--now",
+        "9999-12-31T23:00:00Z",
+    ];
+    let out = run(&args, b"");
+    assert_exit(&out, 2);
+    assert_stderr_contains(&out, &format!("timebloom: {d}: window unavailable"));
+}
