@@ -117,3 +117,24 @@ fn create_names_the_engine_in_its_errors() {
     assert_exit(&out, 2);
     assert_stderr_contains(&out, &format!("timebloom: {d}: window unavailable"));
 }
+
+/// Stdin that is a directory (`add DIR < some-dir`) is refused before
+/// anything is created, as a directory given as a file of keys is
+/// (docs/cli.md: input problems, before anything is created); the engine
+/// was created first and the read then failed with "Is a directory".
+#[test]
+fn a_directory_on_stdin_is_refused_before_anything_is_created() {
+    let (tmp, db) = temp_db();
+    for command in ["add", "filter-new"] {
+        let stdin = std::fs::File::open(tmp.path()).unwrap();
+        let out = std::process::Command::new(BIN)
+            .args([command, db.to_str().unwrap(), "--now", DAY0])
+            .args(SMALL)
+            .stdin(stdin)
+            .output()
+            .unwrap();
+        assert_exit(&out, 2);
+        assert_stderr_contains(&out, "stdin: is a directory, not a file of keys");
+        assert!(!db.exists(), "{command} created the engine");
+    }
+}

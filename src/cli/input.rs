@@ -148,6 +148,14 @@ pub fn open_inputs(files: Vec<PathBuf>) -> CliResult<Inputs> {
     let mut sources = VecDeque::with_capacity(files.len());
     for path in files {
         if path.as_os_str() == "-" {
+            // As for a file: refused before anything is created, rather
+            // than failing at its first read (EISDIR).
+            let stat = rustix::fs::fstat(io::stdin());
+            if stat.is_ok_and(|st| {
+                rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
+            }) {
+                return Err(CliError("stdin: is a directory, not a file of keys".into()));
+            }
             total = None;
             sources.push_back(Source {
                 name: "stdin".into(),
