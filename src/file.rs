@@ -376,6 +376,41 @@ pub(crate) fn rewrite_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     fsync_dir(dir)
 }
 
+/// Refuses a new file of `len` bytes at `path` that its file system has no
+/// room for, before the file is made: allocating it by writing zeros (or
+/// where `fallocate` is missing) would otherwise fill the disk for minutes
+/// before failing, and leave every other writer of that disk without
+/// space meanwhile. A file system that reports no block counts (some
+/// network and virtual ones) is not checked.
+pub(crate) fn check_room(path: &Path, len: u64) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let Ok(st) = rustix::fs::statvfs(dir) else {
+        return Ok(());
+    };
+    if st.f_blocks == 0 {
+        return Ok(());
+    }
+    let available = st.f_bavail.saturating_mul(st.f_frsize);
+    if len > available {
+        return Err(Error::io(
+            "allocate",
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                format!(
+                    "the file needs {len} bytes and its file system has {available} bytes \
+                     available; free space, or plan smaller windows (lower the keys per day \
+                     or raise the false-positive rate)"
+                ),
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Gives `file` `len` bytes of allocated blocks, so that writing through a
 /// mapping of it cannot hit a full disk (which would be SIGBUS, not ENOSPC).
 pub(crate) fn allocate(file: &File, path: &Path, len: u64) -> Result<()> {

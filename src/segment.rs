@@ -634,6 +634,7 @@ impl SubFilter {
             ))
         })?;
         crate::file::check("create segment", path)?;
+        crate::file::check_room(path, len)?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
