@@ -267,7 +267,17 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Io { op, path, source } => {
-                write!(f, "{}: {op} failed: {source}", path.display())
+                write!(f, "{}: {op} failed: {source}", path.display())?;
+                if source.raw_os_error() == Some(rustix::io::Errno::MFILE.raw_os_error()) {
+                    // The engine keeps every segment file open: an engine
+                    // of many windows meets the limit, not a leak.
+                    write!(
+                        f,
+                        " (the engine keeps each window's file open; raise the limit of \
+                         open files: `ulimit -n`, a service's LimitNOFILE)"
+                    )?;
+                }
+                Ok(())
             }
             Error::InvalidConfig { reason } => write!(f, "invalid configuration: {reason}"),
             Error::Locked { path } => write!(

@@ -514,6 +514,7 @@ fn main() -> ExitCode {
         Err(e) => return usage(&e),
     };
     signals::catch_file_size_limit();
+    raise_open_file_limit();
     let code = match run(cli) {
         Ok(code) => code,
         Err(CliError(msg)) => {
@@ -541,6 +542,27 @@ fn usage(e: &clap::Error) -> ExitCode {
             ExitCode::from(2)
         }
         _ => ExitCode::SUCCESS,
+    }
+}
+
+/// Raises the soft limit of open files to the hard one: the engine keeps
+/// each window's file open, and a tier of a few years of daily windows
+/// needs more than the 1024 a login's soft limit usually is (its hard
+/// limit is usually far higher). A failure leaves the limit as it was:
+/// an open past it fails naming the limit.
+fn raise_open_file_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let limit = getrlimit(Resource::Nofile);
+    // `None` is no limit: a hard limit of none is left alone (Linux caps
+    // open files at `fs.nr_open` whatever the limit says).
+    if let (Some(soft), Some(hard)) = (limit.current, limit.maximum) {
+        if soft < hard {
+            let raised = rustix::process::Rlimit {
+                current: Some(hard),
+                maximum: Some(hard),
+            };
+            let _ = setrlimit(Resource::Nofile, raised);
+        }
     }
 }
 

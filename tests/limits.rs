@@ -82,3 +82,68 @@ fn a_tier_of_hundreds_of_daily_windows_keeps_each_day() {
     assert_eq!(seg_files(dir.path()).len(), days as usize);
     e.close().unwrap();
 }
+
+/// An engine of more windows than the soft limit of open files (each
+/// window's file stays open; a daily tier of a few years keeps more than
+/// the 1024 a login's soft limit usually is) opens from the command line,
+/// which raises its soft limit to the hard one; under a hard limit too
+/// low, commands fail naming the limit, change nothing, and the engine
+/// opens afterwards under a normal limit.
+#[test]
+fn more_windows_than_the_soft_file_limit_open_from_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let tiers = timebloom::parse_tiers("200d").unwrap();
+    let e = create(dir.path(), config(&tiers, 1000, 0.001), &clock);
+    let days = 80u64;
+    for d in 0..days {
+        clock.set(day(d));
+        e.insert(format!("key-{d}").as_bytes()).unwrap();
+    }
+    e.close().unwrap();
+    let path = dir.path().to_str().unwrap();
+    // 2026-01-05 is day 0: day 80 is 2026-03-26.
+    let now = "2026-03-26T12:00:00Z";
+
+    let out = sh_cli(
+        "ulimit -S -n 40",
+        &["check", path, "--now", now, "key-0", "key-79"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a soft limit below the windows is raised: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let manifest = std::fs::read(dir.path().join("MANIFEST")).unwrap();
+    let files = seg_files(dir.path());
+    for args in [
+        vec!["check", path, "--now", now, "key-0"],
+        vec!["add", path, "--now", "2026-03-27T12:00:00Z", "-"],
+        vec!["stats", path, "--now", now],
+        vec!["verify", path, "--now", now],
+        vec!["maintain", path, "--now", "2026-03-27T12:00:00Z"],
+    ] {
+        let out = sh_cli("ulimit -n 40", &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("Too many open files") && err.contains("ulimit -n"),
+            "{args:?}: the error names the limit: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    assert_eq!(
+        std::fs::read(dir.path().join("MANIFEST")).unwrap(),
+        manifest
+    );
+    assert_eq!(seg_files(dir.path()), files);
+
+    let e = open(dir.path(), &clock);
+    for d in 0..days {
+        assert!(e.contains(format!("key-{d}").as_bytes()).unwrap());
+    }
+    e.verify().unwrap();
+    e.close().unwrap();
+}
