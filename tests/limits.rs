@@ -147,3 +147,47 @@ fn more_windows_than_the_soft_file_limit_open_from_the_cli() {
     e.verify().unwrap();
     e.close().unwrap();
 }
+
+/// An hourly tier of a thousand windows, written in bursts with long
+/// jumps between them: each key answers for exactly its retention, the
+/// windows on disk are the live ones, and a reopen agrees.
+#[test]
+fn an_hourly_tier_of_a_thousand_windows_expires_by_the_hour() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let hour = |h: u64| at(T0 + h * 3600 + 1800);
+    let clock = ManualClock::new(hour(0));
+    let tiers = timebloom::parse_tiers("1000h").unwrap();
+    let e = create(dir.path(), config(&tiers, 1000, 0.001), &clock);
+    let written: Vec<u64> = (0..40).chain(600..640).chain(990..1010).collect();
+    for &h in &written {
+        clock.set(hour(h));
+        assert!(e.insert(format!("h{h}").as_bytes()).unwrap(), "h{h}");
+    }
+    // At hour 1009 the tier keeps hours 10..=1009.
+    let live = |now: u64| {
+        written
+            .iter()
+            .copied()
+            .filter(move |&h| h + 1000 > now && h <= now)
+    };
+    let check = |e: &timebloom::Engine, reopened: bool| {
+        for &h in &written {
+            assert_eq!(
+                e.contains(format!("h{h}").as_bytes()).unwrap(),
+                h + 1000 > 1009,
+                "h{h} (reopened: {reopened})"
+            );
+        }
+        let segs = e.stats().unwrap().tiers[0].segments.len();
+        assert_eq!(segs, live(1009).count(), "reopened: {reopened}");
+    };
+    check(&e, false);
+    e.close().unwrap();
+    let e = open(dir.path(), &clock);
+    check(&e, true);
+    e.verify().unwrap();
+    e.maintain(hour(1009) + Duration::from_secs(1)).unwrap();
+    assert_eq!(seg_files(dir.path()).len(), live(1009).count());
+    e.close().unwrap();
+}
