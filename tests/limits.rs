@@ -31,8 +31,8 @@ fn a_window_larger_than_the_free_space_is_refused_before_writing() {
     let dir = tempfile::tempdir().unwrap();
     let engine = dir.path().join("e");
     let t = Instant::now();
-    // About 460 GiB a window: under the 1 TiB a window may have, over what
-    // a test machine's temporary file system holds.
+    // About 1000 GiB a window: just under the 1 TiB a window may have, over
+    // what a test machine's temporary file system holds.
     let out = sh_cli(
         "ulimit -f 65536",
         &[
@@ -41,7 +41,7 @@ fn a_window_larger_than_the_free_space_is_refused_before_writing() {
             "--tiers",
             "2d",
             "--items-per-day",
-            "300000000000",
+            "650000000000",
             "--fpr",
             "0.01",
             "--now",
