@@ -288,6 +288,11 @@ impl fmt::Display for Error {
             Error::AlreadyExists { path } => {
                 write!(f, "{}: an engine already exists here", path.display())
             }
+            Error::NotFound { path } if path.is_file() => write!(
+                f,
+                "{}: a file, not an engine directory (no MANIFEST)",
+                path.display()
+            ),
             Error::NotFound { path } => {
                 write!(f, "{}: no engine here (no MANIFEST)", path.display())
             }

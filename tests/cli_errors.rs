@@ -138,3 +138,25 @@ fn a_directory_on_stdin_is_refused_before_anything_is_created() {
         assert!(!db.exists(), "{command} created the engine");
     }
 }
+
+/// A regular file given where the engine directory goes is named as a
+/// file, not only as a directory without a manifest.
+#[test]
+fn a_file_given_as_the_engine_is_named_as_a_file() {
+    let (_tmp, db) = temp_db();
+    std::fs::write(&db, b"https://a.example/1\n").unwrap();
+    for (command, args) in [
+        ("check", &["https://a.example/1"][..]),
+        ("stats", &[]),
+        ("verify", &[]),
+        ("maintain", &[]),
+    ] {
+        let out = cmd(command, &db, args, b"");
+        assert_exit(&out, 2);
+        let err = stderr(&out);
+        assert!(
+            err.contains("a file, not an engine directory"),
+            "{command}: {err}"
+        );
+    }
+}
