@@ -312,7 +312,10 @@ impl fmt::Display for Error {
                 max_secs,
             } => write!(
                 f,
-                "horizon of {horizon_secs}s is longer than any tier keeps (at most {max_secs}s now)"
+                "horizon of {horizon_secs}s ({}) is longer than any tier keeps (at most \
+                 {max_secs}s now, {})",
+                crate::plan::units::fmt_secs_full(*horizon_secs),
+                crate::plan::units::fmt_secs_full(*max_secs)
             ),
             Error::RemoveUnsupported { tier } => write!(
                 f,

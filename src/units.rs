@@ -19,15 +19,33 @@ pub fn fmt_bytes(b: u64) -> String {
 
 /// `6d 12h`, `3h 5min`, `45s`: the two largest non-zero units.
 pub fn fmt_secs(s: u64) -> String {
-    let parts = [
+    let largest = (time_units(s).into_iter())
+        .skip_while(|(n, _)| *n == 0)
+        .take(2);
+    join_units(largest)
+}
+
+/// `3649d 5h 30min`: every non-zero unit, so nothing is rounded away.
+// The library's error messages use it; the binary, which compiles this
+// file as its own module too, does not.
+#[allow(dead_code)]
+pub fn fmt_secs_full(s: u64) -> String {
+    join_units(time_units(s).into_iter())
+}
+
+/// Seconds as days, hours, minutes and seconds.
+fn time_units(s: u64) -> [(u64, &'static str); 4] {
+    [
         (s / 86_400, "d"),
         (s / 3600 % 24, "h"),
         (s / 60 % 60, "min"),
         (s % 60, "s"),
-    ];
-    let shown: Vec<String> = (parts.iter())
-        .skip_while(|(n, _)| *n == 0)
-        .take(2)
+    ]
+}
+
+/// The non-zero units of `parts`, `0s` when there are none.
+fn join_units(parts: impl Iterator<Item = (u64, &'static str)>) -> String {
+    let shown: Vec<String> = parts
         .filter(|(n, _)| *n > 0)
         .map(|(n, u)| format!("{n}{u}"))
         .collect();
@@ -67,6 +85,28 @@ mod tests {
         assert_eq!(fmt_rate(f64::NAN), "NaN");
     }
 
+    /// The (number, seconds per unit) parts of a printed duration,
+    /// checked to come largest unit first.
+    fn read_units(text: &str) -> Vec<(u128, u128)> {
+        let mut last = u128::MAX;
+        let parts: Vec<(u128, u128)> = (text.split(' '))
+            .map(|p| {
+                let n = p.bytes().take_while(u8::is_ascii_digit).count();
+                let unit = match &p[n..] {
+                    "d" => 86_400,
+                    "h" => 3600,
+                    "min" => 60,
+                    "s" => 1,
+                    other => panic!("unit {other:?} in {text}"),
+                };
+                assert!(unit < last, "{text}: units out of order");
+                last = unit;
+                (p[..n].parse().unwrap(), unit)
+            })
+            .collect();
+        parts
+    }
+
     proptest! {
         /// Any rate prints in at most 24 characters and reads back as the
         /// same value.
@@ -101,24 +141,18 @@ mod tests {
         #[test]
         fn a_duration_prints_its_two_largest_units(s in prop_oneof![0u64..1 << 30, any::<u64>()]) {
             let text = fmt_secs(s);
-            let parts: Vec<&str> = text.split(' ').collect();
+            let parts = read_units(&text);
             prop_assert!(!parts.is_empty() && parts.len() <= 2, "{}", text);
-            let mut last = u64::MAX;
-            let mut total = 0u64;
-            for p in parts {
-                let n = p.bytes().take_while(u8::is_ascii_digit).count();
-                let unit = match &p[n..] {
-                    "d" => 86_400,
-                    "h" => 3600,
-                    "min" => 60,
-                    "s" => 1,
-                    other => panic!("unit {other:?} in {text}"),
-                };
-                prop_assert!(unit < last, "{}", text);
-                last = unit;
-                total += p[..n].parse::<u64>().unwrap() * unit;
-            }
-            prop_assert!(total <= s && s - total < 86_400, "{}", text);
+            let total: u128 = parts.iter().map(|(n, unit)| n * unit).sum();
+            prop_assert!(total <= u128::from(s) && u128::from(s) - total < 86_400, "{}", text);
+        }
+
+        /// The full form reads back as exactly the seconds it was given.
+        #[test]
+        fn a_full_duration_adds_up_to_its_seconds(s in prop_oneof![0u64..1 << 30, any::<u64>()]) {
+            let text = fmt_secs_full(s);
+            let total: u128 = read_units(&text).iter().map(|(n, unit)| n * unit).sum();
+            prop_assert_eq!(total, u128::from(s), "{}", text);
         }
     }
 }

@@ -160,3 +160,33 @@ fn a_file_given_as_the_engine_is_named_as_a_file() {
         );
     }
 }
+
+/// A horizon longer than the tiers keep is given in seconds and in days,
+/// hours and minutes, the longest one kept too.
+#[test]
+fn a_horizon_too_long_is_given_in_days_too() {
+    let (_tmp, db) = temp_db();
+    assert_eq!(
+        code(&cmd(
+            "add",
+            &db,
+            &["--tiers", "7d"],
+            b"https://a.example/1\n"
+        )),
+        0
+    );
+    let out = cmd(
+        "check",
+        &db,
+        &["--within", "8d", "https://a.example/1"],
+        b"",
+    );
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("horizon of 691200s (8d) is longer than any tier keeps"),
+        "{err}"
+    );
+    // Six whole days back and today's half (DAY0 is at noon).
+    assert!(err.contains("(at most 561600s now, 6d 12h)"), "{err}");
+}
