@@ -135,7 +135,7 @@ pub struct Engine {
     /// had crossed into it, and the clock-jump guard measures from it as
     /// from a window it holds.
     lost_newest: Vec<Option<i64>>,
-    /// The windows a degraded open left out, as (tier, window) (a table's
+    /// The windows a degraded open left out, by tier and window (a table's
     /// window is its chain's): while one belongs to the tier that answers
     /// `contains` (or a horizon), a key it misses is looked for in the
     /// other tiers' live windows that overlap a lost window's span
