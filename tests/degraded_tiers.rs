@@ -155,32 +155,45 @@ fn manifest_names_lost(dir: &Path) -> bool {
     String::from_utf8_lossy(&bytes).contains("\"lost\"")
 }
 
-/// The manifest names a lost window until what it held has expired (the
-/// daily tier's 7 days after the window), and a write after that drops it.
-#[test]
-fn a_lost_window_is_kept_in_the_manifest_until_it_expires() {
-    let tiers = [Tier::daily(7), Tier::weekly(4)];
+/// Loses the windows whose files start with `prefix` in a writable
+/// degraded open on day 2, and checks that the manifest names them on each
+/// of `kept` (after a write that day) and no longer on day `gone`.
+fn lost_until(tiers: &[Tier], prefix: &str, kept: &[u64], gone: u64) {
     let dir = tempfile::tempdir().unwrap();
-    let clock = two_sets(dir.path(), &tiers);
+    let clock = two_sets(dir.path(), tiers);
     assert!(!manifest_names_lost(dir.path()));
-    assert_eq!(remove_files(dir.path(), "w-"), 1);
+    assert!(remove_files(dir.path(), prefix) > 0);
     let w = Engine::open_with(dir.path(), degraded(&clock)).unwrap();
     w.close().unwrap();
     assert!(manifest_names_lost(dir.path()));
-    // Week 2026W02 (days 0-6) lost; it expires with the weekly tier's
-    // fourth week after it, on day 28.
-    for d in [10, 27] {
+    for &d in kept.iter().chain([&gone]) {
         clock.set(day(d));
         let w = Engine::open_with(dir.path(), Options::default().clock(clock.clone())).unwrap();
         w.insert(format!("day {d}").as_bytes()).unwrap();
         w.close().unwrap();
-        assert!(manifest_names_lost(dir.path()), "day {d}");
+        let named = manifest_names_lost(dir.path());
+        assert_eq!(named, d != gone, "{prefix}: day {d}");
     }
-    clock.set(day(28));
-    let w = Engine::open_with(dir.path(), Options::default().clock(clock.clone())).unwrap();
-    w.insert(b"day 28").unwrap();
-    w.close().unwrap();
-    assert!(!manifest_names_lost(dir.path()), "day 28");
+}
+
+/// The manifest names a lost window until what it held has expired, and a
+/// write after that drops it: week 2026W02 (days 0-6) expires with the
+/// weekly tier's fourth week after it, on day 28.
+#[test]
+fn a_lost_window_is_kept_in_the_manifest_until_it_expires() {
+    lost_until(&[Tier::daily(7), Tier::weekly(4)], "w-", &[10, 27], 28);
+}
+
+/// A lost table held keys up to the day it was lost (day 2), which a
+/// 30-day table keeps through day 31.
+#[test]
+fn a_lost_table_is_kept_in_the_manifest_for_the_days_it_keeps() {
+    lost_until(
+        &[Tier::daily(7), Tier::fingerprint(30)],
+        "f-",
+        &[10, 31],
+        32,
+    );
 }
 
 /// The month window of `7d,4w,12m` lost: `contains` reads the month tier,

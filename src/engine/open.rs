@@ -376,11 +376,13 @@ impl Engine {
             manifest.config.tiers.iter().map(|_| Vec::new()).collect();
         let mut lost = Vec::new();
         // A lost window, with the instant every key it held has expired by:
-        // its window's expiry, or a table's days kept from today.
+        // its window's expiry, or a table's days kept from the newest day
+        // it took (today, or a later day a clock stepped back left).
         let lost_window = |tier: usize, window: i64| {
             let t = &manifest.config.tiers[tier];
             let (span, past) = if t.is_table() {
-                let today = window::index(window::Span::Day, now, offset);
+                let today = window::index(window::Span::Day, now, offset)
+                    .map(|d| d.max(i64::from(manifest.table_day)));
                 (
                     window::Span::Day,
                     today.and_then(|d| d.checked_add(i64::from(t.retention))),
