@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -131,6 +132,7 @@ def main() -> None:
             print(f"| {name} | {statistics.median(walls):.2f} | {sum(site.hits.values())} |", flush=True)
     finally:
         site.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
