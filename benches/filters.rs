@@ -280,6 +280,15 @@ impl Setup {
             "TIMEBLOOM_BENCH_PARTS",
             "single,windowed,segments,load,open",
         );
+        // A part this bench does not have (`threads` is read_path's) would
+        // otherwise run nothing and still overwrite the results file.
+        for p in &parts {
+            assert!(
+                PARTS.contains(&p.as_str()),
+                "TIMEBLOOM_BENCH_PARTS: unknown part `{p}` (this bench has {})",
+                PARTS.join(", ")
+            );
+        }
         let target = std::env::var("CARGO_TARGET_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
@@ -308,9 +317,13 @@ impl Setup {
     }
 
     fn part(&self, name: &str) -> bool {
+        debug_assert!(PARTS.contains(&name));
         self.parts.iter().any(|p| p == name)
     }
 }
+
+/// The parts `TIMEBLOOM_BENCH_PARTS` can name.
+const PARTS: [&str; 5] = ["single", "windowed", "segments", "load", "open"];
 
 fn label_n(n: usize) -> String {
     let e = (n as f64).log10();
@@ -1233,10 +1246,10 @@ impl Drop for Cleanup {
 }
 
 fn measurement_time(setup: &Setup) -> Duration {
-    let secs: f64 = std::env::var("TIMEBLOOM_BENCH_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3.0);
+    let secs: f64 = std::env::var("TIMEBLOOM_BENCH_SECS").map_or(3.0, |s| {
+        s.parse()
+            .expect("TIMEBLOOM_BENCH_SECS: a number of seconds")
+    });
     Duration::from_secs_f64(if setup.bench { secs } else { 0.1 })
 }
 

@@ -41,7 +41,7 @@ use serde_json::{json, Value};
 use timebloom::{Config, Engine, Handle, ManualClock, Options, SyncPolicy, Tier};
 
 mod support;
-use support::{bench_n, keys, wall, Floor};
+use support::{bench_n, env_count, keys, wall, Floor};
 
 /// 2025-01-01 12:00 UTC.
 const START: u64 = 1_735_732_800;
@@ -205,10 +205,7 @@ fn measure(name: &str, tiers: Vec<Tier>, (n, plan): (u64, u64), days: u64, probe
 fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
     let n = bench_n(if bench { 32_000 } else { 200 });
-    let plan = std::env::var("TIMEBLOOM_BENCH_PLAN")
-        .ok()
-        .and_then(|s| s.parse::<f64>().ok())
-        .map_or(n, |f| f as u64);
+    let plan = env_count("TIMEBLOOM_BENCH_PLAN", n);
     let (days, probes) = if bench { (365, 1 << 20) } else { (20, 2_000) };
     println!("== {days} days of {n} keys a day (sized for {plan}), p = 0.1%, {probes} probes");
     let bloom = measure(

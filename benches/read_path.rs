@@ -410,15 +410,29 @@ fn main() {
     let n = bench_n(if bench { 10_000_000 } else { 20_000 });
     let parts =
         std::env::var("TIMEBLOOM_BENCH_PARTS").unwrap_or_else(|_| "threads,mixed,boundary".into());
+    let parts: Vec<&str> = parts
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    // A part this bench does not have (`single` is filters') would
+    // otherwise run nothing and still overwrite the results file.
+    for p in &parts {
+        assert!(
+            ["threads", "mixed", "boundary"].contains(p),
+            "TIMEBLOOM_BENCH_PARTS: unknown part `{p}` (this bench has threads, mixed, boundary)"
+        );
+    }
+    let parts = |name: &str| parts.contains(&name);
     let mut out = Vec::new();
-    if parts.contains("threads") {
+    if parts("threads") {
         let per = if bench { 2_000_000 } else { 5_000 };
         threads_part(n, per, &[1, 2, 4, 8], &mut out);
     }
-    if parts.contains("mixed") {
+    if parts("mixed") {
         mixed_part(n, if bench { 2_000_000 } else { 5_000 }, &mut out);
     }
-    if parts.contains("boundary") {
+    if parts("boundary") {
         boundary_part(n, if bench { n / 2 } else { 5_000 }, &mut out);
     }
     if bench {

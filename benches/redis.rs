@@ -29,11 +29,14 @@ use xxhash_rust::xxh3::xxh3_128_with_seed;
 
 const BATCH: usize = 10_000;
 
+/// A count from the environment (`300000` or `3e5`), or `default`; a value
+/// that is not a number stops the bench rather than being ignored.
 fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    std::env::var(name).map_or(default, |v| {
+        v.trim()
+            .parse::<f64>()
+            .unwrap_or_else(|_| panic!("{name}: a count, not `{v}`")) as u64
+    })
 }
 
 fn used_memory(s: &Server) -> u64 {

@@ -136,11 +136,17 @@ impl Floor {
     }
 }
 
-/// `TIMEBLOOM_BENCH_N` (a count, `1e7` allowed), or `default`.
+/// `TIMEBLOOM_BENCH_N` (a count, `1e7` allowed), or `default`; a value
+/// that is not a number stops the bench rather than being ignored.
 pub fn bench_n(default: u64) -> u64 {
-    std::env::var("TIMEBLOOM_BENCH_N")
-        .ok()
-        .and_then(|s| s.parse::<f64>().ok())
-        .map(|f| f as u64)
-        .unwrap_or(default)
+    env_count("TIMEBLOOM_BENCH_N", default)
+}
+
+/// The count in environment variable `name` (`1e7` allowed), or `default`.
+pub fn env_count(name: &str, default: u64) -> u64 {
+    std::env::var(name).map_or(default, |s| {
+        s.trim()
+            .parse::<f64>()
+            .unwrap_or_else(|_| panic!("{name}: a count, not `{s}`")) as u64
+    })
 }
