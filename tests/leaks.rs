@@ -481,3 +481,62 @@ fn repeated_calls_on_open_engines_hold_nothing_more() {
         engine_threads()
     );
 }
+
+/// A long run of counting and fingerprint tiers in one open engine (tables
+/// grow, drain and are dropped; counting windows keep shadow copies): the
+/// descriptors and mappings stay bounded, and none of a deleted file stays.
+#[test]
+fn a_long_run_of_counting_and_fingerprint_tiers_releases_what_it_drops() {
+    let _g = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("e.tb");
+    let clock = ManualClock::new(day(0));
+    let e = Engine::create_with(
+        &dir,
+        config(
+            &[Tier::daily(2).counting(), Tier::fingerprint(5)],
+            200,
+            0.01,
+        ),
+        Options::default()
+            .clock(clock.clone())
+            .sync(SyncPolicy::Always)
+            .checkpoint_log_bytes(8192),
+    )
+    .unwrap();
+    let mut most = (0, 0);
+    for d in 0..100u64 {
+        clock.set(day(d));
+        // More keys than planned some days: the table chain grows.
+        let n = if d % 10 == 0 { 600 } else { 100 };
+        for i in 0..n {
+            e.insert(&url(d, i)).unwrap();
+        }
+        if d % 7 == 0 {
+            e.remove(&url(d, 1)).unwrap();
+        }
+        let (fds, maps) = (fds_below(&dir), maps_below(&dir));
+        most = (most.0.max(fds.len()), most.1.max(maps.len()));
+        assert!(
+            fds.len() <= 24 && maps.len() <= 24,
+            "day {d}: {fds:?} {maps:?}"
+        );
+    }
+    assert!(
+        eventually(
+            || !maps_below(&dir).iter().any(|m| m.ends_with("(deleted)"))
+                && !fds_below(&dir).iter().any(|m| m.ends_with("(deleted)"))
+        ),
+        "deleted files held: {:?} {:?}",
+        maps_below(&dir),
+        fds_below(&dir)
+    );
+    e.close().unwrap();
+    assert!(fds_below(&dir).is_empty(), "{:?}", fds_below(&dir));
+    assert!(
+        eventually(|| maps_below(&dir).is_empty() && engine_threads().is_empty()),
+        "{:?} {:?} (most {most:?})",
+        maps_below(&dir),
+        engine_threads()
+    );
+}
