@@ -540,3 +540,40 @@ fn a_long_run_of_counting_and_fingerprint_tiers_releases_what_it_drops() {
         engine_threads()
     );
 }
+
+/// Opens refused by the clock-jump guard (a clock far ahead), under each
+/// sync policy (the `interval` one starts its syncer first), leave nothing
+/// open.
+#[test]
+fn opens_refused_for_a_clock_jump_leave_nothing_open() {
+    let _g = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("e.tb");
+    let clock = ManualClock::new(day(0));
+    let e = create(&dir, small(&[Tier::daily(2)]), &clock);
+    e.insert(b"k").unwrap();
+    e.close().unwrap();
+    let policies = [
+        SyncPolicy::None,
+        SyncPolicy::Always,
+        SyncPolicy::Interval(Duration::from_millis(5)),
+    ];
+    let ahead = ManualClock::new(day(30));
+    for round in 0..60usize {
+        let opts = Options::default()
+            .clock(ahead.clone())
+            .sync(policies[round % 3]);
+        let err = Engine::open_with(&dir, opts).unwrap_err();
+        assert!(matches!(err, Error::ClockJump { .. }), "{err}");
+        assert!(fds_below(&dir).is_empty(), "{:?}", fds_below(&dir));
+        assert!(
+            eventually(|| maps_below(&dir).is_empty() && engine_threads().is_empty()),
+            "{:?} {:?}",
+            maps_below(&dir),
+            engine_threads()
+        );
+    }
+    let e = open(&dir, &clock);
+    assert!(e.contains(b"k").unwrap());
+    e.close().unwrap();
+}
