@@ -67,6 +67,10 @@ pub(super) struct Ahead {
     /// or stop prefaulting (the thread then ends within one 8 MiB step; it
     /// holds only its own references to the files).
     stop: Arc<AtomicBool>,
+    /// The thread: joined by close (through `Maint::prefaulting`, where
+    /// [`take`] puts it), so that no thread of the engine still holds a
+    /// file of its directory once close returns.
+    job: std::thread::JoinHandle<()>,
 }
 
 /// Sub-filters created ahead, each with its tier's index and its window;
@@ -161,8 +165,8 @@ impl Engine {
             }
         });
         // No thread to be had: the rotation creates the windows itself.
-        if job.is_ok() {
-            *slot = Some(Ahead { made, stop });
+        if let Ok(job) = job {
+            *slot = Some(Ahead { made, stop, job });
         }
     }
 }
@@ -231,12 +235,20 @@ fn background() {
 }
 
 /// Takes what the thread in `slot` made: stops its prefault, and waits for
-/// it to finish creating (not prefaulting).
-pub(super) fn take(slot: &mut Option<Ahead>) -> Made {
+/// it to finish creating (not prefaulting). The thread, which ends within
+/// one prefault step or wait, goes into `running` (`Maint::prefaulting`),
+/// for an expiry or close to join.
+pub(super) fn take(
+    slot: &mut Option<Ahead>,
+    running: &mut Vec<std::thread::JoinHandle<()>>,
+) -> Made {
+    running.retain(|h| !h.is_finished());
     slot.take()
         .and_then(|a| {
             a.stop.store(true, Ordering::Relaxed);
-            a.made.recv().ok()
+            let made = a.made.recv().ok();
+            running.push(a.job);
+            made
         })
         .unwrap_or_default()
 }

@@ -68,8 +68,10 @@ struct Maint {
     /// Seals running in the background (see `rotate`), joined before
     /// anything that needs them finished.
     sealing: Vec<JoinHandle<Result<()>>>,
-    /// Threads faulting in new windows (`ahead::prefault_behind`), stopped
-    /// and joined before an expiry deletes files (see `rotate`).
+    /// Threads faulting in new windows (`ahead::prefault_behind`), and
+    /// those that created windows ahead once a rotation or close took them
+    /// (`ahead::take`): stopped and joined before an expiry deletes files
+    /// (see `rotate`), and by close.
     prefaulting: Vec<JoinHandle<()>>,
     /// A checkpoint running beside the writers (see `durable`): the
     /// generation of the snapshot it flushes, and its thread, which returns
@@ -521,8 +523,15 @@ impl Engine {
             return Ok(());
         }
         // Windows created ahead of a boundary not reached: deleted.
-        drop(ahead::take(&mut self.ahead.lock()));
+        drop(ahead::take(&mut self.ahead.lock(), &mut m.prefaulting));
         self.stop_prefault.store(true, Ordering::Relaxed);
+        // The threads creating windows ahead or faulting them in hold
+        // their own references to the files: joined (each ends within one
+        // step once stopped), so that none is still open or mapped, by a
+        // thread of this engine, once close returns.
+        for h in m.prefaulting.drain(..) {
+            let _ = h.join();
+        }
         if let Some(mut syncer) = self.syncer.lock().take() {
             syncer.stop();
         }

@@ -313,7 +313,7 @@ impl Engine {
             // boundary not reached yet (a `flush` or `maintain` before it)
             // stay for the rotation at it: no write would make them again.
             let mut made = match now >= self.ahead_for.load(Ordering::Relaxed) {
-                true => ahead::take(&mut slot),
+                true => ahead::take(&mut slot, &mut m.prefaulting),
                 false => ahead::Made::default(),
             };
             for (ti, t) in next.tiers.iter_mut().enumerate() {
