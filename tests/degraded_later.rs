@@ -243,3 +243,38 @@ fn a_reader_beside_the_writer_and_a_copy_look_where_the_writer_looks() {
     assert_eq!(missed, 0, "the copy: keys read absent");
     c.close().unwrap();
 }
+
+/// Today's daily window lost in `7d,4w,12m`: "within 3 days" is answered
+/// for the lost day by this week's window, the finest that covers it, not
+/// by the month's, which also holds the keys of last week. Before, every
+/// key seen earlier that month read present within 3 days.
+#[test]
+fn a_lost_day_is_answered_by_the_finest_window_covering_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let tiers = [Tier::daily(7), Tier::weekly(4), Tier::monthly(12)];
+    let e = create(dir.path(), config(&tiers, 1_000, 0.001), &clock);
+    let set = |n: u64| -> Vec<Vec<u8>> { (0..200).map(|i| url(n, i)).collect() };
+    // Monday of 2026W02, Monday of 2026W03, and today (Wednesday).
+    e.insert_batch(&set(10)).unwrap();
+    clock.set(day(7));
+    e.insert_batch(&set(11)).unwrap();
+    clock.set(day(9));
+    e.insert_batch(&set(12)).unwrap();
+    e.close().unwrap();
+    fs::remove_file(dir.path().join("seg/d-20260114-0.seg")).unwrap();
+    let opts = || Options::default().clock(clock.clone());
+    let within = |e: &Engine, n: u64| {
+        set(n)
+            .iter()
+            .filter(|k| e.contains_within(k, DAY * 3).unwrap())
+            .count()
+    };
+    let w = Engine::open_with(dir.path(), opts().degraded(true)).unwrap();
+    assert_eq!(within(&w, 12), 200, "today's keys, from this week's window");
+    assert_eq!(within(&w, 11), 200, "Monday's keys, from Monday's window");
+    assert_eq!(within(&w, 10), 0, "last week's keys read present");
+    w.close().unwrap();
+    let r = Engine::open_read_only_with(dir.path(), opts()).unwrap();
+    assert_eq!((within(&r, 12), within(&r, 10)), (200, 0), "a later open");
+}

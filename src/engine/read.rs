@@ -104,7 +104,9 @@ impl Engine {
     /// For a key tier `tier` misses: whether another tier holds it in a
     /// live window overlapping the span, from instant `since` on, of a
     /// window of `tier` that the open left out (a table's span is every
-    /// day it keeps). `false` when the open left out none of `tier`'s.
+    /// day it keeps), the finest tier first: the part of a lost span that
+    /// a tier's whole windows cover is not asked of a coarser tier.
+    /// `false` when the open left out none of `tier`'s.
     #[cold]
     fn lost_fallback(
         &self,
@@ -124,7 +126,7 @@ impl Engine {
                 window::end(tier.span, w, off).unwrap_or(i64::MAX),
             )
         };
-        let lost: Vec<(i64, i64)> = self
+        let mut lost: Vec<(i64, i64)> = self
             .lost_at
             .iter()
             .filter(|l| l.tier == tier)
@@ -135,20 +137,48 @@ impl Engine {
         if lost.is_empty() {
             return Ok(false);
         }
-        let overlaps = |(a, b): (i64, i64)| lost.iter().any(|&(s, e)| a < e && s < b);
         // A table is read from the day `since` falls in.
         let since_day = match since {
             i64::MIN => 0,
             t => u32::try_from(self.window_index(window::Span::Day, t)?.max(0)).unwrap_or(0),
         };
-        for (ti, t) in snap.tiers.iter().enumerate() {
-            if ti == tier {
-                continue;
+        // The other tiers finest first: the part of the lost spans that a
+        // tier's windows cover (those no degraded open left out) is left
+        // to that tier, which holds every key inserted then; a coarser
+        // window overlapping that part would add only keys from outside
+        // it (a key seen earlier that month, for a day lost).
+        let mut order: Vec<usize> = (0..snap.tiers.len()).filter(|&ti| ti != tier).collect();
+        order.sort_by_key(|&ti| window::nominal_secs(snap.tiers[ti].tier.span));
+        for ti in order {
+            if lost.is_empty() {
+                break;
             }
+            let t = &snap.tiers[ti];
+            let overlaps = |(a, b): (i64, i64)| lost.iter().any(|&(s, e)| a < e && s < b);
             let found = match self.reader(snap, t, now)? {
-                Reader::Windows(segs) => segs
-                    .iter()
-                    .any(|s| overlaps(span_of(&t.tier, s.window)) && s.contains(h)),
+                Reader::Windows(segs) => {
+                    if segs
+                        .iter()
+                        .any(|s| overlaps(span_of(&t.tier, s.window)) && s.contains(h))
+                    {
+                        return Ok(true);
+                    }
+                    let whole = segs.iter().filter(|s| {
+                        !self
+                            .lost_at
+                            .iter()
+                            .any(|l| l.tier == ti && l.window == s.window)
+                    });
+                    for s in whole {
+                        let (a, b) = span_of(&t.tier, s.window);
+                        lost = lost
+                            .into_iter()
+                            .flat_map(|(s, e)| [(s, e.min(a)), (s.max(b), e)])
+                            .filter(|&(s, e)| s < e)
+                            .collect();
+                    }
+                    false
+                }
                 Reader::Table { seg, first, today } => {
                     seg.is_some_and(|s| s.table_contains(h, first.max(since_day), today))
                 }
