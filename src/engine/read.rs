@@ -85,7 +85,8 @@ impl Engine {
     /// tier is worked out per call: whenever it left out any).
     pub(super) fn lost_in_full(&self, snap: &Snapshot, now: i64) -> bool {
         !self.lost_at.is_empty()
-            && (now >= snap.next_boundary || self.lost_at.iter().any(|l| l.tier == snap.full_tier))
+            && (now >= snap.next_boundary
+                || (self.lost_at.iter()).any(|l| l.tier == snap.full_tier && l.expires > now))
     }
 
     #[cold]
@@ -129,7 +130,9 @@ impl Engine {
         let mut lost: Vec<(i64, i64)> = self
             .lost_at
             .iter()
-            .filter(|l| l.tier == tier)
+            // What a window held that has expired since the open is gone
+            // from every tier too: an engine open that long stops asking.
+            .filter(|l| l.tier == tier && l.expires > now)
             .filter_map(|l| snap.tiers.get(l.tier).map(|s| span_of(&s.tier, l.window)))
             .map(|(s, e)| (s.max(since), e))
             .filter(|&(s, e)| s < e)
