@@ -87,6 +87,23 @@ fn eventually(mut f: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// Nothing below `dir` is open once its engine is closed (or its open
+/// failed), and nothing mapped nor any engine thread running shortly
+/// after: `what` names the case.
+fn assert_released(dir: &Path, what: &str) {
+    assert!(
+        fds_below(dir).is_empty(),
+        "{what}: descriptors left open: {:?}",
+        fds_below(dir)
+    );
+    assert!(
+        eventually(|| maps_below(dir).is_empty() && engine_threads().is_empty()),
+        "{what}: left mapped {:?}, threads {:?}",
+        maps_below(dir),
+        engine_threads()
+    );
+}
+
 /// The process's total descriptor count.
 fn all_fds() -> usize {
     fs::read_dir("/proc/self/fd").unwrap().count()
@@ -94,6 +111,19 @@ fn all_fds() -> usize {
 
 fn small(tiers: &[Tier]) -> Config {
     config(tiers, 1000, 0.01)
+}
+
+/// A new engine at `e.tb` in a temporary directory, its clock at day 0,
+/// made with `cfg` and the options `opts` adds to that clock.
+fn fresh(
+    cfg: Config,
+    opts: impl FnOnce(Options) -> Options,
+) -> (tempfile::TempDir, std::path::PathBuf, ManualClock, Engine) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("e.tb");
+    let clock = ManualClock::new(day(0));
+    let e = Engine::create_with(&dir, cfg, opts(Options::default().clock(clock.clone()))).unwrap();
+    (tmp, dir, clock, e)
 }
 
 /// Opens the writer of `dir` on `clock`, with `policy`.
@@ -153,17 +183,7 @@ fn open_insert_rotate_close_cycles_leave_nothing_open() {
             ro.close().unwrap();
             e.close().unwrap();
         }
-        assert!(
-            fds_below(&dir).is_empty(),
-            "cycle {cycle}: descriptors left open: {:?}",
-            fds_below(&dir)
-        );
-        assert!(
-            eventually(|| maps_below(&dir).is_empty() && engine_threads().is_empty()),
-            "cycle {cycle}: left mapped {:?}, threads {:?}",
-            maps_below(&dir),
-            engine_threads()
-        );
+        assert_released(&dir, &format!("cycle {cycle}"));
         assert!(
             seg_files(&dir).len() <= 6,
             "cycle {cycle}: {:?}",
@@ -281,17 +301,7 @@ fn failed_opens_leave_nothing_open() {
         } else {
             drop(w);
         }
-        assert!(
-            fds_below(&copy).is_empty(),
-            "degraded: {:?}",
-            fds_below(&copy)
-        );
-        assert!(
-            eventually(|| maps_below(&copy).is_empty() && engine_threads().is_empty()),
-            "degraded: {:?} {:?}",
-            maps_below(&copy),
-            engine_threads()
-        );
+        assert_released(&copy, "degraded");
     }
     // A damaged log: the open fails, and leaves nothing open.
     for round in 0..10usize {
@@ -330,17 +340,7 @@ fn failed_opens_leave_nothing_open() {
                 .assume_power_loss(round % 2 == 0),
         );
         drop(r);
-        assert!(
-            fds_below(&crashed).is_empty(),
-            "log: {:?}",
-            fds_below(&crashed)
-        );
-        assert!(
-            eventually(|| maps_below(&crashed).is_empty() && engine_threads().is_empty()),
-            "log: {:?} {:?}",
-            maps_below(&crashed),
-            engine_threads()
-        );
+        assert_released(&crashed, "log");
     }
 }
 
@@ -350,17 +350,9 @@ fn failed_opens_leave_nothing_open() {
 #[test]
 fn a_long_run_of_rotations_releases_expired_windows() {
     let _g = serial();
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("e.tb");
-    let clock = ManualClock::new(day(0));
-    let e = Engine::create_with(
-        &dir,
-        small(&[Tier::daily(3), Tier::weekly(2)]),
-        Options::default()
-            .clock(clock.clone())
-            .sync(SyncPolicy::Always),
-    )
-    .unwrap();
+    let (_tmp, dir, clock, e) = fresh(small(&[Tier::daily(3), Tier::weekly(2)]), |o| {
+        o.sync(SyncPolicy::Always)
+    });
     let mut idle = Some(e.handle());
     idle.as_mut().unwrap().insert(b"idle").unwrap();
     let (fds_start, threads_start) = (all_fds(), engine_threads().len());
@@ -417,13 +409,7 @@ fn a_long_run_of_rotations_releases_expired_windows() {
         all_fds()
     );
     e.close().unwrap();
-    assert!(fds_below(&dir).is_empty(), "{:?}", fds_below(&dir));
-    assert!(
-        eventually(|| maps_below(&dir).is_empty() && engine_threads().is_empty()),
-        "{:?} {:?}",
-        maps_below(&dir),
-        engine_threads()
-    );
+    assert_released(&dir, "after the long run");
 }
 
 /// Calls repeated on open engines (verify, stats, flush, maintain, small
@@ -432,18 +418,10 @@ fn a_long_run_of_rotations_releases_expired_windows() {
 #[test]
 fn repeated_calls_on_open_engines_hold_nothing_more() {
     let _g = serial();
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("e.tb");
-    let clock = ManualClock::new(day(0));
-    let e = Engine::create_with(
-        &dir,
-        small(&[Tier::daily(3), Tier::weekly(2)]),
-        Options::default()
-            .clock(clock.clone())
-            .sync(SyncPolicy::Interval(Duration::from_millis(5)))
-            .checkpoint_log_bytes(4096),
-    )
-    .unwrap();
+    let (_tmp, dir, clock, e) = fresh(small(&[Tier::daily(3), Tier::weekly(2)]), |o| {
+        o.sync(SyncPolicy::Interval(Duration::from_millis(5)))
+            .checkpoint_log_bytes(4096)
+    });
     for i in 0..200 {
         e.insert(&url(3, i)).unwrap();
     }
@@ -485,13 +463,7 @@ fn repeated_calls_on_open_engines_hold_nothing_more() {
     );
     ro.close().unwrap();
     e.close().unwrap();
-    assert!(fds_below(&dir).is_empty(), "{:?}", fds_below(&dir));
-    assert!(
-        eventually(|| maps_below(&dir).is_empty() && engine_threads().is_empty()),
-        "{:?} {:?}",
-        maps_below(&dir),
-        engine_threads()
-    );
+    assert_released(&dir, "after repeated calls");
 }
 
 /// A long run of counting and fingerprint tiers in one open engine (tables
@@ -500,22 +472,14 @@ fn repeated_calls_on_open_engines_hold_nothing_more() {
 #[test]
 fn a_long_run_of_counting_and_fingerprint_tiers_releases_what_it_drops() {
     let _g = serial();
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("e.tb");
-    let clock = ManualClock::new(day(0));
-    let e = Engine::create_with(
-        &dir,
+    let (_tmp, dir, clock, e) = fresh(
         config(
             &[Tier::daily(2).counting(), Tier::fingerprint(5)],
             200,
             0.01,
         ),
-        Options::default()
-            .clock(clock.clone())
-            .sync(SyncPolicy::Always)
-            .checkpoint_log_bytes(8192),
-    )
-    .unwrap();
+        |o| o.sync(SyncPolicy::Always).checkpoint_log_bytes(8192),
+    );
     let mut most = (0, 0);
     for d in 0..100u64 {
         clock.set(day(d));
@@ -544,13 +508,7 @@ fn a_long_run_of_counting_and_fingerprint_tiers_releases_what_it_drops() {
         fds_below(&dir)
     );
     e.close().unwrap();
-    assert!(fds_below(&dir).is_empty(), "{:?}", fds_below(&dir));
-    assert!(
-        eventually(|| maps_below(&dir).is_empty() && engine_threads().is_empty()),
-        "{:?} {:?} (most {most:?})",
-        maps_below(&dir),
-        engine_threads()
-    );
+    assert_released(&dir, "after the counting and fingerprint run");
 }
 
 /// Opens refused by the clock-jump guard (a clock far ahead), under each
@@ -577,13 +535,7 @@ fn opens_refused_for_a_clock_jump_leave_nothing_open() {
             .sync(policies[round % 3]);
         let err = Engine::open_with(&dir, opts).unwrap_err();
         assert!(matches!(err, Error::ClockJump { .. }), "{err}");
-        assert!(fds_below(&dir).is_empty(), "{:?}", fds_below(&dir));
-        assert!(
-            eventually(|| maps_below(&dir).is_empty() && engine_threads().is_empty()),
-            "{:?} {:?}",
-            maps_below(&dir),
-            engine_threads()
-        );
+        assert_released(&dir, &format!("refused open {round}"));
     }
     let e = open(&dir, &clock);
     assert!(e.contains(b"k").unwrap());
