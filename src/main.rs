@@ -1260,8 +1260,10 @@ fn open_or_create_dir(
 
 /// After a writing open with `--degraded`: names on stderr the windows the
 /// open went on without and those it recovered without their shadow copy.
-/// The manifest stops naming a lost window, so no later `stats` lists it:
-/// this note is the command's only word of it.
+/// The manifest stops naming a lost window as live: a later `stats` lists
+/// it only among the windows lost earlier (`lost_earlier`, kept while
+/// other tiers are looked in for it), so this note is the command's word
+/// of the loss.
 fn note_degraded(dir: &std::path::Path, engine: &Engine, degraded: bool) -> CliResult<()> {
     if !degraded {
         return Ok(());

@@ -13,6 +13,12 @@ pub struct Stats {
     /// Windows this open went on without (`TIER WINDOW`): their files
     /// failed their checks and are in `quarantine/` ([`crate::Options::degraded`]).
     pub lost_windows: Vec<String>,
+    /// Windows an earlier degraded open went on without (`TIER WINDOW`),
+    /// which the manifest keeps until what they held has expired: a key
+    /// their tier misses is still looked for in the other tiers' windows
+    /// overlapping them (a slower lookup on a miss; docs/operations.md,
+    /// "Checking and recovering").
+    pub lost_earlier: Vec<String>,
     /// Windows (and fingerprint tables) this open recovered after a power
     /// loss without their shadow copy, which was damaged
     /// ([`crate::Options::degraded`]; a copy of it is in `quarantine/`):

@@ -210,8 +210,13 @@ fn a_dry_run_notes_the_configuration_flags_it_does_not_apply() {
 /// An engine of one `3d` tier holding `a` on 2026-11-02 and `b` on
 /// 2026-11-03 (12:00), both header copies of the sealed first day damaged.
 fn db_with_a_damaged_sealed_day() -> (tempfile::TempDir, std::path::PathBuf) {
+    db_with_a_damaged_sealed_day_of("3d")
+}
+
+/// [`db_with_a_damaged_sealed_day`] with other tiers beside the days.
+fn db_with_a_damaged_sealed_day_of(tiers: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let (tmp, db) = temp_db();
-    let out = cmd("add", &db, &["--tiers", "3d"], b"a\n");
+    let out = cmd("add", &db, &["--tiers", tiers], b"a\n");
     assert_exit(&out, 0);
     let next = ["add", db.to_str().unwrap(), "--now", "2026-11-03T12:00:00Z"];
     assert_exit(&run(&next, b"b\n"), 0);
@@ -249,12 +254,12 @@ fn maintain_honours_degraded() {
 }
 
 /// `maintain --degraded` names on stderr the window it went on without, as
-/// every other writing command does: the manifest stops naming the window,
-/// so no later `stats` lists it, and before, `maintain` printed "nothing
-/// to do" and said nothing of the loss.
+/// every other writing command does: the manifest stops naming the window
+/// as live (a later `stats` lists it only as lost earlier), and before,
+/// `maintain` printed "nothing to do" and said nothing of the loss.
 #[test]
 fn maintain_degraded_names_the_window_it_lost() {
-    let (_tmp, db) = db_with_a_damaged_sealed_day();
+    let (_tmp, db) = db_with_a_damaged_sealed_day_of("3d,2w");
     let dir = db.to_str().unwrap();
     let later = ["--now", "2026-11-03T13:00:00Z"];
     let out = run(
@@ -267,10 +272,41 @@ fn maintain_degraded_names_the_window_it_lost() {
         err.contains("opened degraded without these windows") && err.contains("3d 20261102"),
         "{err}"
     );
-    // The manifest no longer names it: stats lists no loss.
+    // The manifest no longer names it as live: stats lists no loss of its
+    // own open, and the window as lost earlier (its keys still looked for
+    // in the other tiers), in JSON and in the table.
     let out = run(&[&["stats", dir, "--json"][..], &later].concat(), b"");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stats --json");
     assert_eq!(v["lost_windows"], serde_json::json!([]), "{v}");
+    assert_eq!(v["lost_earlier"], serde_json::json!(["3d 20261102"]), "{v}");
+    let out = run(&[&["stats", dir][..], &later].concat(), b"");
+    assert!(
+        stdout(&out).contains("lost by an earlier degraded open, their keys looked for in the other tiers: 3d 20261102"),
+        "{}",
+        stdout(&out)
+    );
+    // And a check finds the lost day's key in the weekly tier.
+    let out = run(&[&["check", dir, "a"][..], &later].concat(), b"");
+    assert_eq!(stdout(&out), "a\tseen\n");
+}
+
+/// With one tier there is no other tier to look in: a degraded open of a
+/// single-tier engine keeps nothing of the window it lost.
+#[test]
+fn a_single_tier_keeps_no_lost_window() {
+    let (_tmp, db) = db_with_a_damaged_sealed_day();
+    let dir = db.to_str().unwrap();
+    let later = ["--now", "2026-11-03T13:00:00Z"];
+    let out = run(
+        &[&["maintain", dir, "--degraded"][..], &later].concat(),
+        b"",
+    );
+    assert_exit(&out, 0);
+    let out = run(&[&["stats", dir, "--json"][..], &later].concat(), b"");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stats --json");
+    assert_eq!(v["lost_earlier"], serde_json::json!([]), "{v}");
+    let manifest = std::fs::read(db.join("MANIFEST")).unwrap();
+    assert!(!String::from_utf8_lossy(&manifest).contains("\"lost\""));
 }
 
 /// `maintain` works on an engine with a fingerprint tier and a negative

@@ -141,7 +141,9 @@ fn lose_and_check(tiers: &[Tier], prefix: &str) {
     // writes a key it finds into the open windows.)
     let plain = || Options::default().clock(clock.clone());
     let r = Engine::open_read_only_with(dir.path(), plain()).unwrap();
-    assert!(r.stats().unwrap().lost_windows.is_empty());
+    let stats = r.stats().unwrap();
+    assert!(stats.lost_windows.is_empty());
+    assert!(!stats.lost_earlier.is_empty(), "{what}: lost_earlier");
     all_present(&r, &format!("a later read-only open {what}"));
     r.close().unwrap();
     let w = Engine::open_with(dir.path(), plain()).unwrap();
@@ -173,6 +175,13 @@ fn lost_until(tiers: &[Tier], prefix: &str, kept: &[u64], gone: u64) {
         w.close().unwrap();
         let named = manifest_names_lost(dir.path());
         assert_eq!(named, d != gone, "{prefix}: day {d}");
+        let r = Engine::open_read_only_with(dir.path(), Options::default().clock(clock.clone()));
+        let earlier = r.unwrap().stats().unwrap().lost_earlier;
+        assert_eq!(
+            earlier.is_empty(),
+            d == gone,
+            "{prefix}: day {d}: {earlier:?}"
+        );
     }
 }
 

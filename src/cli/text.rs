@@ -31,6 +31,13 @@ pub fn stats_table(name: &str, place: &str, s: &Stats) -> String {
             s.lost_windows.join(", ")
         );
     }
+    if !s.lost_earlier.is_empty() {
+        let _ = writeln!(
+            t,
+            "lost by an earlier degraded open, their keys looked for in the other tiers: {}",
+            s.lost_earlier.join(", ")
+        );
+    }
     if !s.unrestored_windows.is_empty() {
         let _ = writeln!(
             t,

@@ -583,6 +583,11 @@ impl Engine {
         // expiry.
         lost_at.sort_by_key(|l| (l.tier, l.window, std::cmp::Reverse(l.expires)));
         lost_at.dedup_by_key(|l| (l.tier, l.window));
+        // With one tier there is no other to look in: nothing to keep (and
+        // batches stay in groups).
+        if manifest.config.tiers.len() < 2 {
+            lost_at.clear();
+        }
         engine.lost_at = lost_at;
         // The tables' newest day: the manifest's, or (written by a build
         // that did not record it) the latest sweep's.

@@ -18,7 +18,7 @@ use crate::wal;
 use crate::window;
 
 use super::snapshot::{Full, Snapshot, TierState};
-use super::{Engine, WAL_DIR};
+use super::{window_name, Engine, WAL_DIR};
 
 impl Engine {
     /// Whether `key` is present in any live segment. Never a false negative
@@ -519,9 +519,15 @@ impl Engine {
                 segments,
             });
         }
+        let lost_earlier = (self.lost_at.iter())
+            .filter(|l| l.expires > now)
+            .filter_map(|l| Some(window_name(self.config.tiers.get(l.tier)?, l.window)))
+            .filter(|name| !self.lost.contains(name))
+            .collect();
         Ok(Stats {
             now,
             lost_windows: self.lost.clone(),
+            lost_earlier,
             unrestored_windows: self.unrestored.clone(),
             fpr: self.config.fpr,
             expected_items_per_day: self.config.expected_items_per_day,

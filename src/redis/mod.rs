@@ -1556,6 +1556,7 @@ impl RedisEngine {
             now,
             // Redis keeps no files to quarantine: a window is there or not.
             lost_windows: Vec::new(),
+            lost_earlier: Vec::new(),
             unrestored_windows: Vec::new(),
             fpr: self.stored.config.fpr,
             expected_items_per_day: self.stored.config.expected_items_per_day,
