@@ -188,11 +188,19 @@ impl Manifest {
         self.config
             .validate()
             .map_err(|e| bad(format!("stored configuration: {e}")))?;
-        if let Some(l) = self.lost.iter().find(|l| l.tier >= self.config.tiers.len()) {
-            return Err(bad(format!(
-                "a lost window names tier {}, which does not exist",
-                l.tier
-            )));
+        for l in &self.lost {
+            let tier = self.config.tiers.get(l.tier).ok_or_else(|| {
+                bad(format!(
+                    "a lost window names tier {}, which does not exist",
+                    l.tier
+                ))
+            })?;
+            if tier.is_table() && l.window != 0 {
+                return Err(bad(format!(
+                    "a lost table names window {} (a table's window is 0)",
+                    l.window
+                )));
+            }
         }
         for (i, e) in self.segments.iter().enumerate() {
             let tier = self.config.tiers.get(e.tier).ok_or_else(|| {
@@ -331,6 +339,28 @@ mod tests {
         m.lost[0].tier = m.config.tiers.len();
         let e = Manifest::decode(&m.encode(), p).unwrap_err();
         assert!(e.to_string().contains("lost window names tier"), "{e}");
+    }
+
+    /// A lost table names window 0, as its segment entry does; any other
+    /// window is refused as corrupt, not read as some other table.
+    #[test]
+    fn a_lost_table_names_window_zero() {
+        let p = Path::new("MANIFEST");
+        let mut m = sample();
+        m.config.tiers.push(crate::config::Tier::fingerprint(30));
+        let table = m.config.tiers.len() - 1;
+        m.lost = vec![LostWindow {
+            tier: table,
+            window: 0,
+            expires: 1_798_761_600,
+        }];
+        assert_eq!(Manifest::decode(&m.encode(), p).unwrap(), m);
+        m.lost[0].window = 20_000;
+        let e = Manifest::decode(&m.encode(), p).unwrap_err();
+        assert!(
+            e.to_string().contains("a lost table names window 20000"),
+            "{e}"
+        );
     }
 
     #[test]
