@@ -377,7 +377,8 @@ impl PyEngine {
         self.slot.get(py, |e| e.is_read_only())
     }
 
-    /// Whether `remove` works here (every tier is a counting tier).
+    /// Whether `remove` works here (every tier is a counting or
+    /// fingerprint tier).
     #[getter]
     fn supports_remove(&self, py: Python<'_>) -> PyResult<bool> {
         self.slot.get(py, |e| e.supports_remove())

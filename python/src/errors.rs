@@ -74,7 +74,7 @@ create_exception!(
     timebloom,
     RemoveUnsupportedError,
     TimebloomError,
-    "`remove` on an engine whose tiers are not all counting tiers (`7d:counting`)."
+    "`remove` or `remove_at` on an engine with a plain Bloom tier: only counting (`7d:counting`) and fingerprint tiers remove keys."
 );
 create_exception!(
     timebloom,

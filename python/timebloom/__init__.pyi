@@ -53,7 +53,7 @@ class HorizonTooLongError(TimebloomError):
     """``contains_within`` or ``insert_within`` (or their batches) asked for a horizon longer than any tier keeps."""
 
 class RemoveUnsupportedError(TimebloomError):
-    """``remove`` on an engine whose tiers are not all counting tiers."""
+    """``remove`` or ``remove_at`` on an engine with a plain Bloom tier (only counting and fingerprint tiers remove keys)."""
 
 class IoError(TimebloomError):
     """An I/O call failed, or an earlier one left the engine unusable (reopen it)."""
