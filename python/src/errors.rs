@@ -128,7 +128,7 @@ create_exception!(
     timebloom,
     UnsupportedError,
     TimebloomError,
-    "The Redis engine does not do this: counting tiers, a window string over Redis's 512 MiB, or a key layout this build does not read."
+    "The Redis engine does not do this: counting or fingerprint tiers, a false-positive rate below the lowest its layout plans (about 3.5e-18 per sub-filter), a window string over Redis's 512 MiB, or a key layout this build does not read."
 );
 create_exception!(
     timebloom,

@@ -122,8 +122,8 @@ impl PyRedisEngine {
     /// `redis+sentinel://host:26379/<master name>` through Sentinels.
     /// `prefix`: every key's prefix (no braces, no spaces). `tiers`,
     /// `items_per_day`, `fpr`, `utc_offset_secs` as in `Engine.create`
-    /// (no counting tiers). `shards`: strings per window (default 16; more
-    /// spread a Cluster's load). `exist_ok=True` opens the engine when
+    /// (no counting or fingerprint tiers). `shards`: strings per window
+    /// (default 16; more spread a Cluster's load). `exist_ok=True` opens the engine when
     /// there is one already, and raises `ConfigMismatchError` when it has
     /// another configuration; otherwise an existing engine is an
     /// `AlreadyExistsError`. `clock`: a `ManualClock` for window

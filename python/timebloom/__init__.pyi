@@ -119,8 +119,9 @@ class ConfigMismatchError(TimebloomError):
     configuration under the prefix."""
 
 class UnsupportedError(TimebloomError):
-    """The Redis engine does not do this (counting tiers, a window string over
-    512 MiB, a key layout this build does not read)."""
+    """The Redis engine does not do this (counting or fingerprint tiers, a
+    false-positive rate below the lowest its layout plans, a window string
+    over 512 MiB, a key layout this build does not read)."""
 
 @final
 class ManualClock:
