@@ -5,7 +5,7 @@
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `TBLMMANI` |
-//! | 8 | 4 | format version (1) |
+//! | 8 | 4 | format version (1; 2 when a chain starts past its first file) |
 //! | 12 | 4 | body length in bytes |
 //! | 16 | 4 | CRC32 of the body |
 //! | 20 | n | body: UTF-8 JSON, see [`Manifest`] |
