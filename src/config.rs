@@ -79,7 +79,8 @@ impl Tier {
     }
 
     /// Whether this tier is one fingerprint table rather than a window per
-    /// period: it never rotates or expires files, its keys expire by day.
+    /// period: it never rotates windows, its keys expire by day (the files
+    /// of a grown chain's oldest tables are dropped once drained).
     pub(crate) fn is_table(&self) -> bool {
         self.kind == Kind::Fingerprint
     }
