@@ -187,7 +187,8 @@ impl SegmentStats {
 pub struct Maintenance {
     /// Windows created (they take inserts from now on).
     pub opened: Vec<String>,
-    /// Windows sealed (checksummed, read-only from now on).
+    /// Windows sealed (checksummed; from now on only a backfill or a
+    /// remove at an instant they hold reopens them).
     pub sealed: Vec<String>,
     /// Windows expired (their files deleted).
     pub expired: Vec<String>,
