@@ -3,8 +3,8 @@
 //! Single-key calls keep the GIL (they take well under a microsecond),
 //! except writes that wait: under the `always` sync policy for an fsync,
 //! and writes that first rotate or grow windows (new files); backfills
-//! (`insert_at`, `remove_at`), batch calls, `maintain`, `verify`, `flush`,
-//! `close`, `open` and `create` release it.
+//! (`insert_at`, `remove_at`), batch calls, `maintain`, `stats`, `verify`,
+//! `flush`, `close`, `open` and `create` release it.
 
 use std::path::Path;
 use std::time::SystemTime;
