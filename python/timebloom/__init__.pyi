@@ -144,7 +144,7 @@ class Engine:
 
     @staticmethod
     def create(
-        path: Union[str, "os.PathLike[str]"],
+        path: Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"],
         tiers: str = "7d,4w,12m",
         items_per_day: int = 1_000_000,
         fpr: float = 0.001,
@@ -157,7 +157,7 @@ class Engine:
         (``"always"``, ``"interval=1s"``, ``"none"``) is stored in it."""
     @staticmethod
     def open(
-        path: Union[str, "os.PathLike[str]"],
+        path: Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"],
         *,
         verify: bool = False,
         read_only: bool = False,
