@@ -1166,7 +1166,6 @@ fn redis_store(
     Err(store::no_redis(url))
 }
 
-/// The flags that have no meaning for an engine in Redis, refused with it.
 /// `--degraded` given to a command that opens no existing engine, for
 /// which it would mean nothing: refused rather than ignored.
 fn refuse_degraded(command: &str, degraded: bool) -> CliResult<()> {
@@ -1179,6 +1178,7 @@ fn refuse_degraded(command: &str, degraded: bool) -> CliResult<()> {
     }
 }
 
+/// The flags that have no meaning for an engine in Redis, refused with it.
 fn refuse_for_redis(
     target: &Target,
     degraded: bool,
