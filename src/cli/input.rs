@@ -54,7 +54,8 @@ pub struct KeyRules {
     pub canonical: Option<Canonicalizer>,
     /// Lines that are not URLs under `canonical`.
     pub not_url: NotUrl,
-    /// The longest key accepted, in bytes.
+    /// The longest line accepted, in bytes (its line end left out), as
+    /// read: before trimming or canonicalization.
     pub max_line: usize,
     /// Lines longer than `max_line`.
     pub long_lines: LongLines,
