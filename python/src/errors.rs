@@ -20,7 +20,7 @@ create_exception!(
     timebloom,
     InvalidConfigError,
     TimebloomError,
-    "The configuration given to `Engine.create` is not valid; nothing was written."
+    "The configuration given to `Engine.create` or `RedisEngine.create` (or the `sync` policy given to `Engine.open`, or the prefix given to `RedisEngine`) is not valid; nothing was written."
 );
 create_exception!(
     timebloom,
@@ -32,13 +32,13 @@ create_exception!(
     timebloom,
     AlreadyExistsError,
     TimebloomError,
-    "`Engine.create` found an engine in the directory already."
+    "`Engine.create` found an engine in the directory already (`RedisEngine.create`: under the prefix, without `exist_ok=True`)."
 );
 create_exception!(
     timebloom,
     NotFoundError,
     TimebloomError,
-    "`Engine.open` found no engine (no MANIFEST) in the directory."
+    "`Engine.open` found no engine (no MANIFEST) in the directory (`RedisEngine.open`: no config hash under the prefix)."
 );
 create_exception!(
     timebloom,

@@ -23,16 +23,16 @@ class TimebloomError(Exception):
     """The engine directory or file concerned."""
 
 class InvalidConfigError(TimebloomError):
-    """The configuration given to ``Engine.create`` is not valid; nothing was written."""
+    """The configuration given to ``Engine.create`` or ``RedisEngine.create`` (or the ``sync`` policy given to ``Engine.open``, or the prefix given to ``RedisEngine``) is not valid; nothing was written."""
 
 class LockedError(TimebloomError):
     """Another process (or another open ``Engine``) holds the directory."""
 
 class AlreadyExistsError(TimebloomError):
-    """``Engine.create`` found an engine in the directory already."""
+    """``Engine.create`` found an engine in the directory already (``RedisEngine.create``: under the prefix, without ``exist_ok=True``)."""
 
 class NotFoundError(TimebloomError):
-    """``Engine.open`` found no engine (no MANIFEST) in the directory."""
+    """``Engine.open`` found no engine (no MANIFEST) in the directory (``RedisEngine.open``: no config hash under the prefix)."""
 
 class CorruptError(TimebloomError):
     """A file's bytes are wrong; the message names the file."""
