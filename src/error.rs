@@ -137,7 +137,8 @@ pub enum Error {
         /// Why the instant cannot be written.
         reason: String,
     },
-    /// `contains_within` asked for a horizon longer than any tier keeps.
+    /// `contains_within` or `insert_within` (or their batches) asked for a
+    /// horizon longer than any tier keeps.
     HorizonTooLong {
         /// The horizon asked for, in seconds.
         horizon_secs: u64,

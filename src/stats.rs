@@ -190,7 +190,8 @@ pub struct Maintenance {
     /// Windows sealed (checksummed; from now on only a backfill or a
     /// remove at an instant they hold reopens them).
     pub sealed: Vec<String>,
-    /// Windows expired (their files deleted).
+    /// Windows expired (their files deleted), and the drained oldest
+    /// tables a fingerprint chain dropped (named `TIER table N`).
     pub expired: Vec<String>,
 }
 

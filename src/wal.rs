@@ -184,7 +184,8 @@ pub(crate) struct Scan {
 }
 
 /// Decodes a whole log file. A file shorter than its header or with a bad
-/// header is [`Error::Corrupt`]; a torn tail is not an error.
+/// header (magic, checksum) is [`Error::Corrupt`], one of another format
+/// version [`Error::UnsupportedVersion`]; a torn tail is not an error.
 pub(crate) fn scan(bytes: &[u8], path: &Path) -> Result<Scan> {
     if bytes.len() < FILE_HEADER {
         return Err(Error::corrupt(

@@ -66,7 +66,8 @@ pub(crate) fn key_bytes<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyB
 /// Python's allocator reuses the same memory for the next piece. Joining a
 /// whole batch of a million keys at once was measured slower than
 /// encoding key by key (two cold 70 MB buffers, 80 ns a key); pieces of
-/// 10,000 keys took 10 ns a key against 35-50 for key by key.
+/// 10,000 keys (about 700 KiB) took 10 ns a key against 35-50 for key by
+/// key, and a piece of 1,024 is a tenth of that size.
 const PIECE: usize = 1024;
 
 /// What separates the keys of a joined piece.

@@ -78,7 +78,9 @@ pub enum RedisError {
         /// rest, and sending the same batch again sends only the rest.
         answers: Vec<bool>,
     },
-    /// The configuration asks for something the Redis engine does not do.
+    /// The configuration asks for something the Redis engine does not do,
+    /// or the engine stored under the prefix has a key layout this build
+    /// cannot read.
     Unsupported {
         /// What, and why.
         reason: String,
