@@ -29,7 +29,8 @@
 //!    space, `"<>\^{|}`...) is encoded; a `%` that starts no valid escape
 //!    becomes `%25`.
 //! 7. **Query**: parameters (split on `&`) are sorted by name, then value
-//!    (a stable sort: equal pairs keep their order); empty parameters
+//!    (a stable sort: equal pairs keep their order; `a` sorts before `a=`,
+//!    so `?a=&a` becomes `?a&a=`); empty parameters
 //!    (`&&`) are dropped, blank values (`a=`, `a`) are kept as written; a
 //!    query left empty (a bare `?`) is dropped.
 //! 8. **Session ids**: query parameters `jsessionid`, `phpsessid`,

@@ -170,6 +170,11 @@ const DEFAULT: &[(&str, &str, &str)] = &[
         "http://example.com/?a=1&a=2&b=0",
     ),
     (
+        "sorted",
+        "http://example.com/?a=&a",
+        "http://example.com/?a&a=",
+    ),
+    (
         "empty parameters dropped",
         "http://example.com/?&a=1&&",
         "http://example.com/?a=1",
