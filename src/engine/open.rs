@@ -189,6 +189,18 @@ impl Engine {
             });
         }
         let made_dir = make_dir(dir)?;
+        // A directory of other files is refused before the lock file is
+        // made in it (nothing is touched). Only while no `LOCK` is there:
+        // one made meanwhile is a racing create's, which makes it before
+        // anything else, so its files are refused under the lock below
+        // (`Locked`, `AlreadyExists`), not as `NotEmpty`.
+        if !made_dir && !dir.join(LOCK).exists() {
+            if let Err(e @ Error::NotEmpty { .. }) = check_empty(dir) {
+                if !dir.join(LOCK).exists() {
+                    return Err(e);
+                }
+            }
+        }
         let lock = lock_dir(dir)?;
         // From here on this call holds the lock: whatever it finds, no other
         // timebloom process is writing here.
