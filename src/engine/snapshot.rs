@@ -177,8 +177,8 @@ impl Source for Current {
 ///
 /// A handle keeps the snapshot of the live set it last saw and checks, with
 /// one atomic load per call, whether the engine has published a newer one
-/// (after a rotation, a chain growth or a close); only then does it pick it
-/// up. Make one per worker thread (`engine.handle()`, or `clone` one): it is
+/// (after a rotation, a chain growth, a backfill that reopened a window or
+/// a close, among others); only then does it pick it up. Make one per worker thread (`engine.handle()`, or `clone` one): it is
 /// `Send`, and its methods take `&mut self`.
 ///
 /// Its methods behave exactly as the [`Engine`] methods of the same name.
@@ -252,7 +252,9 @@ impl<'a> Handle<'a> {
     }
 
     /// Picks up a newer snapshot if the engine published one: one load of
-    /// a counter that only rotations, growth and close write.
+    /// a counter that only a publish writes (rotation, growth, a backfill
+    /// reopening a window, a drained table dropped, a copy in large pages
+    /// swapped in, close).
     #[inline]
     fn fresh(&mut self) -> &mut Self {
         if self.engine.generation.load(Ordering::Acquire) != self.snap.generation {
