@@ -144,7 +144,8 @@ pub struct Engine {
     /// (`Engine::lost_contains`, `Engine::within`). Kept in the manifest
     /// (`Manifest::lost`) until what such a window held has expired, so
     /// later opens look there too. Empty on an engine no degraded open
-    /// left a window out of (or whose lost windows have expired), whose
+    /// left a window out of (or whose lost windows have expired), and on
+    /// an engine of one tier (no other tier to look in: none is kept), whose
     /// lookups never look at it.
     lost_at: Vec<crate::manifest::LostWindow>,
     /// Serializes rotation, growth, unsealing, checkpoints and close.
