@@ -103,8 +103,9 @@ impl Engine {
     /// the engine has not crossed by more than `max_clock_jump`.
     pub(super) fn check_clock_jump(&self, snap: &Snapshot, now: i64) -> Result<()> {
         let off = self.config.utc_offset_secs;
-        // The first boundary not yet crossed: the end of the newest window
-        // of the tier with the shortest windows.
+        // The first boundary not yet crossed: the earliest end among the
+        // tiers' newest windows (not always the shortest tier's: a month
+        // ends before the week holding its last day).
         let newest: Vec<Option<(window::Span, i64)>> = (snap.tiers.iter().enumerate())
             .map(|(i, t)| self.newest_crossed(i, t))
             .collect();
