@@ -454,13 +454,14 @@ impl Engine {
     }
 
     /// A checkpoint: every logged write made durable in the segments
-    /// (msync), a shadow copy of every counting body not sealed on disk,
-    /// the manifest naming the checkpoint's log position (the commit
-    /// point), then a new log file; older logs and shadows are deleted.
+    /// (msync), a shadow copy of every counting or fingerprint body not
+    /// sealed on disk, the manifest naming the checkpoint's log position
+    /// (the commit point), then a new log file; older logs and shadows are
+    /// deleted.
     ///
     /// Every stripe is held throughout, so no write runs meanwhile: the
     /// bodies hold exactly the writes logged before the checkpoint's
-    /// position, which counting windows' shadows need. Lookups go on.
+    /// position, which the shadows need. Lookups go on.
     pub(super) fn checkpoint(&self, m: &mut Maint, snap: &Snapshot) -> Result<()> {
         let Some(log) = &self.wal else {
             return Ok(());
