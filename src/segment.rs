@@ -661,9 +661,10 @@ impl SubFilter {
     }
 
     /// Opens an existing sub-filter file, checking its header against what
-    /// the manifest says it is. A sealed file is mapped read-only; an open
-    /// one writable. An open file that was not closed cleanly has its
-    /// occupied count recomputed from the body.
+    /// the manifest says it is. Mapped writable, sealed or not (see
+    /// [`SubFilter`]: a backfill unseals without a new mapping). An open
+    /// file that was not closed cleanly has its occupied count recomputed
+    /// from the body.
     pub(crate) fn open(
         path: &Path,
         expect: Identity,
