@@ -973,7 +973,9 @@ impl SubFilter {
         // `self`, which owns the mapping, so it cannot outlive it. All
         // accesses are atomic; the directory lock keeps other timebloom
         // processes from writing the file, and this process writes only
-        // through `insert`/`remove`, which refuse read-only mappings.
+        // through `insert`/`remove`, the table's inserts, removes and
+        // sweeps, which refuse read-only mappings, and `restore`, which a
+        // writer's recovery alone calls (its files are mapped writable).
         unsafe { std::slice::from_raw_parts(base.add(BODY_OFFSET as usize).cast::<Block>(), n) }
     }
 
