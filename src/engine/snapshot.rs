@@ -47,7 +47,9 @@ pub(crate) struct Snapshot {
     /// The engine generation this snapshot was published as.
     pub(super) generation: u64,
     pub(super) tiers: Vec<TierState>,
-    /// The tier whose live windows reach furthest back: `contains` reads it alone.
+    /// The tier whose live windows reach furthest back: `contains` reads
+    /// it alone (and, for a key it misses, the other tiers' windows that
+    /// overlap a window of it a degraded open lost: `Engine::lost_contains`).
     pub(super) full_tier: usize,
     /// The earliest instant at which some tier's window ends. Before it the
     /// live set is exactly `tiers`; from it on, a lookup works out which
