@@ -970,8 +970,8 @@ impl<'a> Table<'a> {
     /// Sweeps from the day of the last sweep to `today` in steps of at most
     /// [`max_sweep_interval`] days, so that a table left alone for longer
     /// (no insert since `last_swept + interval`) is cleared before its old
-    /// tags wrap. Returns the slots cleared; the caller then records `today`
-    /// as the last sweep.
+    /// tags wrap. Returns the slots cleared, and the newest live day the
+    /// last step read; the caller then records `today` as the last sweep.
     pub(crate) fn catch_up(&self, last_swept: u32, today: u32) -> Swept {
         let step = max_sweep_interval(self.retention);
         let mut day = last_swept;
