@@ -65,7 +65,8 @@ const MAX_CHAIN: usize = 64;
 struct Maint {
     /// The write-ahead log position of the last checkpoint (see `wal`).
     checkpoint_lsn: u64,
-    /// Seals running in the background (see `rotate`), joined before
+    /// Seals and fingerprint tables' daily sweeps running in the
+    /// background (see `rotate`, `Engine::in_background`), joined before
     /// anything that needs them finished.
     sealing: Vec<JoinHandle<Result<()>>>,
     /// Threads faulting in new windows (`ahead::prefault_behind`), and
