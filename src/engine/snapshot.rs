@@ -12,8 +12,9 @@
 //! A snapshot holds its files' mappings: a file dropped from the live set
 //! (an expired window, or one replaced by a copy in large pages) stays
 //! mapped while some snapshot names it, and is unmapped by maintenance or
-//! a release thread once none does ([`Engine::release`]), never inside a
-//! reader's call. Expiry deletes the file right away; Linux keeps a
+//! a release thread once none does ([`Engine::release`]), not inside a
+//! reader's call (unless no thread could be started: then the last holder
+//! unmaps it, a reader's call included). Expiry deletes the file right away; Linux keeps a
 //! deleted file's blocks until its last mapping goes, so a reader still
 //! holding an old snapshot reads valid memory, and the space returns soon
 //! after it moves on.
