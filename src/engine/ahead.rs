@@ -44,7 +44,8 @@ use super::rotate::NewFile;
 use super::Engine;
 
 /// How long before a boundary its windows are created: an eighth of the
-/// shortest window, at most ten minutes. Early enough that the files are
+/// window that ends first (`window_secs`, that window's length), at most
+/// ten minutes. Early enough that the files are
 /// ready well before the boundary, late enough that the disk holds the
 /// next windows beside the current ones only briefly.
 pub(super) fn lead(window_secs: i64) -> i64 {

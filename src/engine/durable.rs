@@ -711,7 +711,10 @@ impl Engine {
     }
 
     /// Makes every insert so far durable (msync, header, fsync), and
-    /// reseals segments that a backfill or remove reopened.
+    /// reseals segments that a backfill or remove reopened. Runs any
+    /// rotation due first, so like a write it returns
+    /// [`Error::ClockJump`](crate::Error::ClockJump) when the clock jumped
+    /// past the guard (unless the engine was opened allowing it).
     pub fn flush(&self) -> Result<()> {
         self.writable()?;
         let now = self.now()?;
