@@ -95,10 +95,12 @@ fn abc() -> String {
 const LATER: &str = "2026-11-05T18:00:00Z";
 const NEXT_DAY: &str = "2026-11-06T12:00:00Z";
 
-/// Bloom tiers 7d,4w by b1012d0 (before the manifest's `lost`).
+/// A counting daily tier by b7d8bfb, a build before sync policies and the
+/// log: its manifest names no policy (the default applies) and no
+/// checkpoint, and it has no `wal/`.
 #[test]
-fn bloom_engine_of_b1012d0_reads_and_takes_writes() {
-    let (_tmp, dir) = fixture("b1012d0-bloom");
+fn counting_engine_of_b7d8bfb_reads_and_takes_writes() {
+    let (_tmp, dir) = fixture("b7d8bfb-counting");
     assert_verifies(&dir, LATER);
     assert_stats(&dir, LATER);
     assert_all_seen(&dir, LATER, &abc());
