@@ -30,6 +30,15 @@ pub(crate) const VERSION: u32 = 1;
 /// were dropped), so that a build that knows only version 1 refuses it
 /// instead of opening the files under the wrong chain positions.
 pub(crate) const VERSION_FIRST: u32 = 2;
+/// The version written when the manifest lists windows a degraded open
+/// lost ([`Manifest::lost`]), whatever else it holds: a build that knows
+/// only versions 1 and 2 would ignore the list and write the manifest
+/// without it, so that its lookups and every later open's read the lost
+/// windows' keys as new; it refuses the manifest by version instead.
+/// Once every entry has expired the manifest goes back to version 1 or 2.
+/// Read: any of the three versions may list lost windows (builds before
+/// this version wrote them as version 1 or 2).
+pub(crate) const VERSION_LOST: u32 = 3;
 const PREFIX: usize = 20;
 /// Larger manifests are refused as corrupt (10,000 windows x 16 tiers fit easily).
 const MAX_BODY: u64 = 256 << 20;
@@ -120,7 +129,9 @@ impl Manifest {
         let body = serde_json::to_vec_pretty(self).unwrap_or_default();
         let mut out = Vec::with_capacity(PREFIX + body.len());
         out.extend_from_slice(&MAGIC);
-        let version = if self.segments.iter().any(|s| s.first > 0) {
+        let version = if !self.lost.is_empty() {
+            VERSION_LOST
+        } else if self.segments.iter().any(|s| s.first > 0) {
             VERSION_FIRST
         } else {
             VERSION
@@ -148,10 +159,10 @@ impl Manifest {
             u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
         };
         let version = word(8);
-        if version != VERSION && version != VERSION_FIRST {
+        if !(VERSION..=VERSION_LOST).contains(&version) {
             return Err(Error::UnsupportedVersion {
                 path: path.to_path_buf(),
-                expected: VERSION_FIRST,
+                expected: VERSION_LOST,
                 got: version,
             });
         }
@@ -294,13 +305,17 @@ mod tests {
         assert_eq!(Manifest::decode(&m.encode(), p).unwrap(), m);
     }
 
+    /// The format version an encoded manifest carries.
+    fn version(b: &[u8]) -> u32 {
+        u32::from_le_bytes([b[8], b[9], b[10], b[11]])
+    }
+
     /// A fingerprint chain whose oldest tables were dropped names its
     /// first position and is written as version 2; every other manifest
     /// stays version 1, without the field.
     #[test]
     fn a_chain_past_its_first_file_is_version_2() {
         let p = Path::new("MANIFEST");
-        let version = |b: &[u8]| u32::from_le_bytes([b[8], b[9], b[10], b[11]]);
         let plain = sample().encode();
         assert_eq!(version(&plain), VERSION);
         assert!(!String::from_utf8_lossy(&plain).contains("first"));
@@ -335,7 +350,25 @@ mod tests {
             window: 19_990,
             expires: 1_798_761_600,
         }];
-        assert_eq!(Manifest::decode(&m.encode(), p).unwrap(), m);
+        let b = m.encode();
+        assert_eq!(version(&b), VERSION_LOST);
+        assert_eq!(Manifest::decode(&b, p).unwrap(), m);
+        // Builds before version 3 wrote lost windows as version 1 (or 2):
+        // still read.
+        let mut v1 = b.clone();
+        v1[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        assert_eq!(Manifest::decode(&v1, p).unwrap(), m);
+        // Once the list is empty, version 1 again; a version past 3 is
+        // refused by version.
+        let mut none = m.clone();
+        none.lost.clear();
+        assert_eq!(version(&none.encode()), VERSION);
+        let mut v4 = b.clone();
+        v4[8..12].copy_from_slice(&4u32.to_le_bytes());
+        assert!(matches!(
+            Manifest::decode(&v4, p),
+            Err(Error::UnsupportedVersion { got: 4, .. })
+        ));
         m.lost[0].tier = m.config.tiers.len();
         let e = Manifest::decode(&m.encode(), p).unwrap_err();
         assert!(e.to_string().contains("lost window names tier"), "{e}");
