@@ -69,7 +69,7 @@ impl Engine {
             self.maint.get_mut(),
             Maint {
                 checkpoint_lsn: 0,
-                sealing: Vec::new(),
+                upkeep: Vec::new(),
                 prefaulting: Vec::new(),
                 background: None,
                 failure: None,
@@ -634,7 +634,7 @@ impl Engine {
     /// flush may depend on it), the commit is left for a later write.
     fn commit_background(&self, m: &mut Maint) -> Result<()> {
         let finished = m.background.as_ref().is_some_and(|(_, h)| h.is_finished());
-        if !finished || m.sealing.iter().any(|h| !h.is_finished()) {
+        if !finished || m.upkeep.iter().any(|h| !h.is_finished()) {
             return Ok(());
         }
         let Some((generation, h)) = m.background.take() else {
@@ -651,7 +651,7 @@ impl Engine {
                 return Ok(());
             }
         };
-        self.join_seals(m)?;
+        self.join_upkeep(m)?;
         let cur = self.current.load_full();
         match l {
             Some(l) if l > m.checkpoint_lsn && cur.generation == generation => {
@@ -727,7 +727,7 @@ impl Engine {
         drop(cur);
         let r = (|| {
             self.rotate(&mut m, now, false)?;
-            self.join_seals(&mut m)?;
+            self.join_upkeep(&mut m)?;
             self.swap_rewritten(&mut m)?;
             let snap = self.current.load_full();
             if self.wal.is_some() {

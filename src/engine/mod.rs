@@ -68,7 +68,7 @@ struct Maint {
     /// Seals and fingerprint tables' daily sweeps running in the
     /// background (see `rotate`, `Engine::in_background`), joined before
     /// anything that needs them finished.
-    sealing: Vec<JoinHandle<Result<()>>>,
+    upkeep: Vec<JoinHandle<Result<()>>>,
     /// Threads faulting in new windows (`ahead::prefault_behind`), and
     /// those that created windows ahead once a rotation or close took them
     /// (`ahead::take`): stopped and joined before an expiry deletes files
@@ -502,7 +502,7 @@ impl Engine {
         // leaves undefined (glibc may free a stack record a thread of the
         // child reuses). Leaked, as the process's copy of them is.
         let m = self.maint.get_mut();
-        std::mem::forget(std::mem::take(&mut m.sealing));
+        std::mem::forget(std::mem::take(&mut m.upkeep));
         std::mem::forget(std::mem::take(&mut m.prefaulting));
         std::mem::forget(m.background.take());
         std::mem::forget(self.syncer.get_mut().take());
@@ -537,7 +537,7 @@ impl Engine {
         if let Some(mut syncer) = self.syncer.lock().take() {
             syncer.stop();
         }
-        let sealed = self.join_seals(&mut m);
+        let sealed = self.join_upkeep(&mut m);
         // A checkpoint running beside the writers stops touching the files
         // before anything else does.
         let flushed = m

@@ -699,7 +699,7 @@ impl Engine {
             lost_at: Vec::new(),
             maint: Mutex::new(Maint {
                 checkpoint_lsn,
-                sealing: Vec::new(),
+                upkeep: Vec::new(),
                 prefaulting: Vec::new(),
                 background: None,
                 failure: None,

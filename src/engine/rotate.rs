@@ -283,7 +283,7 @@ impl Engine {
             // (it started a window or more ago). So does a prefault thread
             // (a window made moments ago, on a clock that moves fast, or
             // a thread the scheduler has not run yet): stopped.
-            self.join_seals(m)?;
+            self.join_upkeep(m)?;
             self.stop_prefaults(m);
             self.store_manifest(m, &next)?;
             // Published before the files go: no new call reads them.
@@ -509,7 +509,7 @@ impl Engine {
         }
         // A sweep still running reads the table (harmless), but finishing
         // it first keeps its thread from outliving the file.
-        self.join_seals(m)?;
+        self.join_upkeep(m)?;
         let all = self.stripes.lock_all();
         let mut dropped = Vec::new();
         for t in next.tiers.iter_mut().filter(|t| t.tier.is_table()) {
@@ -610,7 +610,7 @@ impl Engine {
     }
 
     /// Runs `work` on a thread of its own at nice 10, joined by the next
-    /// `flush`, `close` or expiry (`Maint::sealing`); an I/O error latches
+    /// `flush`, `close` or expiry (`Maint::upkeep`); an I/O error latches
     /// the engine like a write's. Nothing runs when no thread can start.
     fn in_background(
         &self,
@@ -627,7 +627,7 @@ impl Engine {
             r
         });
         if let Ok(h) = spawned {
-            m.sealing.push(h);
+            m.upkeep.push(h);
         }
     }
 
@@ -662,15 +662,16 @@ impl Engine {
         self.stop_prefault.store(false, Ordering::Relaxed);
     }
 
-    /// Waits for the seals running in the background; the first error.
-    pub(super) fn join_seals(&self, m: &mut Maint) -> Result<()> {
+    /// Waits for the seals and sweeps running in the background; the first
+    /// error.
+    pub(super) fn join_upkeep(&self, m: &mut Maint) -> Result<()> {
         let mut r = Ok(());
-        for h in m.sealing.drain(..) {
+        for h in m.upkeep.drain(..) {
             let out = h.join().unwrap_or_else(|_| {
                 Err(Error::Io {
-                    op: "seal segment",
+                    op: "seal or sweep segments",
                     path: self.dir.join(SEG_DIR),
-                    source: std::io::Error::other("the sealing thread panicked"),
+                    source: std::io::Error::other("a background seal or sweep panicked"),
                 })
             });
             if r.is_ok() {
@@ -839,7 +840,7 @@ impl Engine {
             // A window being sealed in the background finishes first, and
             // one whose file it replaced is swapped for the copy before it
             // is unsealed.
-            self.join_seals(&mut m)?;
+            self.join_upkeep(&mut m)?;
             self.swap_rewritten(&mut m)?;
             let mut next = (*self.current.load_full()).clone();
             let targets = self.backfill_targets(&next, now, t)?;
