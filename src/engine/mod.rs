@@ -112,7 +112,7 @@ pub struct Engine {
     generation: AtomicU64,
     /// The latest instant a lookup read past the snapshot's boundary (the
     /// clock-jump guard's evidence that the clock moved step by step).
-    seen: AtomicI64,
+    read_past: AtomicI64,
     /// The newest day the fingerprint tables were read and written at (see
     /// [`Engine::table_today`]); only ever raised, and named in the
     /// manifest before any write of a later day lands. Shared with the
@@ -331,13 +331,13 @@ impl Engine {
     /// Checked and written at most once per second of clock.
     #[cold]
     fn past_boundary(&self, snap: &Snapshot, now: i64) -> Result<()> {
-        if now <= self.seen.load(Ordering::Relaxed) {
+        if now <= self.read_past.load(Ordering::Relaxed) {
             return Ok(());
         }
         if !self.read_only && !self.allow_clock_jump {
             self.check_clock_jump(snap, now)?;
         }
-        self.seen.fetch_max(now, Ordering::Relaxed);
+        self.read_past.fetch_max(now, Ordering::Relaxed);
         Ok(())
     }
 

@@ -688,7 +688,7 @@ impl Engine {
             clock: options.clock,
             current: ArcSwap::from_pointee(Snapshot::empty(tiers)),
             generation: AtomicU64::new(0),
-            seen: AtomicI64::new(i64::MIN),
+            read_past: AtomicI64::new(i64::MIN),
             table_day: Arc::new(AtomicU32::new(0)),
             manifest_generation: AtomicU64::new(generation),
             lost,

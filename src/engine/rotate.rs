@@ -125,7 +125,7 @@ impl Engine {
         // Lookups do not rotate, but past a boundary they note the instants
         // they read: a clock that lookups saw move there step by step did
         // not jump.
-        let from = boundary.max(self.seen.load(Ordering::Relaxed));
+        let from = boundary.max(self.read_past.load(Ordering::Relaxed));
         let refuse = || Error::ClockJump { from, to: now };
         // Only a step forward is a jump: a clock set back (behind what
         // lookups saw) expires nothing, and inserts go on in the newest

@@ -296,7 +296,7 @@ impl Engine {
     /// One check-and-insert against `snap`.
     #[inline]
     fn insert_one(&self, snap: &Snapshot, h: KeyHash, now: i64, seen: Seen) -> Result<Step<bool>> {
-        let today = self.table_day(snap, now)?;
+        let today = self.insert_day(snap, now)?;
         let quick = open_first(snap, h, today);
         // The older windows' probes, kept to test them again under the
         // stripe.
@@ -402,7 +402,7 @@ impl Engine {
             // key's last record stays the one that claimed it).
             return Ok(Step::Done(false));
         }
-        let today = self.table_day(snap, now)?;
+        let today = self.insert_day(snap, now)?;
         if let Some(step) = self.write_tables(snap, x, h, today, today, |_| true)? {
             return Ok(step);
         }
@@ -424,7 +424,7 @@ impl Engine {
     /// path; 0, never read, when no tier is a table: engines without one
     /// work out no day per insert.
     #[inline]
-    fn table_day(&self, snap: &Snapshot, now: i64) -> Result<u32> {
+    fn insert_day(&self, snap: &Snapshot, now: i64) -> Result<u32> {
         if snap.tiers.iter().any(|t| t.tier.is_table()) {
             self.table_today_in(snap, now)
         } else {
@@ -609,7 +609,7 @@ impl Engine {
         out: &mut Vec<bool>,
         now: i64,
     ) -> Result<Step<()>> {
-        let today = self.table_day(snap, now)?;
+        let today = self.insert_day(snap, now)?;
         // As `insert_one`: the open windows first, the full tier's older
         // windows only for the keys its open window does not hold.
         let full = &snap.tiers[snap.full_tier].segments;
