@@ -5,7 +5,7 @@
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `TBLMMANI` |
-//! | 8 | 4 | format version (1; 2 when a chain starts past its first file) |
+//! | 8 | 4 | format version (1; 2 when a chain starts past its first file; 3 when it lists lost windows) |
 //! | 12 | 4 | body length in bytes |
 //! | 16 | 4 | CRC32 of the body |
 //! | 20 | n | body: UTF-8 JSON, see [`Manifest`] |
@@ -129,18 +129,30 @@ impl Manifest {
         let body = serde_json::to_vec_pretty(self).unwrap_or_default();
         let mut out = Vec::with_capacity(PREFIX + body.len());
         out.extend_from_slice(&MAGIC);
-        let version = if !self.lost.is_empty() {
-            VERSION_LOST
-        } else if self.segments.iter().any(|s| s.first > 0) {
-            VERSION_FIRST
-        } else {
-            VERSION
-        };
-        out.extend_from_slice(&version.to_le_bytes());
+        out.extend_from_slice(&self.version().to_le_bytes());
         out.extend_from_slice(&(body.len() as u32).to_le_bytes());
         out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
         out.extend_from_slice(&body);
         out
+    }
+
+    /// The format version this manifest is written as.
+    fn version(&self) -> u32 {
+        if !self.lost.is_empty() {
+            VERSION_LOST
+        } else {
+            self.version_before_lost()
+        }
+    }
+
+    /// The version a build before [`VERSION_LOST`] wrote this manifest
+    /// as, its lost windows included.
+    fn version_before_lost(&self) -> u32 {
+        if self.segments.iter().any(|s| s.first > 0) {
+            VERSION_FIRST
+        } else {
+            VERSION
+        }
     }
 
     /// Decodes and validates a manifest read from `path`.
@@ -186,6 +198,17 @@ impl Manifest {
             return Err(bad(
                 "a version 1 manifest names a chain that starts past its first file".into(),
             ));
+        }
+        // The version must be the one its body is written as (the header
+        // is outside the checksum: a flipped bit shows here), or, for a
+        // manifest that lists lost windows, the one builds before version
+        // 3 wrote it as.
+        let legacy = !m.lost.is_empty() && version == m.version_before_lost();
+        if version != m.version() && !legacy {
+            return Err(bad(format!(
+                "format version {version} does not match its body (written as version {})",
+                m.version()
+            )));
         }
         m.validate(path)?;
         Ok(m)
@@ -372,6 +395,51 @@ mod tests {
         m.lost[0].tier = m.config.tiers.len();
         let e = Manifest::decode(&m.encode(), p).unwrap_err();
         assert!(e.to_string().contains("lost window names tier"), "{e}");
+    }
+
+    /// The version word is outside the checksum: a manifest whose version
+    /// is not the one its body is written as is refused, so that a flipped
+    /// bit never opens it under another version's rules. The one exception
+    /// is a manifest with lost windows labelled as builds before version 3
+    /// wrote it.
+    #[test]
+    fn a_version_that_does_not_match_the_body_is_refused() {
+        let p = Path::new("MANIFEST");
+        let plain = sample();
+        let mut first = sample();
+        first.config.tiers = vec![crate::config::Tier::fingerprint(30)];
+        first.segments[0].window = 0;
+        first.segments[0].first = 2;
+        first.segments[0].files = (2..4)
+            .map(|i| file_name("f", first.config.tiers[0].span, 0, i).unwrap())
+            .collect();
+        let mut lost = sample();
+        lost.lost = vec![LostWindow {
+            tier: 0,
+            window: 19_990,
+            expires: 1_798_761_600,
+        }];
+        for (m, written, legacy) in [
+            (&plain, VERSION, None),
+            (&first, VERSION_FIRST, None),
+            (&lost, VERSION_LOST, Some(VERSION)),
+        ] {
+            let b = m.encode();
+            assert_eq!(version(&b), written);
+            for v in 0..8u32 {
+                let mut c = b.clone();
+                c[8..12].copy_from_slice(&v.to_le_bytes());
+                let r = Manifest::decode(&c, p);
+                if v == written || Some(v) == legacy {
+                    assert_eq!(r.unwrap(), *m, "version {v}");
+                } else {
+                    assert!(
+                        r.is_err(),
+                        "version {v} of a version {written} manifest opened"
+                    );
+                }
+            }
+        }
     }
 
     /// A lost table names window 0, as its segment entry does; any other
