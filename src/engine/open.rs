@@ -18,7 +18,7 @@ use crate::config::{Config, Tier};
 use crate::error::{Error, Result};
 use crate::filter::Stripes;
 use crate::hash::{random_seed, seed_fingerprint};
-use crate::manifest::{LostWindow, Manifest};
+use crate::manifest::{LostWindow, Manifest, SegmentEntry};
 use crate::segment::{Identity, SubFilter};
 use crate::window;
 
@@ -366,205 +366,42 @@ impl Engine {
         let manifest = Manifest::load(&dir.join(MANIFEST))?.ok_or_else(|| Error::NotFound {
             path: dir.to_path_buf(),
         })?;
-        let seed_fp = seed_fingerprint(manifest.seed);
         let now = options.clock.now_secs()?;
-        // Windows the clock says have expired (the rotation below drops
-        // them): a file of one that is missing was deleted by the expiry
-        // of a writer whose manifest this is not the latest of (a copy that
-        // took MANIFEST before seg/, docs/operations.md, "Backup"). Nothing
-        // reads such a window, so it is left out rather than refusing the
-        // directory.
-        let offset = manifest.config.utc_offset_secs;
         let expired_at = match options.expired_at {
             Some(t) => crate::clock::instant(t)?,
             None => now,
         };
-        let expired = |tier: &Tier, w: i64| {
-            !tier.is_table()
-                && window::index(tier.span, expired_at, offset)
-                    .is_some_and(|c| w < tier.oldest_live(c))
+        let mut reading = Reading {
+            dir,
+            manifest: &manifest,
+            seed_fp: seed_fingerprint(manifest.seed),
+            read_only,
+            degraded: options.degraded,
+            verify: options.verify_on_open,
+            now,
+            expired_at,
+            left: LeftOut {
+                names: Vec::new(),
+                // Those earlier degraded opens lost, until they expire.
+                lost_at: (manifest.lost.iter())
+                    .filter(|l| l.expires > now)
+                    .copied()
+                    .collect(),
+                damaged: Vec::new(),
+                unchecked: Vec::new(),
+                windows: Vec::new(),
+                newest: vec![None; manifest.config.tiers.len()],
+            },
         };
-        let mut tiers: Vec<Vec<Segment>> =
-            manifest.config.tiers.iter().map(|_| Vec::new()).collect();
-        let mut lost = Vec::new();
-        // A lost window, with the instant every key it held has expired by:
-        // its window's expiry, or a table's days kept from the newest day
-        // it took (today, or a later day a clock stepped back left).
-        let lost_window = |tier: usize, window: i64| {
-            let t = &manifest.config.tiers[tier];
-            let (span, past) = if t.is_table() {
-                let today = window::index(window::Span::Day, now, offset)
-                    .map(|d| d.max(i64::from(manifest.table_day)));
-                (
-                    window::Span::Day,
-                    today.and_then(|d| d.checked_add(i64::from(t.retention))),
-                )
-            } else {
-                (t.span, window.checked_add(i64::from(t.retention)))
-            };
-            let expires = past.and_then(|w| window::start(span, w, offset));
-            LostWindow {
-                tier,
-                window,
-                expires: expires.unwrap_or(i64::MAX),
-            }
-        };
-        // Those earlier degraded opens lost, until they expire.
-        let mut lost_at: Vec<LostWindow> = manifest
-            .lost
-            .iter()
-            .filter(|l| l.expires > now)
-            .copied()
-            .collect();
-        let mut damaged = Vec::new();
-        let mut unchecked = Vec::new();
-        // The entries of the windows left out: the manifest stops naming
-        // their files, so the files of such a window that opened (or were
-        // not tried) are leftovers too, deleted below. Kept, the first file
-        // of a lost open window would take the name of the one the open
-        // then makes for it.
-        let mut left_out = Vec::new();
-        let mut lost_newest: Vec<Option<i64>> = vec![None; manifest.config.tiers.len()];
-        let mut note_lost = |tier: usize, window: i64| {
-            if !manifest.config.tiers[tier].is_table() {
-                let w = &mut lost_newest[tier];
-                *w = Some(w.map_or(window, |n| n.max(window)));
-            }
-        };
-        'segments: for e in &manifest.segments {
-            let tier = manifest.config.tiers[e.tier];
-            let mut subs = Vec::with_capacity(e.files.len());
-            for (i, f) in e.files.iter().enumerate() {
-                let id = Identity {
-                    span: tier.span,
-                    window: e.window,
-                    index: e.first + i as u32,
-                };
-                let path = dir.join(SEG_DIR).join(f);
-                let opened = if read_only {
-                    SubFilter::open_read_only(&path, id, seed_fp, options.verify_on_open)
-                } else {
-                    SubFilter::open(&path, id, seed_fp, options.verify_on_open)
-                };
-                let opened = opened.and_then(|sub| {
-                    if sub.header().kind != tier.kind {
-                        return Err(Error::corrupt(
-                            &path,
-                            "segment kind differs from its tier's kind",
-                        ));
-                    }
-                    // A table read with another retention than its tier's
-                    // takes keys it still keeps for expired.
-                    if tier.is_table() && sub.header().retention != tier.table_days() {
-                        return Err(Error::corrupt(
-                            &path,
-                            format!(
-                                "table keeps {} days after today, its tier {}",
-                                sub.header().retention,
-                                tier.table_days()
-                            ),
-                        ));
-                    }
-                    Ok(sub)
-                });
-                match opened {
-                    Ok(sub) => subs.push(Arc::new(sub)),
-                    Err(Error::Io { source, .. })
-                        if source.kind() == std::io::ErrorKind::NotFound
-                            && expired(&tier, e.window) =>
-                    {
-                        left_out.push((e.tier, e.window));
-                        continue 'segments;
-                    }
-                    Err(err) => {
-                        let window = window_name(&tier, e.window);
-                        // A file the manifest names and the disk lacks (not
-                        // moved to quarantine by an earlier open: deleted,
-                        // or left out of a copy) is damage to a degraded
-                        // open, which goes on without its window; a plain
-                        // open fails with "not found" as it is. A reader
-                        // beside a writer first checks that the manifest on
-                        // disk is still the one it read: a writer replaces
-                        // it before it deletes what it no longer names, and
-                        // the reader then reads again (`open_read_only_with`).
-                        // A file an earlier open moved to quarantine is
-                        // damage to a read-only degraded open (`verify`)
-                        // too, which would otherwise leave the window out
-                        // without a word.
-                        let not_found = matches!(&err, Error::Io { source, .. }
-                            if source.kind() == std::io::ErrorKind::NotFound);
-                        let moved = dir.join(QUARANTINE).join(f);
-                        let quarantined = not_found && moved.exists();
-                        let missing = not_found
-                            && !quarantined
-                            && (!read_only
-                                || Manifest::load(&dir.join(MANIFEST))
-                                    .is_ok_and(|m| m.as_ref() == Some(&manifest)));
-                        let err = match (missing, quarantined) {
-                            _ if !options.degraded => err,
-                            (true, _) => {
-                                Error::corrupt(&path, "missing, though the manifest names it")
-                            }
-                            (_, true) if read_only => Error::corrupt(
-                                &moved,
-                                "moved here from seg/ by an open that found it damaged",
-                            ),
-                            _ => err,
-                        };
-                        if missing && options.degraded && !read_only {
-                            lost.push(window);
-                            lost_at.push(lost_window(e.tier, e.window));
-                            note_lost(e.tier, e.window);
-                            left_out.push((e.tier, e.window));
-                            continue 'segments;
-                        }
-                        if read_only && err.is_damage() && options.degraded {
-                            // A read-only open moves nothing; it only leaves
-                            // the window out.
-                            lost.push(window);
-                            lost_at.push(lost_window(e.tier, e.window));
-                            damaged.push(err);
-                            // The window's other files, for `verify_each`
-                            // to check too: it names every damaged one, not
-                            // only the one that left the window out.
-                            unchecked.extend(
-                                e.files.iter().enumerate().filter(|&(j, _)| j != i).map(
-                                    |(j, f)| {
-                                        let id = Identity {
-                                            index: e.first + j as u32,
-                                            ..id
-                                        };
-                                        (dir.join(SEG_DIR).join(f), id)
-                                    },
-                                ),
-                            );
-                            left_out.push((e.tier, e.window));
-                            continue 'segments;
-                        }
-                        let Some(moved) = quarantine(dir, f, &err, read_only)? else {
-                            return Err(err);
-                        };
-                        if !options.degraded {
-                            return Err(Error::Quarantined {
-                                path: moved,
-                                window,
-                                reason: err.to_string(),
-                            });
-                        }
-                        // Degraded: go on without the whole window.
-                        lost.push(window);
-                        lost_at.push(lost_window(e.tier, e.window));
-                        note_lost(e.tier, e.window);
-                        left_out.push((e.tier, e.window));
-                        continue 'segments;
-                    }
-                }
-            }
-            tiers[e.tier].push(Segment {
-                window: e.window,
-                subs,
-            });
-        }
+        let mut tiers = reading.segments()?;
+        let LeftOut {
+            names: lost,
+            mut lost_at,
+            damaged,
+            unchecked,
+            windows: left_out,
+            newest: lost_newest,
+        } = reading.left;
         for t in &mut tiers {
             t.sort_by_key(|s| s.window);
         }
@@ -742,5 +579,243 @@ impl Engine {
             crate::file::fsync_dir(&seg)?;
         }
         Ok(())
+    }
+}
+
+/// What an open learns of the windows it leaves out (lost, damaged, or
+/// expired and missing) while it opens the files the manifest names.
+struct LeftOut {
+    /// `TIER WINDOW` of each window this open lost (`Engine::lost`).
+    names: Vec<String>,
+    /// The lost windows the manifest keeps, earlier opens' included
+    /// (`Engine::lost_at`).
+    lost_at: Vec<LostWindow>,
+    /// Why a read-only degraded open left each window out
+    /// (`Engine::damaged`).
+    damaged: Vec<Error>,
+    /// The other files of those windows (`Engine::unchecked`).
+    unchecked: Vec<(PathBuf, Identity)>,
+    /// Every window left out: the manifest stops naming their files, so
+    /// the files of such a window that opened (or were not tried) are
+    /// leftovers too, deleted after the open. Kept, the first file of a
+    /// lost open window would take the name of the one the open then
+    /// makes for it.
+    windows: Vec<(usize, i64)>,
+    /// Per tier, the newest window a writer lost (`Engine::lost_newest`;
+    /// none for tables).
+    newest: Vec<Option<i64>>,
+}
+
+/// One open's reading of the segment files its manifest names.
+struct Reading<'a> {
+    dir: &'a Path,
+    manifest: &'a Manifest,
+    seed_fp: u64,
+    read_only: bool,
+    degraded: bool,
+    verify: bool,
+    now: i64,
+    /// The instant windows count as expired at (`Options::expired_at`,
+    /// else `now`).
+    expired_at: i64,
+    left: LeftOut,
+}
+
+impl Reading<'_> {
+    /// Opens every window the manifest names, by tier (in the manifest's
+    /// order), leaving out those whose files are missing or damaged as
+    /// [`Reading::failed`] decides.
+    fn segments(&mut self) -> Result<Vec<Vec<Segment>>> {
+        let manifest = self.manifest;
+        let mut tiers: Vec<Vec<Segment>> =
+            manifest.config.tiers.iter().map(|_| Vec::new()).collect();
+        'segments: for e in &manifest.segments {
+            let tier = manifest.config.tiers[e.tier];
+            let mut subs = Vec::with_capacity(e.files.len());
+            for (i, f) in e.files.iter().enumerate() {
+                let id = Identity {
+                    span: tier.span,
+                    window: e.window,
+                    index: e.first + i as u32,
+                };
+                match self.open_file(&tier, f, id) {
+                    Ok(sub) => subs.push(Arc::new(sub)),
+                    Err(err) => {
+                        self.failed(e, i, id, err)?;
+                        continue 'segments;
+                    }
+                }
+            }
+            tiers[e.tier].push(Segment {
+                window: e.window,
+                subs,
+            });
+        }
+        Ok(tiers)
+    }
+
+    /// Opens file `f` of a window of `tier`, checking that it is of the
+    /// tier's kind (and a table, that it keeps the tier's days).
+    fn open_file(&self, tier: &Tier, f: &str, id: Identity) -> Result<SubFilter> {
+        let path = self.dir.join(SEG_DIR).join(f);
+        let sub = if self.read_only {
+            SubFilter::open_read_only(&path, id, self.seed_fp, self.verify)?
+        } else {
+            SubFilter::open(&path, id, self.seed_fp, self.verify)?
+        };
+        if sub.header().kind != tier.kind {
+            return Err(Error::corrupt(
+                &path,
+                "segment kind differs from its tier's kind",
+            ));
+        }
+        // A table read with another retention than its tier's takes keys
+        // it still keeps for expired.
+        if tier.is_table() && sub.header().retention != tier.table_days() {
+            return Err(Error::corrupt(
+                &path,
+                format!(
+                    "table keeps {} days after today, its tier {}",
+                    sub.header().retention,
+                    tier.table_days()
+                ),
+            ));
+        }
+        Ok(sub)
+    }
+
+    /// File `i` (identity `id`) of the window of entry `e` failed to open
+    /// with `err`: `Ok` when the window is left out (and the open goes on
+    /// without it), else the error the open fails with.
+    fn failed(&mut self, e: &SegmentEntry, i: usize, id: Identity, err: Error) -> Result<()> {
+        let (dir, read_only, degraded) = (self.dir, self.read_only, self.degraded);
+        let tier = self.manifest.config.tiers[e.tier];
+        let f = &e.files[i];
+        let path = dir.join(SEG_DIR).join(f);
+        let not_found = matches!(&err, Error::Io { source, .. }
+            if source.kind() == std::io::ErrorKind::NotFound);
+        // Windows the clock says have expired (the rotation after the open
+        // drops them): a file of one that is missing was deleted by the
+        // expiry of a writer whose manifest this is not the latest of (a
+        // copy that took MANIFEST before seg/, docs/operations.md,
+        // "Backup"). Nothing reads such a window, so it is left out rather
+        // than refusing the directory.
+        let expired = !tier.is_table()
+            && window::index(
+                tier.span,
+                self.expired_at,
+                self.manifest.config.utc_offset_secs,
+            )
+            .is_some_and(|c| e.window < tier.oldest_live(c));
+        if not_found && expired {
+            self.left.windows.push((e.tier, e.window));
+            return Ok(());
+        }
+        let window = window_name(&tier, e.window);
+        // A file the manifest names and the disk lacks (not moved to
+        // quarantine by an earlier open: deleted, or left out of a copy)
+        // is damage to a degraded open, which goes on without its window;
+        // a plain open fails with "not found" as it is. A reader beside a
+        // writer first checks that the manifest on disk is still the one
+        // it read: a writer replaces it before it deletes what it no longer
+        // names, and the reader then reads again (`open_read_only_with`).
+        // A file an earlier open moved to quarantine is damage to a
+        // read-only degraded open (`verify`) too, which would otherwise
+        // leave the window out without a word.
+        let moved = dir.join(QUARANTINE).join(f);
+        let quarantined = not_found && moved.exists();
+        let missing = not_found
+            && !quarantined
+            && (!read_only
+                || Manifest::load(&dir.join(MANIFEST))
+                    .is_ok_and(|m| m.as_ref() == Some(self.manifest)));
+        let err = match (missing, quarantined) {
+            _ if !degraded => err,
+            (true, _) => Error::corrupt(&path, "missing, though the manifest names it"),
+            (_, true) if read_only => Error::corrupt(
+                &moved,
+                "moved here from seg/ by an open that found it damaged",
+            ),
+            _ => err,
+        };
+        if missing && degraded && !read_only {
+            self.lose(e, window, true);
+            return Ok(());
+        }
+        if read_only && err.is_damage() && degraded {
+            // A read-only open moves nothing; it only leaves the window
+            // out.
+            self.lose(e, window, false);
+            self.left.damaged.push(err);
+            // The window's other files, for `verify_each` to check too: it
+            // names every damaged one, not only the one that left the
+            // window out.
+            self.left
+                .unchecked
+                .extend(
+                    (e.files.iter().enumerate())
+                        .filter(|&(j, _)| j != i)
+                        .map(|(j, f)| {
+                            let id = Identity {
+                                index: e.first + j as u32,
+                                ..id
+                            };
+                            (dir.join(SEG_DIR).join(f), id)
+                        }),
+                );
+            return Ok(());
+        }
+        let Some(moved) = quarantine(dir, f, &err, read_only)? else {
+            return Err(err);
+        };
+        if !degraded {
+            return Err(Error::Quarantined {
+                path: moved,
+                window,
+                reason: err.to_string(),
+            });
+        }
+        // Degraded: go on without the whole window.
+        self.lose(e, window, true);
+        Ok(())
+    }
+
+    /// Leaves out the window of entry `e` (named `window`) as lost: kept
+    /// in the manifest's list until it expires, and, when `newest` (a
+    /// writer's open), noted as its tier's newest lost window.
+    fn lose(&mut self, e: &SegmentEntry, window: String, newest: bool) {
+        let lost = self.lost_window(e.tier, e.window);
+        let left = &mut self.left;
+        left.names.push(window);
+        left.lost_at.push(lost);
+        if newest && !self.manifest.config.tiers[e.tier].is_table() {
+            let w = &mut left.newest[e.tier];
+            *w = Some(w.map_or(e.window, |n| n.max(e.window)));
+        }
+        left.windows.push((e.tier, e.window));
+    }
+
+    /// A lost window, with the instant every key it held has expired by:
+    /// its window's expiry, or a table's days kept from the newest day it
+    /// took (today, or a later day a clock stepped back left).
+    fn lost_window(&self, tier: usize, window: i64) -> LostWindow {
+        let (now, offset) = (self.now, self.manifest.config.utc_offset_secs);
+        let t = &self.manifest.config.tiers[tier];
+        let (span, past) = if t.is_table() {
+            let today = window::index(window::Span::Day, now, offset)
+                .map(|d| d.max(i64::from(self.manifest.table_day)));
+            (
+                window::Span::Day,
+                today.and_then(|d| d.checked_add(i64::from(t.retention))),
+            )
+        } else {
+            (t.span, window.checked_add(i64::from(t.retention)))
+        };
+        let expires = past.and_then(|w| window::start(span, w, offset));
+        LostWindow {
+            tier,
+            window,
+            expires: expires.unwrap_or(i64::MAX),
+        }
     }
 }
