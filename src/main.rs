@@ -10,19 +10,19 @@
 // the library; the command line has none (signals: see `signals`).
 #![forbid(unsafe_code)]
 
-use std::collections::HashSet;
-use std::ffi::OsString;
 use std::io::{self, BufWriter, StdoutLock, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
-use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use rustix::event::{PollFd, PollFlags};
 use timebloom::canonical::Canonicalizer;
 use timebloom::plan::Plan;
-use timebloom::{Config, Engine, Error, Kind, ManualClock, Options, SyncPolicy, Tier};
+use timebloom::{Config, Engine, Error, Kind, Options, SyncPolicy, Tier};
 
+#[path = "cli/commands.rs"]
+mod commands;
 #[path = "cli/input.rs"]
 mod input;
 #[path = "cli/progress.rs"]
@@ -39,13 +39,10 @@ mod text;
 #[path = "units.rs"]
 mod units;
 
-use input::{open_inputs, Chunk, KeyReader, KeyRules, LongLines, NotUrl};
-use progress::Progress;
-use store::{NoRedisFlags, RedisFlags, Store, Target};
-use text::{
-    fmt_offset, parse_duration, parse_fpr, parse_offset, parse_rfc3339, parse_tier_list,
-    stats_table,
-};
+use commands::Ctx;
+use input::{KeyRules, LongLines, NotUrl};
+use store::{Store, Target};
+use text::{fmt_offset, parse_duration, parse_fpr, parse_offset, parse_rfc3339, parse_tier_list};
 use units::fmt_bytes;
 
 /// Embedded, persistent, time-windowed Bloom filters for deduplicating URLs.
@@ -84,28 +81,14 @@ enum Command {
         override_usage = "timebloom create [OPTIONS] <DIR>\n       timebloom create [OPTIONS] --redis <URL> [--prefix <P>]",
         after_help = "Examples:\n  timebloom create crawl.tb --tiers 7d,4w --items-per-day 5000000 --fpr 0.001\n  timebloom create --redis redis://10.0.0.5:6379 --prefix crawl --tiers 7d,4w"
     )]
-    Create {
-        /// The engine directory.
-        #[arg(required_unless_present = "redis", conflicts_with = "redis")]
-        dir: Option<PathBuf>,
-        #[command(flatten)]
-        redis: RedisFlags,
-        #[command(flatten)]
-        sizing: Sizing,
-    },
+    Create(commands::CreateArgs),
     /// Print the sizing plan of a configuration without creating anything:
     /// windows, bits per key, probes, bytes per window and in total, and
     /// how much older than a horizon an answer may be.
     #[command(
         after_help = "Example:\n  timebloom plan --items-per-day 20000000 --fpr 0.0001 --tiers 7d,12m"
     )]
-    Plan {
-        #[command(flatten)]
-        sizing: Sizing,
-        /// Print the plan as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Plan(commands::PlanArgs),
     /// Record keys and print how many were new. The engine (DIR, or --redis
     /// URL) is created with the default (or given) configuration if there is
     /// none.
@@ -113,24 +96,7 @@ enum Command {
         override_usage = "timebloom add [OPTIONS] <DIR> [FILES]...\n       timebloom add [OPTIONS] --redis <URL> [--prefix <P>] [FILES]...",
         after_help = "Examples:\n  timebloom add crawl.tb seen-urls.txt.gz --canonical\n  timebloom add --redis redis://10.0.0.5:6379 --prefix crawl seen-urls.txt.gz"
     )]
-    Add {
-        /// The engine directory (with --redis, the first file of keys).
-        #[arg(required_unless_present = "redis")]
-        dir: Option<PathBuf>,
-        /// Files of keys, one per line (`.gz` files, any case, are decompressed); stdin
-        /// when none ("-" is stdin too).
-        files: Vec<PathBuf>,
-        #[command(flatten)]
-        redis: RedisFlags,
-        #[command(flatten)]
-        sizing: Sizing,
-        #[command(flatten)]
-        keys: KeyFlags,
-        #[command(flatten)]
-        lines: LineFlags,
-        #[command(flatten)]
-        write: WriteFlags,
-    },
+    Add(commands::AddArgs),
     /// Print the lines not seen before, in input order, and record them.
     ///
     /// The deduplicating stage of a crawler pipeline. The engine (DIR, or
@@ -147,72 +113,14 @@ enum Command {
         override_usage = "timebloom filter-new [OPTIONS] <DIR> [FILES]...\n       timebloom filter-new [OPTIONS] --redis <URL> [--prefix <P>] [FILES]...",
         after_help = "Examples:\n  crawl | timebloom filter-new crawl.tb --canonical > new-urls.txt\n  timebloom filter-new crawl.tb --dry-run --stats today.txt.gz | wc -l\n  crawl | timebloom filter-new crawl.tb --within 7d > due-for-recrawl.txt\n  crawl | timebloom filter-new --redis redis://10.0.0.5:6379 --prefix crawl --canonical"
     )]
-    FilterNew {
-        /// The engine directory (with --redis, the first file of keys).
-        #[arg(required_unless_present = "redis")]
-        dir: Option<PathBuf>,
-        /// Files of keys, one per line (`.gz` files, any case, are decompressed); stdin
-        /// when none ("-" is stdin too).
-        files: Vec<PathBuf>,
-        #[command(flatten)]
-        redis: RedisFlags,
-        /// Record the new lines but print nothing.
-        #[arg(short, long, conflicts_with_all = ["dry_run", "duplicates"])]
-        quiet: bool,
-        /// Print what would be new but record nothing (lines repeated within
-        /// the input are printed once); the engine is opened read-only, so
-        /// a dry run works beside a running writer (--sync and
-        /// --max-clock-jump, which only writing uses, are refused with it).
-        /// It keeps a hash of each line it prints to catch repeats: about
-        /// 35 bytes a new line (3.5 GB for 100 million).
-        #[arg(long, conflicts_with_all = ["sync", "max_clock_jump"])]
-        dry_run: bool,
-        /// Print the repeated lines instead of the new ones.
-        #[arg(long)]
-        duplicates: bool,
-        /// A line counts as seen only when recorded within this long of now
-        /// (3d, 12h, 2w, 1d12h): print what is due for a recrawl, and
-        /// record it again. Windows are whole, so a key up to one window of
-        /// the answering tier older may count as seen too.
-        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-        within: Option<Duration>,
-        /// One summary line on stderr at the end: lines read, new, repeated,
-        /// skipped, empty, rate.
-        #[arg(long)]
-        stats: bool,
-        #[command(flatten)]
-        sizing: Sizing,
-        #[command(flatten)]
-        keys: KeyFlags,
-        #[command(flatten)]
-        lines: LineFlags,
-        #[command(flatten)]
-        write: WriteFlags,
-    },
+    FilterNew(commands::FilterNewArgs),
     /// Print "KEY<TAB>seen" or "KEY<TAB>new" per key; exit 0 when all were
     /// seen, 1 when any was new. Read-only: never writes, rotates or expires.
     #[command(
         override_usage = "timebloom check [OPTIONS] <DIR> [KEYS]...\n       timebloom check [OPTIONS] --redis <URL> [--prefix <P>] [KEYS]...",
         after_help = "Examples:\n  timebloom check crawl.tb --within 3d 'https://example.com/a'\n  timebloom check --redis redis://10.0.0.5:6379 --prefix crawl 'https://example.com/a'"
     )]
-    Check {
-        /// The engine directory (with --redis, the first key).
-        #[arg(required_unless_present = "redis")]
-        dir: Option<PathBuf>,
-        #[command(flatten)]
-        redis: RedisFlags,
-        /// Only keys recorded within this long of now count as seen (3d, 12h,
-        /// 90min, 30s, 2w, 1d12h). Windows are whole, so a key up to one
-        /// window of the answering tier older may count too.
-        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-        within: Option<Duration>,
-        /// Keys to check; stdin lines when none.
-        keys: Vec<OsString>,
-        #[command(flatten)]
-        key_flags: KeyFlags,
-        #[command(flatten)]
-        lines: LineFlags,
-    },
+    Check(commands::CheckArgs),
     /// Take back one insert of each key (made now, or at --at) and print how
     /// many were taken back (engines with no plain Bloom tier: counting
     /// tiers, `create --counting`, and fingerprint tiers, `365d:fingerprint`).
@@ -226,74 +134,31 @@ enum Command {
     #[command(
         after_help = "Example:\n  timebloom remove crawl.tb --canonical 'https://example.com/retry-me'"
     )]
-    Remove {
-        /// The engine directory.
-        #[arg(required_unless_present = "redis")]
-        dir: Option<PathBuf>,
-        #[command(flatten)]
-        redis: NoRedisFlags,
-        /// Keys to remove; stdin lines when none.
-        keys: Vec<OsString>,
-        /// Take back inserts made at this instant (RFC 3339) instead of now:
-        /// the windows holding it are decremented, and only where every one
-        /// of them holds the key.
-        #[arg(long, value_name = "RFC3339", value_parser = parse_rfc3339)]
-        at: Option<SystemTime>,
-        #[command(flatten)]
-        key_flags: KeyFlags,
-        #[command(flatten)]
-        lines: LineFlags,
-        #[command(flatten)]
-        write: WriteFlags,
-    },
+    Remove(commands::RemoveArgs),
     /// Print tiers and segments: windows, fill, estimated keys and
     /// false-positive rates. Read-only.
     #[command(
         override_usage = "timebloom stats [OPTIONS] <DIR>\n       timebloom stats [OPTIONS] --redis <URL> [--prefix <P>]",
         after_help = "Examples:\n  timebloom stats crawl.tb --json | jq '.tiers[0].segments'\n  timebloom stats --redis redis://10.0.0.5:6379 --prefix crawl"
     )]
-    Stats {
-        /// The engine directory.
-        #[arg(required_unless_present = "redis", conflicts_with = "redis")]
-        dir: Option<PathBuf>,
-        #[command(flatten)]
-        redis: RedisFlags,
-        /// Print the stats as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Stats(commands::StatsArgs),
     /// Check every sealed segment's checksum; print "ok", or name each
     /// damaged file and exit 1 when it finds damage (2 on any other error).
     /// Read-only.
     #[command(after_help = "Example:\n  timebloom verify crawl.tb && echo intact")]
-    Verify {
-        /// The engine directory.
-        #[arg(required_unless_present = "redis")]
-        dir: Option<PathBuf>,
-        #[command(flatten)]
-        redis: NoRedisFlags,
-    },
+    Verify(commands::VerifyArgs),
     /// Rotate and expire now, and print what changed (windows opened, sealed,
     /// expired). With --now, the one writing command that may move the
     /// clock forward past the --max-clock-jump limit or every live window;
     /// without it, a system clock that jumped past every live window is
     /// refused, as at any write.
     #[command(after_help = "Example:\n  timebloom maintain crawl.tb --now 2027-01-01T00:00:00Z")]
-    Maintain {
-        /// The engine directory.
-        #[arg(required_unless_present = "redis")]
-        dir: Option<PathBuf>,
-        #[command(flatten)]
-        redis: NoRedisFlags,
-    },
+    Maintain(commands::MaintainArgs),
     /// Print a shell completion script.
     #[command(
         after_help = "Example:\n  timebloom completions bash > /etc/bash_completion.d/timebloom"
     )]
-    Completions {
-        /// The shell.
-        shell: clap_complete::Shell,
-    },
+    Completions(commands::CompletionsArgs),
 }
 
 /// How keys are made from lines.
@@ -566,348 +431,26 @@ fn raise_open_file_limit() {
     }
 }
 
-/// What `filter-new` prints and records.
-struct FilterMode {
-    quiet: bool,
-    dry_run: bool,
-    duplicates: bool,
-    stats: bool,
-    within: Option<Duration>,
-}
-
+/// Runs the command parsed, one function of [`commands`] each, and flushes
+/// stdout after it.
 fn run(cli: Cli) -> CliResult<ExitCode> {
-    let opts = match cli.now {
-        Some(t) => Options::default().clock(ManualClock::new(t)),
-        None => Options::default(),
-    }
-    .degraded(cli.degraded);
-    let mut out = Out::new();
-    let now = cli.now;
+    let ctx = Ctx::new(cli.now, cli.degraded);
     let degraded = cli.degraded;
-    match cli.command {
-        Command::Create { dir, redis, sizing } => {
-            let target = Target::of(dir, redis)?;
-            refuse_for_redis(&target, degraded, Some(&sizing), None)?;
-            refuse_degraded("create", degraded)?;
-            let config = sizing.apply(Config::default());
-            let (created, plan) = match &target {
-                Target::Dir(dir) => {
-                    let plan = Plan::new(&config)?;
-                    let engine =
-                        Engine::create_with(dir, config, opts).map_err(|e| named(dir, e))?;
-                    let text = summary(&engine)?;
-                    engine.close().map_err(|e| named(dir, e))?;
-                    (text, plan)
-                }
-                Target::Redis { url, prefix } => create_in_redis(url, prefix, now, config)?,
-            };
-            note(format_args!("created engine at {created}"));
-            out.write(&[plan.to_string().as_bytes()])?;
-        }
-        Command::Plan { sizing, json } => {
-            refuse_degraded("plan", degraded)?;
-            let plan = Plan::new(&sizing.apply(Config::default()))?;
-            let text = if json {
-                let mut s = serde_json::to_string_pretty(&plan)
-                    .map_err(|e| CliError(format!("plan as JSON: {e}")))?;
-                s.push('\n');
-                s
-            } else {
-                plan.to_string()
-            };
-            out.write(&[text.as_bytes()])?;
-        }
-        Command::Add {
-            dir,
-            mut files,
-            redis,
-            sizing,
-            keys,
-            lines,
-            write,
-        } => {
-            let target = Target::with_rest(dir, redis, &mut files)?;
-            refuse_for_redis(&target, degraded, Some(&sizing), Some(&write))?;
-            let opts = sizing.session(write.apply(opts));
-            // Inputs first: nothing is created for a missing file.
-            let inputs = open_inputs(files)?;
-            let reader = KeyReader::new(inputs, keys.rules(&lines), "add");
-            let engine = open_or_create(&target, &sizing, opts, now, None, degraded)?;
-            let mut reader = reader.with_batch(engine.batch_lines(sizing.sync));
-            let progress = Progress::new(
-                "add",
-                reader.inputs().total_bytes,
-                reader.inputs().read_bytes.clone(),
-            );
-            let mut chunk = Chunk::default();
-            let (mut new, mut total) = (0u64, 0u64);
-            let result = (|| -> CliResult<()> {
-                while reader.fill(&mut chunk)? {
-                    let (fresh, stopped) = engine.insert_batch(&chunk.keys())?;
-                    new += fresh.iter().filter(|n| **n).count() as u64;
-                    total += fresh.len() as u64;
-                    progress.update(total, new);
-                    if let Some(e) = stopped {
-                        return Err(e);
-                    }
-                }
-                Ok(())
-            })();
-            progress.finish();
-            reader.report_skips();
-            let closed = engine.close();
-            // The keys recorded before an error are reported too.
-            out.write(&[format!("added {new} new of {total} keys\n").as_bytes()])?;
-            out.flush()?;
-            finish(result, closed)?;
-        }
-        Command::FilterNew {
-            dir,
-            mut files,
-            redis,
-            quiet,
-            dry_run,
-            duplicates,
-            stats,
-            within,
-            sizing,
-            keys,
-            lines,
-            write,
-        } => {
-            let target = Target::with_rest(dir, redis, &mut files)?;
-            refuse_for_redis(&target, degraded, Some(&sizing), Some(&write))?;
-            let opts = sizing.session(write.apply(opts));
-            let inputs = open_inputs(files)?;
-            let reader = KeyReader::new(inputs, keys.rules(&lines), "filter-new");
-            signals::install();
-            // A dry run records nothing: it reads beside a running writer.
-            let engine = if dry_run {
-                open_read_only(&target, Some(&sizing), opts, now, degraded)?
-            } else {
-                open_or_create(&target, &sizing, opts, now, within, degraded)?
-            };
-            if let Some(Err(e)) = within.map(|h| engine.check_horizon(h)) {
-                engine.close()?;
-                return Err(e);
-            }
-            let reader = reader.with_batch(engine.batch_lines(sizing.sync));
-            let mode = FilterMode {
-                quiet,
-                dry_run,
-                duplicates,
-                stats,
-                within,
-            };
-            let result = filter_new(&engine, reader, &mode, &mut out);
-            let closed = engine.close();
-            finish(result, closed)?;
-        }
-        Command::Check {
-            dir,
-            redis,
-            within,
-            mut keys,
-            key_flags,
-            lines,
-        } => {
-            let target = Target::with_rest(dir, redis, &mut keys)?;
-            refuse_for_redis(&target, degraded, None, None)?;
-            let mut reader = KeyReader::args_or_stdin(keys, key_flags.rules(&lines), "check")?;
-            let engine = open_read_only(&target, None, opts, now, degraded)?;
-            if let Some(Err(e)) = within.map(|h| engine.check_horizon(h)) {
-                engine.close()?;
-                return Err(e);
-            }
-            let mut chunk = Chunk::default();
-            let mut any_new = false;
-            let result = (|| -> CliResult<()> {
-                while !out.closed && reader.fill(&mut chunk)? {
-                    let seen = match within {
-                        None => engine.contains_batch(&chunk.keys())?,
-                        Some(h) => engine.contains_within_batch(&chunk.keys(), h)?,
-                    };
-                    for (line, seen) in chunk.lines().iter().zip(seen) {
-                        any_new |= !seen;
-                        out.write(&[line, if seen { b"\tseen\n" } else { b"\tnew\n" }])?;
-                    }
-                    out.flush()?;
-                }
-                Ok(())
-            })();
-            reader.report_skips();
-            let closed = engine.close();
-            result?;
-            closed?;
-            out.flush()?;
-            return Ok(ExitCode::from(u8::from(any_new)));
-        }
-        Command::Remove {
-            dir,
-            redis,
-            keys,
-            at,
-            key_flags,
-            lines,
-            write,
-        } => {
-            redis.refuse("remove", "counting tiers are not available on Redis")?;
-            let dir = engine_dir(dir)?;
-            let opts = write.apply(opts);
-            let mut reader = KeyReader::args_or_stdin(keys, key_flags.rules(&lines), "remove")?;
-            let engine = Engine::open_with(&dir, opts).map_err(|e| named(&dir, e))?;
-            note_degraded(&dir, &engine, degraded)?;
-            if let Some(t) = engine.config().tiers.iter().find(|t| t.kind == Kind::Bloom) {
-                let e = Error::RemoveUnsupported {
-                    tier: t.to_string(),
-                };
-                return Err(CliError(format!(
-                    "{}: {e} (create the engine with --counting, or with fingerprint tiers only)",
-                    dir.display()
-                )));
-            }
-            let mut chunk = Chunk::default();
-            let (mut removed, mut total) = (0u64, 0u64);
-            let result = (|| -> CliResult<()> {
-                while reader.fill(&mut chunk)? {
-                    for key in chunk.keys() {
-                        let r = match at {
-                            Some(t) => engine.remove_at(key, t),
-                            None => engine.remove(key),
-                        };
-                        let (done, failed) = match (r, at) {
-                            (Ok(done), _) => (done, None),
-                            // A remove whose sync failed is done: counted,
-                            // then its cause is the error.
-                            (Err(Error::Incomplete { answers, cause }), _) => {
-                                (answers == [true], Some(named(&dir, *cause)))
-                            }
-                            (Err(e @ Error::WindowUnavailable { .. }), Some(t)) => {
-                                return Err(CliError(format!(
-                                    "{}: --at {}: {e}",
-                                    dir.display(),
-                                    text::fmt_instant(unix_secs(t))
-                                )));
-                            }
-                            (Err(e), _) => return Err(named(&dir, e)),
-                        };
-                        removed += u64::from(done);
-                        total += 1;
-                        if let Some(e) = failed {
-                            return Err(e);
-                        }
-                    }
-                }
-                Ok(())
-            })();
-            reader.report_skips();
-            let closed = engine.close();
-            // The keys removed before an error are reported too.
-            out.write(&[format!("removed {removed} of {total} keys\n").as_bytes()])?;
-            out.flush()?;
-            finish(result, closed.map_err(|e| named(&dir, e)))?;
-        }
-        Command::Stats { dir, redis, json } => {
-            let target = Target::of(dir, redis)?;
-            refuse_for_redis(&target, degraded, None, None)?;
-            // Its output lists the windows lost.
-            let engine = open_read_only(&target, None, opts, now, false)?;
-            let stats = engine.stats()?;
-            let (name, place) = engine.name();
-            engine.close()?;
-            let text = if json {
-                let mut s = serde_json::to_string_pretty(&stats)
-                    .map_err(|e| CliError(format!("stats as JSON: {e}")))?;
-                s.push('\n');
-                s
-            } else {
-                stats_table(&name, place, &stats)
-            };
-            out.write(&[text.as_bytes()])?;
-        }
-        Command::Verify { dir, redis } => {
-            redis.refuse(
-                "verify",
-                "Redis keeps no checksummed segment files (Redis's own persistence checks apply)",
-            )?;
-            let dir = engine_dir(dir)?;
-            // Exit 1 for damage (every damaged file named), 2 for any other
-            // error. Degraded, so that the open goes on past a damaged file
-            // (a read-only open moves nothing) and `verify_each` names them
-            // all.
-            let engine = match Engine::open_read_only_with(&dir, opts.degraded(true)) {
-                Ok(e) => e,
-                Err(e) if e.is_damage() => {
-                    note(format_args!("{e}"));
-                    return Ok(ExitCode::from(1));
-                }
-                Err(e) => return Err(e.into()),
-            };
-            let problems = engine.verify_each();
-            engine.close()?;
-            if let Some(e) = problems.iter().find(|e| !e.is_damage()) {
-                return Err(CliError(e.to_string()));
-            }
-            if !problems.is_empty() {
-                for e in &problems {
-                    note(format_args!("{e}"));
-                }
-                return Ok(ExitCode::from(1));
-            }
-            out.write(&[b"ok\n"])?;
-        }
-        Command::Maintain { dir, redis } => {
-            redis.refuse(
-                "maintain",
-                "windows in Redis rotate with each client's clock and expire by themselves (EXPIREAT)",
-            )?;
-            let dir = engine_dir(dir)?;
-            // Opened on a clock that stands still a day past the epoch, so
-            // that the open itself moves nothing and `maintain` reports every
-            // change (a day past it, the first instant that is day 0 or
-            // later at every UTC offset: a fingerprint table knows no day
-            // before the epoch's); --degraded applies as to every other open.
-            // A window whose file is missing is left out as expired when
-            // it has expired at the instant the engine is moved to (a copy
-            // that took MANIFEST before the writer's expiry), as every
-            // other writing open does at its clock.
-            // --now moves the engine on purpose, past any clock jump; the
-            // system clock is refused a jump, as at every other write.
-            let at = now.unwrap_or_else(SystemTime::now);
-            let clock = ManualClock::new(std::time::UNIX_EPOCH + Duration::from_secs(86_400));
-            let still = Options::default()
-                .clock(clock.clone())
-                .degraded(degraded)
-                .expired_at(at)
-                .allow_clock_jump(now.is_some());
-            let engine = Engine::open_with(&dir, still).map_err(|e| named(&dir, e))?;
-            let done = match now {
-                Some(t) => engine.maintain(t),
-                None => engine.maintain_checked(at),
-            };
-            // The windows the open went on without, read once the engine
-            // stands at the instant it was moved to (the epoch is before
-            // any day a fingerprint table knows); after a refused move, the
-            // refusal is the error to report.
-            if done.is_ok() {
-                clock.set(at);
-            }
-            let noted = note_degraded(&dir, &engine, degraded);
-            let closed = engine.close();
-            let done = done.map_err(|e| named(&dir, e))?;
-            noted?;
-            closed.map_err(|e| named(&dir, e))?;
-            out.write(&[done.to_string().as_bytes()])?;
-        }
-        Command::Completions { shell } => {
-            refuse_degraded("completions", degraded)?;
-            let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "timebloom", &mut script);
-            out.write(&[&script])?;
-        }
-    }
+    let mut out = Out::new();
+    let code = match cli.command {
+        Command::Create(args) => commands::create(args, ctx, &mut out),
+        Command::Plan(args) => commands::plan(args, degraded, &mut out),
+        Command::Add(args) => commands::add(args, ctx, &mut out),
+        Command::FilterNew(args) => commands::filter_new(args, ctx, &mut out),
+        Command::Check(args) => commands::check(args, ctx, &mut out),
+        Command::Remove(args) => commands::remove(args, ctx, &mut out),
+        Command::Stats(args) => commands::stats(args, ctx, &mut out),
+        Command::Verify(args) => commands::verify(args, ctx, &mut out),
+        Command::Maintain(args) => commands::maintain(args, ctx, &mut out),
+        Command::Completions(args) => commands::completions(args, degraded, &mut out),
+    }?;
     out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(code)
 }
 
 /// The answers of a batch call, checked to be one per key: a short answer
@@ -970,94 +513,11 @@ fn named(dir: &std::path::Path, e: Error) -> CliError {
     }
 }
 
-/// `filter-new`: prints the new (or repeated) lines of every batch once the
-/// batch is recorded.
-fn filter_new(
-    engine: &Store,
-    mut reader: KeyReader,
-    mode: &FilterMode,
-    out: &mut Out,
-) -> CliResult<()> {
-    let progress = Progress::new(
-        "filter-new",
-        reader.inputs().total_bytes,
-        reader.inputs().read_bytes.clone(),
-    );
-    let start = Instant::now();
-    // --dry-run records nothing, so repeats within the input are caught here.
-    let mut printed: HashSet<u128> = HashSet::new();
-    let mut chunk = Chunk::default();
-    let (mut new, mut total) = (0u64, 0u64);
-    let result = (|| -> CliResult<()> {
-        while !out.closed && !signals::caught() && reader.fill(&mut chunk)? {
-            // A batch is recorded before it is printed: a signal waits
-            // until every line of it is out (see `signals`).
-            let _hold = (!mode.dry_run).then(signals::hold);
-            let (fresh, stopped): (Vec<bool>, _) = if mode.dry_run {
-                let keys = chunk.keys();
-                let seen = match mode.within {
-                    Some(h) => engine.contains_within_batch(&keys, h)?,
-                    None => engine.contains_batch(&keys)?,
-                };
-                let fresh = (keys.iter().zip(seen))
-                    .map(|(k, seen)| !seen && printed.insert(xxhash_rust::xxh3::xxh3_128(k)))
-                    .collect();
-                (fresh, None)
-            } else if let Some(h) = mode.within {
-                engine.insert_within_batch(&chunk.keys(), h)?
-            } else {
-                engine.insert_batch(&chunk.keys())?
-            };
-            new += fresh.iter().filter(|n| **n).count() as u64;
-            total += fresh.len() as u64;
-            if !mode.quiet {
-                // Stdout may be the terminal that shows the progress bar.
-                progress.suspend(|| -> CliResult<()> {
-                    for (line, _) in (chunk.lines().iter().zip(fresh))
-                        .filter(|(_, is_new)| *is_new != mode.duplicates)
-                    {
-                        out.write(&[line, b"\n"])?;
-                    }
-                    out.flush()
-                })?;
-            }
-            progress.update(total, new);
-            if let Some(e) = stopped {
-                return Err(e);
-            }
-        }
-        Ok(())
-    })();
-    progress.finish();
-    reader.report_skips();
-    if mode.stats {
-        let c = reader.counts;
-        let skipped = c.too_long + c.not_urls_skipped;
-        let read = total + skipped + c.empty;
-        note(format_args!(
-            "filter-new: read {read} lines: {new} new, {} repeated, {skipped} skipped, {} empty, {} lines/s",
-            total - new,
-            c.empty,
-            rate(read, start.elapsed())
-        ));
-    }
-    result
-}
-
 /// Seconds since the Unix epoch of `t` (instants from `parse_rfc3339`
 /// are never before it).
 fn unix_secs(t: SystemTime) -> i64 {
     t.duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
-
-fn rate(n: u64, d: Duration) -> u64 {
-    let s = d.as_secs_f64();
-    if s > 0.0 {
-        (n as f64 / s).round() as u64
-    } else {
-        0
-    }
 }
 
 /// Opens the engine of `target` for reading (an embedded engine read-only,
