@@ -262,6 +262,7 @@ pub enum SyncPolicy {
     Always,
     /// The write-ahead log is fsynced at most this long after a write: a
     /// power loss loses at most the last interval of acknowledged writes.
+    /// 1 ms to 1 hour; others are refused (`InvalidConfig`).
     Interval(Duration),
     /// No write-ahead log: the operating system writes the mapped pages
     /// back when it chooses (Linux: within 30 s by default); a power loss
@@ -275,6 +276,22 @@ impl Default for SyncPolicy {
     /// `Interval(1 s)`.
     fn default() -> SyncPolicy {
         SyncPolicy::Interval(Duration::from_secs(1))
+    }
+}
+
+impl SyncPolicy {
+    /// Refuses an interval outside 1 ms to 1 hour, what [`str::parse`]
+    /// reads (an interval of a few nanoseconds kept the log's sync thread
+    /// awake in a tight loop).
+    pub(crate) fn check(&self) -> Result<()> {
+        if let SyncPolicy::Interval(d) = *self {
+            if d < Duration::from_millis(1) || d > Duration::from_secs(3600) {
+                return Err(Error::config(format!(
+                    "sync interval must be between 1 ms and 1 hour (got {d:?})"
+                )));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -530,13 +547,7 @@ impl Config {
                 )));
             }
         }
-        if let SyncPolicy::Interval(d) = self.sync {
-            if d.is_zero() || d > Duration::from_secs(3600) {
-                return Err(Error::config(
-                    "sync interval must be between 1 ms and 1 hour",
-                ));
-            }
-        }
+        self.sync.check()?;
         if self.expected_items_per_day == 0 {
             return Err(Error::config("expected_items_per_day must be at least 1"));
         }
