@@ -212,10 +212,21 @@ impl Options {
 impl Options {
     /// The sync policy for this open, in place of the one the engine was
     /// created with ([`crate::Config::sync`]). The stored policy is not
-    /// changed: the next open without this option uses it again.
+    /// changed: the next open without this option uses it again. An
+    /// interval outside 1 ms to 1 hour is refused at open or create
+    /// ([`crate::Error::InvalidConfig`]), as in a [`crate::Config`].
     pub fn sync(mut self, policy: crate::config::SyncPolicy) -> Options {
         self.sync = Some(policy);
         self
+    }
+
+    /// Refuses what a [`crate::Config`] would be refused for: the sync
+    /// policy that replaces the stored one is held to the same limits.
+    pub(crate) fn check(&self) -> Result<()> {
+        match &self.sync {
+            Some(policy) => policy.check(),
+            None => Ok(()),
+        }
     }
 
     /// How large the write-ahead log grows before a checkpoint makes its

@@ -295,6 +295,51 @@ fn a_sync_interval_below_a_millisecond_is_refused() {
     }
 }
 
+/// `Options::sync` replaces the stored policy for one open: it is held to
+/// the same limits as `Config::sync`, not taken unchecked (an interval of
+/// zero had the log's sync thread fsync in a tight loop).
+#[test]
+fn an_open_with_an_invalid_sync_override_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("e.tb");
+    let config = Config {
+        tiers: vec![Tier::daily(2)],
+        expected_items_per_day: 100,
+        ..Config::default()
+    };
+    Engine::create(&path, config.clone())
+        .unwrap()
+        .close()
+        .unwrap();
+    for bad in [
+        Duration::ZERO,
+        Duration::from_nanos(1),
+        Duration::from_secs(3601),
+        Duration::MAX,
+    ] {
+        let p = SyncPolicy::Interval(bad);
+        match Engine::open_with(&path, Options::default().sync(p)) {
+            Err(Error::InvalidConfig { .. }) => {}
+            Err(e) => panic!("{p:?}: {e:?}"),
+            Ok(_) => panic!("{p:?}: opened"),
+        }
+        let dir2 = tempfile::tempdir().unwrap();
+        match Engine::create_with(
+            dir2.path().join("n.tb"),
+            config.clone(),
+            Options::default().sync(p),
+        ) {
+            Err(Error::InvalidConfig { .. }) => {}
+            Err(e) => panic!("create {p:?}: {e:?}"),
+            Ok(_) => panic!("create {p:?}: created"),
+        }
+    }
+    // A valid override still opens.
+    let e = Engine::open_with(&path, Options::default().sync(SyncPolicy::Always)).unwrap();
+    assert!(e.insert(b"k").unwrap());
+    e.close().unwrap();
+}
+
 /// The clock's bad instants are errors, not panics.
 #[test]
 fn a_clock_out_of_range_is_an_error() {

@@ -182,6 +182,7 @@ impl Engine {
     pub fn create_with(dir: impl AsRef<Path>, config: Config, options: Options) -> Result<Engine> {
         let dir = dir.as_ref();
         config.validate_new()?;
+        options.check()?;
         let now = options.clock.now_secs()?;
         if dir.join(MANIFEST).exists() {
             return Err(Error::AlreadyExists {
@@ -353,6 +354,7 @@ impl Engine {
     }
 
     fn open_inner(dir: &Path, options: Options, read_only: bool) -> Result<Engine> {
+        options.check()?;
         if !dir.join(MANIFEST).exists() {
             return Err(Error::NotFound {
                 path: dir.to_path_buf(),
