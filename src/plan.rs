@@ -94,12 +94,18 @@ impl Plan {
 
     /// The plan of `config` for an engine in Redis split over `shards`
     /// (`RedisEngine::shards`): each window is one string per shard, with no
-    /// header page, and Redis tiers are Bloom tiers only.
+    /// header page, and Redis tiers are Bloom tiers only. `shards` is 1 to
+    /// 16,384, as at create; another count is refused.
     #[cfg(feature = "redis")]
     pub fn for_redis(config: &Config, shards: u32) -> Result<Plan> {
         use crate::redis::layout::{check_kinds, Geom};
+        use crate::redis::MAX_SHARDS;
         check_kinds(config).map_err(crate::Error::config)?;
-        let shards = shards.max(1);
+        if !(1..=MAX_SHARDS).contains(&shards) {
+            return Err(crate::Error::config(format!(
+                "shards must be between 1 and {MAX_SHARDS} (got {shards})"
+            )));
+        }
         Plan::with(config, true, |t| {
             let g = Geom::of(config, t, 0, shards);
             let body = (g.nbs.saturating_mul(BLOCK_BYTES)).saturating_mul(u64::from(shards));

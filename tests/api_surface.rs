@@ -369,3 +369,77 @@ fn a_clock_out_of_range_is_an_error() {
     assert!(e.contains_within(b"a", Duration::ZERO).unwrap());
     e.close().unwrap();
 }
+
+/// Extreme arguments to the engine's calls are answers or errors, never
+/// panics.
+#[test]
+fn extreme_arguments_are_answers_or_errors() {
+    use std::time::UNIX_EPOCH;
+    let dir = tempfile::tempdir().unwrap();
+    let start = UNIX_EPOCH + Duration::from_secs(86_400 * 20_000);
+    let clock = ManualClock::new(start);
+    let e = Engine::create_with(
+        dir.path().join("e.tb"),
+        Config {
+            tiers: vec![Tier::daily(3), Tier::weekly(2).counting()],
+            expected_items_per_day: 100,
+            ..Config::default()
+        },
+        Options::default().clock(clock.clone()),
+    )
+    .unwrap();
+    let empty: [&[u8]; 0] = [];
+    assert!(e.insert_batch(&empty).unwrap().is_empty());
+    assert!(e.contains_batch(&empty).unwrap().is_empty());
+    assert!(e
+        .insert_within_batch(&empty, Duration::MAX)
+        .unwrap_or_default()
+        .is_empty());
+    assert!(e.insert(b"").unwrap());
+    assert!(e.contains(b"").unwrap());
+    let big = vec![7u8; 1 << 20];
+    assert!(e.insert(&big).unwrap());
+    assert!(e.contains(&big).unwrap());
+    for t in [
+        UNIX_EPOCH,
+        UNIX_EPOCH - Duration::from_secs(1),
+        start + Duration::from_secs(86_400 * 365 * 10_000),
+        start - Duration::from_secs(86_400 * 30),
+        start + Duration::from_secs(86_400 * 30),
+    ] {
+        let _ = e.insert_at(b"k", t);
+        let _ = e.remove_at(b"k", t);
+    }
+    let _ = e.insert_within(b"k", Duration::ZERO);
+    let _ = e.insert_within(b"k", Duration::MAX);
+    let _ = e.remove(b"never inserted");
+    let mut h = e.handle();
+    let _ = h.contains_within(b"k", Duration::MAX);
+    let _ = h.insert_within(b"k", Duration::from_nanos(1));
+    let _ = e.maintain(UNIX_EPOCH);
+    let _ = e.maintain_checked(UNIX_EPOCH - Duration::from_secs(86_400));
+    let _ = e.maintain_checked(start + Duration::from_secs(86_400 * 365 * 20_000));
+    e.stats().unwrap();
+    e.flush().unwrap();
+    drop(h);
+    e.close().unwrap();
+}
+
+/// `Plan::for_redis` plans the engine `RedisEngine::create_with` would make
+/// for `shards`: a shard count create refuses (0, or above 16,384) is
+/// refused here too, not planned as another count.
+#[cfg(feature = "redis")]
+#[test]
+fn a_redis_plan_refuses_the_shard_counts_create_refuses() {
+    use timebloom::plan::Plan;
+    let c = Config::default();
+    for shards in [1, 16, 16_384] {
+        Plan::for_redis(&c, shards).unwrap();
+    }
+    for shards in [0, 16_385, u32::MAX] {
+        match Plan::for_redis(&c, shards) {
+            Err(Error::InvalidConfig { reason }) => assert!(reason.contains("shards"), "{reason}"),
+            other => panic!("{shards} shards: {other:?}"),
+        }
+    }
+}

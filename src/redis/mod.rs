@@ -65,7 +65,7 @@ const GROW_SCRIPT: &str = "local cur = tonumber(redis.call('HGET', KEYS[1], ARGV
     if n > cur then redis.call('HSET', KEYS[1], ARGV[1], n) return n end \
     return cur";
 /// The most shards an engine has: one Redis Cluster slot each at most.
-const MAX_SHARDS: u32 = 16_384;
+pub(crate) const MAX_SHARDS: u32 = 16_384;
 /// The version of the key layout and the config hash.
 const FORMAT: u32 = 1;
 /// The config hash field holding the configuration.
