@@ -99,12 +99,19 @@ impl Plan {
     #[cfg(feature = "redis")]
     pub fn for_redis(config: &Config, shards: u32) -> Result<Plan> {
         use crate::redis::layout::{check_kinds, Geom};
-        use crate::redis::MAX_SHARDS;
+        use crate::redis::{layout_fits, RedisError, MAX_SHARDS};
         check_kinds(config).map_err(crate::Error::config)?;
         if !(1..=MAX_SHARDS).contains(&shards) {
             return Err(crate::Error::config(format!(
                 "shards must be between 1 and {MAX_SHARDS} (got {shards})"
             )));
+        }
+        config.validate_new()?;
+        match layout_fits(config, shards) {
+            Ok(()) => {}
+            Err(RedisError::Unsupported { reason }) => return Err(crate::Error::config(reason)),
+            Err(RedisError::Engine(e)) => return Err(e),
+            Err(e) => return Err(crate::Error::config(e.to_string())),
         }
         Plan::with(config, true, |t| {
             let g = Geom::of(config, t, 0, shards);

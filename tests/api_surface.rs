@@ -443,3 +443,35 @@ fn a_redis_plan_refuses_the_shard_counts_create_refuses() {
         }
     }
 }
+
+/// What `RedisEngine::create_with` refuses as beyond the Redis layout (a
+/// first sub-filter's rate below about 3.5e-18, a shard string past
+/// 512 MiB) has no Redis plan: it was planned as 2^64 - 1 bytes at one
+/// probe and 1.5e17 bits per key.
+#[cfg(feature = "redis")]
+#[test]
+fn a_redis_plan_refuses_a_rate_create_refuses() {
+    use timebloom::plan::Plan;
+    let c = Config {
+        tiers: vec![Tier::daily(7)],
+        expected_items_per_day: 1_000,
+        fpr: 1e-19,
+        ..Config::default()
+    };
+    Plan::new(&c).unwrap();
+    match Plan::for_redis(&c, 16) {
+        Err(Error::InvalidConfig { reason }) => assert!(reason.contains("3.5e-18"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    // A shard string past Redis's 512 MiB: planned with enough shards only.
+    let c = Config {
+        tiers: vec![Tier::monthly(2)],
+        expected_items_per_day: 100_000_000,
+        ..Config::default()
+    };
+    match Plan::for_redis(&c, 1) {
+        Err(Error::InvalidConfig { reason }) => assert!(reason.contains("512 MiB"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    Plan::for_redis(&c, 1024).unwrap();
+}

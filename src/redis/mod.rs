@@ -161,6 +161,42 @@ impl RedisOptions {
     }
 }
 
+/// What the Redis layout refuses in a valid `config` split over `shards`:
+/// a first sub-filter's rate below the lowest it plans, or a shard string
+/// past Redis's 512 MiB. Create refuses such an engine, and
+/// [`crate::plan::Plan::for_redis`] plans none.
+pub(crate) fn layout_fits(config: &Config, shards: u32) -> Result<()> {
+    for t in &config.tiers {
+        // The layout keeps the sizing every client of a deployment
+        // computes alike, which plans no rate below about 3.5e-18
+        // (`sizing::plan` answers 2^64 blocks); the embedded engine
+        // plans lower ones with more probes (`sizing::file_plan`).
+        let (capacity, rate) = config.subfilter_plan(t, 0);
+        if sizing::plan(t.kind, capacity, rate).nblocks == u64::MAX {
+            return Err(RedisError::Unsupported {
+                reason: format!(
+                    "tier {t}: its first sub-filter's rate, {rate:.1e} (fpr {} shared \
+                     over the tier's windows and its chain), is below the lowest the \
+                     Redis layout plans, about 3.5e-18; raise fpr",
+                    crate::plan::units::fmt_rate(config.fpr)
+                ),
+            });
+        }
+        let g = Geom::of(config, t, 0, shards);
+        if g.nbs > MAX_SHARD_BLOCKS {
+            return Err(RedisError::Unsupported {
+                reason: format!(
+                    "tier {t}: one window needs {} bytes per shard string, more than \
+                     Redis's 512 MiB; use more shards, or lower \
+                     expected_items_per_day or raise fpr",
+                    g.nbs.saturating_mul(64)
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// What the config hash holds under [`ENGINE_FIELD`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 struct Stored {
@@ -428,34 +464,7 @@ impl RedisEngine {
                 ))
                 .into());
             }
-            for t in &config.tiers {
-                // The layout keeps the sizing every client of a deployment
-                // computes alike, which plans no rate below about 3.5e-18
-                // (`sizing::plan` answers 2^64 blocks); the embedded engine
-                // plans lower ones with more probes (`sizing::file_plan`).
-                let (capacity, rate) = config.subfilter_plan(t, 0);
-                if sizing::plan(t.kind, capacity, rate).nblocks == u64::MAX {
-                    return Err(RedisError::Unsupported {
-                        reason: format!(
-                            "tier {t}: its first sub-filter's rate, {rate:.1e} (fpr {} shared \
-                             over the tier's windows and its chain), is below the lowest the \
-                             Redis layout plans, about 3.5e-18; raise fpr",
-                            crate::plan::units::fmt_rate(config.fpr)
-                        ),
-                    });
-                }
-                let g = Geom::of(&config, t, 0, options.shards);
-                if g.nbs > MAX_SHARD_BLOCKS {
-                    return Err(RedisError::Unsupported {
-                        reason: format!(
-                            "tier {t}: one window needs {} bytes per shard string, more than \
-                             Redis's 512 MiB; use more shards, or lower \
-                             expected_items_per_day or raise fpr",
-                            g.nbs.saturating_mul(64)
-                        ),
-                    });
-                }
-            }
+            layout_fits(&config, options.shards)?;
             let stored = Stored {
                 format: FORMAT,
                 config,
