@@ -232,7 +232,8 @@ impl Options {
     /// How large the write-ahead log grows before a checkpoint makes its
     /// records durable in the segments and deletes it (default 64 MiB,
     /// about 1.7 million 40-byte records): a smaller log replays faster after a
-    /// power loss, at the cost of more frequent checkpoints. An engine of
+    /// power loss, at the cost of more frequent checkpoints. Less than one
+    /// 40-byte record is taken as one record. An engine of
     /// Bloom tiers only checkpoints beside its writers, on a background
     /// thread; one with counting or fingerprint tiers stops its writes for
     /// the checkpoint (their windows need an exact copy).

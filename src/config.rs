@@ -27,7 +27,8 @@ pub const MAX_RETENTION: u32 = 10_000;
 pub struct Tier {
     /// The window length.
     pub span: Span,
-    /// Windows kept, the open one included (at least 1).
+    /// Windows kept, the open one included (1 to 10,000; a fingerprint
+    /// tier's days, 2 to 510).
     pub retention: u32,
     /// Bloom (insert, lookup), counting (also remove) or fingerprint (one
     /// table for the whole retention, day precision, also remove).
@@ -51,7 +52,9 @@ impl Tier {
     }
 
     /// `retention` windows of a fixed length (whole seconds, aligned to the
-    /// Unix epoch plus the offset).
+    /// Unix epoch plus the offset). A fraction of a second is dropped; a
+    /// length outside 1 minute to 366 days is refused at create
+    /// ([`Config::validate`]).
     pub fn custom(window: Duration, retention: u32) -> Tier {
         Tier::new(Span::Custom(window.as_secs()), retention)
     }
