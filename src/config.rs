@@ -353,14 +353,17 @@ impl FromStr for SyncPolicy {
 pub struct Config {
     /// The tiers; every insert goes into the open window of each.
     pub tiers: Vec<Tier>,
-    /// Planned distinct keys per day: a daily window is sized for this many,
+    /// Planned distinct keys per day (at least 1): a daily window is sized for this many,
     /// a weekly one for 7 times as many, a monthly one for 31 times.
     pub expected_items_per_day: u64,
-    /// The false-positive rate bound for one query (default 0.001).
+    /// The false-positive rate bound for one query (default 0.001;
+    /// strictly between 0 and 1).
     pub fpr: f64,
-    /// Seconds east of UTC where window boundaries fall (0: UTC midnight).
+    /// Seconds east of UTC where window boundaries fall (0: UTC midnight);
+    /// less than a day in magnitude.
     pub utc_offset_secs: i32,
-    /// How much larger each new sub-filter of a grown segment is (default 2).
+    /// How much larger each new sub-filter of a grown segment is (default
+    /// 2; 1 to 16).
     /// Each also has a lower rate (`tightening`), so a chain cannot grow
     /// for ever: at 1, a window given many times its plan fills its chain
     /// (64 sub-filters at most, fewer where the next would cost more than
@@ -368,7 +371,8 @@ pub struct Config {
     /// default tightening and rate), and inserts that need another
     /// sub-filter fail with an error saying so (the keys before stay).
     pub growth_factor: f64,
-    /// How much tighter each new sub-filter's rate is (default 0.5): the
+    /// How much tighter each new sub-filter's rate is (default 0.5;
+    /// strictly between 0 and 1): the
     /// planned rates of a chain add up to at most the segment's share.
     /// Below about 0.04 a chain fed many times its plan can run up to about
     /// 3% past the share (docs/design.md, "Chain growth").
