@@ -299,15 +299,19 @@ impl SyncPolicy {
 }
 
 impl fmt::Display for SyncPolicy {
-    /// `always`, `interval=1s` (or `=250ms`), `none`: what [`str::parse`] reads.
+    /// `always`, `interval=1s` (or `=250ms`; `=1500us`, `=1000001ns` for
+    /// an interval of no whole milliseconds), `none`: what [`str::parse`]
+    /// reads back as the same policy.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SyncPolicy::Always => write!(f, "always"),
             SyncPolicy::None => write!(f, "none"),
-            SyncPolicy::Interval(d) if d.subsec_millis() == 0 => {
-                write!(f, "interval={}s", d.as_secs())
-            }
-            SyncPolicy::Interval(d) => write!(f, "interval={}ms", d.as_millis()),
+            SyncPolicy::Interval(d) => match d.subsec_nanos() {
+                0 => write!(f, "interval={}s", d.as_secs()),
+                n if n % 1_000_000 == 0 => write!(f, "interval={}ms", d.as_millis()),
+                n if n % 1_000 == 0 => write!(f, "interval={}us", d.as_micros()),
+                _ => write!(f, "interval={}ns", d.as_nanos()),
+            },
         }
     }
 }
@@ -316,7 +320,8 @@ impl FromStr for SyncPolicy {
     type Err = Error;
 
     /// `always`, `none`, `interval` (1 s), `interval=DURATION` with a unit
-    /// of `ms`, `s` or `m` (`interval=250ms`, `interval=2s`).
+    /// of `ms`, `s` or `m` (`interval=250ms`, `interval=2s`), or `us` or
+    /// `ns`, which Display writes for an interval of no whole milliseconds.
     fn from_str(s: &str) -> Result<SyncPolicy> {
         let bad = || {
             Error::config(format!(
@@ -333,12 +338,14 @@ impl FromStr for SyncPolicy {
         let (num, unit) = d.split_at(d.find(|c: char| !c.is_ascii_digit()).unwrap_or(d.len()));
         let n: u64 = num.parse().map_err(|_| bad())?;
         let d = match unit {
+            "ns" => Duration::from_nanos(n),
+            "us" => Duration::from_micros(n),
             "ms" => Duration::from_millis(n),
             "s" => Duration::from_secs(n),
             "m" => Duration::from_secs(n.checked_mul(60).ok_or_else(bad)?),
             _ => return Err(bad()),
         };
-        if d.is_zero() || d > Duration::from_secs(3600) {
+        if d < Duration::from_millis(1) || d > Duration::from_secs(3600) {
             return Err(Error::config(format!(
                 "sync policy {s:?}: the interval must be between 1 ms and 1 hour"
             )));

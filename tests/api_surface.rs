@@ -181,6 +181,9 @@ fn sync_policy_display_parses_back() {
         "",
         "interval=",
         "interval=0ms",
+        "interval=999us",
+        "interval=999999ns",
+        "interval=3600000001us",
         "interval=2h",
         "interval=3601s",
         "interval=99999999999999999999m",
@@ -474,4 +477,28 @@ fn a_redis_plan_refuses_a_rate_create_refuses() {
         other => panic!("{other:?}"),
     }
     Plan::for_redis(&c, 1024).unwrap();
+}
+
+/// Every interval a config accepts is shown as a policy that reads back
+/// the same: 1.5 ms was shown as `interval=1ms`, which reads back as 1 ms.
+#[test]
+fn every_accepted_sync_interval_displays_exactly() {
+    for d in [
+        Duration::from_micros(1500),
+        Duration::from_micros(1001),
+        Duration::from_nanos(1_000_001),
+        Duration::from_nanos(2_500_000_001),
+        Duration::from_millis(1),
+        Duration::from_secs(2),
+    ] {
+        let p = SyncPolicy::Interval(d);
+        Config {
+            sync: p,
+            ..Config::default()
+        }
+        .validate()
+        .unwrap();
+        let s = p.to_string();
+        assert_eq!(s.parse::<SyncPolicy>().unwrap(), p, "{s}");
+    }
 }
