@@ -421,7 +421,7 @@ impl Link {
                     attempt += 1;
                     self.conn = None;
                     std::thread::sleep(wait);
-                    wait = (wait * 2).min(self.max_backoff);
+                    wait = wait.saturating_mul(2).min(self.max_backoff);
                 }
                 Err(e) => {
                     if retryable(&e) {

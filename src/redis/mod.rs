@@ -88,6 +88,16 @@ const EXPIRY_GRACE_SECS: i64 = 3600;
 const STALE_ROUNDS: usize = 16;
 
 /// How to connect, and the shard count of a new engine.
+///
+/// Start from [`RedisOptions::default`] and set the fields wanted (a
+/// private field, the clock, rules out `RedisOptions { shards: 4,
+/// ..Default::default() }` outside this crate):
+///
+/// ```
+/// let mut options = timebloom::redis::RedisOptions::default();
+/// options.shards = 4;
+/// options.wait_replicas = 1;
+/// ```
 #[derive(Clone)]
 pub struct RedisOptions {
     /// Shard strings per window (at create; stored in the config hash).
