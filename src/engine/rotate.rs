@@ -258,13 +258,53 @@ impl Engine {
     /// the expired windows' space before it asks for the new ones'.
     /// A read-only engine only stops reading expired windows (in memory).
     pub(super) fn rotate(&self, m: &mut Maint, now: i64, background: bool) -> Result<Maintenance> {
-        let off = self.config.utc_offset_secs;
         self.swap_rewritten(m)?;
         let cur = self.current.load_full();
         let mut next: Snapshot = (*cur).clone();
         drop(cur);
         let mut done = Maintenance::default();
-        let label = |t: &TierState, w: i64| window_name(&t.tier, w);
+        self.expire(m, now, &mut next, &mut done)?;
+        if !self.read_only {
+            self.drop_drained(m, &mut next, now, &mut done)?;
+        }
+        let mut changes = Changes::default();
+        let mut to_seal: Vec<Arc<SubFilter>> = Vec::new();
+        // Windows this rotation made itself (none was created ahead).
+        let mut fresh: Vec<Arc<SubFilter>> = Vec::new();
+        // Held until the publish: no window is created ahead meanwhile.
+        let mut slot = self.ahead.lock();
+        if !self.read_only {
+            let mut made = self.take_made_ahead(m, &mut slot, now);
+            fresh = self.open_new_windows(&mut made, &mut next, now, &mut done, &mut changes)?;
+            to_seal = plan_seals(&next, &mut done, &mut changes)?;
+            // What was made ahead and not taken is deleted here, once the
+            // seals are planned (`ahead::Made` drops).
+            drop(made);
+        }
+        self.set_boundaries(&mut next, now)?;
+        let (today, day_moved) = self.move_table_day(&next, now)?;
+        set_open_from(&mut next, today, self.config.utc_offset_secs);
+        self.store_new_set(m, &next, &changes, day_moved)?;
+        let to_sweep = self.plan_sweeps(&mut next, today)?;
+        self.publish(next);
+        drop(slot);
+        ahead::prefault_behind(fresh, &self.stop_prefault, &mut m.prefaulting);
+        self.sweep_tables(m, to_sweep, today, background)?;
+        self.seal_older(m, to_seal, background)?;
+        Ok(done)
+    }
+
+    /// A step of `rotate`, expiry: takes the windows past their tier's
+    /// retention out of `next` (not the tables: their keys expire by day)
+    /// and names them in `done`; unless read-only, stores the manifest
+    /// without them, publishes it, then deletes their files.
+    fn expire(
+        &self,
+        m: &mut Maint,
+        now: i64,
+        next: &mut Snapshot,
+        done: &mut Maintenance,
+    ) -> Result<()> {
         let mut expired = Vec::new();
         for t in &mut next.tiers {
             if t.tier.is_table() {
@@ -285,7 +325,7 @@ impl Engine {
             // a thread the scheduler has not run yet): stopped.
             self.join_upkeep(m)?;
             self.stop_prefaults(m);
-            self.store_manifest(m, &next)?;
+            self.store_manifest(m, next)?;
             // Published before the files go: no new call reads them.
             self.publish(next.clone());
             let paths: Vec<PathBuf> = expired
@@ -297,71 +337,74 @@ impl Engine {
         } else {
             drop(expired);
         }
-        if !self.read_only {
-            self.drop_drained(m, &mut next, now, &mut done)?;
+        Ok(())
+    }
+
+    /// A step of `rotate`, not on a read-only engine: the files created
+    /// ahead (see `ahead::take`) when `now` reached the boundary they were
+    /// made for, else none. `slot` is `self.ahead`, which the caller holds
+    /// until its publish.
+    fn take_made_ahead(
+        &self,
+        m: &mut Maint,
+        slot: &mut Option<ahead::Ahead>,
+        now: i64,
+    ) -> ahead::Made {
+        // Files created ahead for this boundary; any not taken by
+        // `open_new_windows` (the clock skipped their window) are deleted. Those of a
+        // boundary not reached yet (a `flush` or `maintain` before it)
+        // stay for the rotation at it: no write would make them again.
+        match now >= self.ahead_for.load(Ordering::Relaxed) {
+            true => ahead::take(slot, &mut m.prefaulting),
+            false => ahead::Made::default(),
         }
-        let mut created = false;
-        let mut unsealed = false;
-        let mut counting_changed = false;
-        let mut to_seal: Vec<Arc<SubFilter>> = Vec::new();
-        // Windows this rotation made itself (none was created ahead).
-        let mut fresh: Vec<Arc<SubFilter>> = Vec::new();
-        // Held until the publish: no window is created ahead meanwhile.
-        let mut slot = self.ahead.lock();
-        if !self.read_only {
-            // Files created ahead for this boundary; any not taken below
-            // (the clock skipped their window) are deleted. Those of a
-            // boundary not reached yet (a `flush` or `maintain` before it)
-            // stay for the rotation at it: no write would make them again.
-            let mut made = match now >= self.ahead_for.load(Ordering::Relaxed) {
-                true => ahead::take(&mut slot, &mut m.prefaulting),
-                false => ahead::Made::default(),
-            };
-            for (ti, t) in next.tiers.iter_mut().enumerate() {
-                let c = self.tier_window(&t.tier, now)?;
-                if t.segments.last().is_none_or(|s| s.window < c) {
-                    let seg = match made.take(ti, c) {
-                        Some(sub) => Segment {
-                            window: c,
-                            subs: vec![sub],
-                        },
-                        None => {
-                            let seg = self.new_segment(t, c)?;
-                            fresh.extend(seg.subs.iter().cloned());
-                            seg
-                        }
-                    };
-                    done.opened.push(label(t, c));
-                    t.segments.push(seg);
-                    created = true;
-                    counting_changed |= t.tier.kind.needs_shadow();
-                }
-            }
-            if created {
-                crate::file::fsync_dir(&self.dir.join(SEG_DIR))?;
-            }
-            for t in &next.tiers {
-                let newest = t.segments.len().saturating_sub(1);
-                for (i, seg) in t.segments.iter().enumerate() {
-                    if i == newest {
-                        // The newest segment takes inserts: after a crash
-                        // between sealing and the manifest it may be sealed.
-                        for s in &seg.subs {
-                            if s.unseal()? {
-                                unsealed = true;
-                                counting_changed |= t.tier.kind.needs_shadow();
-                            }
-                        }
-                    } else if seg.subs.iter().any(|s| !s.sealed_on_disk()) {
-                        // Also reseals what a backfill or remove reopened.
-                        if !seg.is_sealed() {
-                            done.sealed.push(label(t, seg.window));
-                        }
-                        to_seal.extend(seg.subs.iter().cloned());
+    }
+
+    /// A step of `rotate`, not on a read-only engine: gives each tier whose
+    /// newest window is older than `now`'s the window for `now`, taking
+    /// its file from `made` or creating one, then fsyncs `seg/`. Names
+    /// them in `done`, and returns the files it created (to prefault after
+    /// the publish).
+    fn open_new_windows(
+        &self,
+        made: &mut ahead::Made,
+        next: &mut Snapshot,
+        now: i64,
+        done: &mut Maintenance,
+        changes: &mut Changes,
+    ) -> Result<Vec<Arc<SubFilter>>> {
+        let mut fresh = Vec::new();
+        for (ti, t) in next.tiers.iter_mut().enumerate() {
+            let c = self.tier_window(&t.tier, now)?;
+            if t.segments.last().is_none_or(|s| s.window < c) {
+                let seg = match made.take(ti, c) {
+                    Some(sub) => Segment {
+                        window: c,
+                        subs: vec![sub],
+                    },
+                    None => {
+                        let seg = self.new_segment(t, c)?;
+                        fresh.extend(seg.subs.iter().cloned());
+                        seg
                     }
-                }
+                };
+                done.opened.push(label(t, c));
+                t.segments.push(seg);
+                changes.created = true;
+                changes.counting_changed |= t.tier.kind.needs_shadow();
             }
         }
+        if changes.created {
+            crate::file::fsync_dir(&self.dir.join(SEG_DIR))?;
+        }
+        Ok(fresh)
+    }
+
+    /// A step of `rotate`: when the next boundary comes (`next_boundary`),
+    /// when to start creating the windows it opens (`ahead_from`), and
+    /// which tier reaches furthest back (`full_tier`).
+    fn set_boundaries(&self, next: &mut Snapshot, now: i64) -> Result<()> {
+        let off = self.config.utc_offset_secs;
         // Which tier reaches furthest back, and when the next boundary comes.
         let mut boundary = i64::MAX;
         let mut ahead_from = i64::MAX;
@@ -388,11 +431,12 @@ impl Engine {
         }
         next.next_boundary = boundary;
         next.ahead_from = ahead_from;
-        // A counting window under the log needs its shadow copy (and a
-        // reopened one its state) in a checkpoint before it takes writes;
-        // a Bloom window needs only the manifest naming it (replaying a
-        // Bloom insert twice changes nothing).
-        let checkpoint = self.wal.is_some() && counting_changed;
+        Ok(())
+    }
+
+    /// A step of `rotate`: the tables' day at `now`, and whether it moved
+    /// past the engine's (which then takes it).
+    fn move_table_day(&self, next: &Snapshot, now: i64) -> Result<(u32, bool)> {
         // The tables' day only moves forward (see `Engine::table_today`),
         // and the manifest names a new one before any write of it lands.
         let today = self.table_today(now)?;
@@ -401,31 +445,43 @@ impl Engine {
         if day_moved {
             self.table_day.store(today, Ordering::Relaxed);
         }
-        // The latest start among the windows writes of this snapshot go to
-        // (each tier's newest, and the tables' day): every one of them
-        // holds it, so a write made while the clock is behind it is logged
-        // at it, and replay finds the windows the write went to.
-        next.open_from = next
-            .tiers
-            .iter()
-            .filter_map(|t| match t.tier.is_table() {
-                true => window::start(window::Span::Day, i64::from(today), off),
-                false => window::start(t.tier.span, t.segments.last()?.window, off),
-            })
-            .max()
-            .unwrap_or(i64::MIN);
+        Ok((today, day_moved))
+    }
+
+    /// A step of `rotate`, the commit point of the new set: a checkpoint when
+    /// a counting window changed under the log, else the manifest when a
+    /// window was opened or unsealed or the tables' day moved.
+    fn store_new_set(
+        &self,
+        m: &mut Maint,
+        next: &Snapshot,
+        changes: &Changes,
+        day_moved: bool,
+    ) -> Result<()> {
+        // A counting window under the log needs its shadow copy (and a
+        // reopened one its state) in a checkpoint before it takes writes;
+        // a Bloom window needs only the manifest naming it (replaying a
+        // Bloom insert twice changes nothing).
+        let checkpoint = self.wal.is_some() && changes.counting_changed;
         if checkpoint {
             // The windows about to be sealed are not sealed on disk yet, so
             // the checkpoint msyncs them and copies their counting bodies
             // like any open window: what the log holds for them up to here
-            // is in them. They are sealed only after the publish below (a
-            // writer of the current snapshot may still write them until
-            // then), and recovery skips them only once their seal is
-            // durable.
-            self.checkpoint(m, &next)?;
-        } else if created || unsealed || (day_moved && !self.read_only) {
-            self.store_manifest(m, &next)?;
+            // is in them. They are sealed only after the publish (in
+            // `rotate`; a writer of the current snapshot may still write
+            // them until then), and recovery skips them only once their
+            // seal is durable.
+            self.checkpoint(m, next)?;
+        } else if changes.created || changes.unsealed || (day_moved && !self.read_only) {
+            self.store_manifest(m, next)?;
         }
+        Ok(())
+    }
+
+    /// A step of `rotate`: sets the tables' day in `next`, and (unless
+    /// read-only) sweeps now each table left alone past its sweep interval;
+    /// returns the tables to sweep after the publish.
+    fn plan_sweeps(&self, next: &mut Snapshot, today: u32) -> Result<Vec<Arc<SubFilter>>> {
         // Fingerprint tables expire by day: sweep them when the day moved.
         // One left alone past the sweep interval is caught up before any
         // later call reads it (a dead tag would soon read as live again);
@@ -455,9 +511,18 @@ impl Engine {
                 }
             }
         }
-        self.publish(next);
-        drop(slot);
-        ahead::prefault_behind(fresh, &self.stop_prefault, &mut m.prefaulting);
+        Ok(to_sweep)
+    }
+
+    /// A step of `rotate`, after the publish: sweeps the tables
+    /// `plan_sweeps` listed, on a background thread when `background`.
+    fn sweep_tables(
+        &self,
+        m: &mut Maint,
+        to_sweep: Vec<Arc<SubFilter>>,
+        today: u32,
+        background: bool,
+    ) -> Result<()> {
         if !to_sweep.is_empty() {
             if background {
                 self.sweep_in_background(m, to_sweep, today);
@@ -468,6 +533,18 @@ impl Engine {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The last step of `rotate`: stops writes to the windows `plan_seals`
+    /// listed and seals them on a background thread when `background`
+    /// (and not read-only), else seals them now.
+    fn seal_older(
+        &self,
+        m: &mut Maint,
+        to_seal: Vec<Arc<SubFilter>>,
+        background: bool,
+    ) -> Result<()> {
         if !to_seal.is_empty() {
             if background && !self.read_only {
                 self.stop_writes(&to_seal);
@@ -476,7 +553,7 @@ impl Engine {
                 self.seal_now(&to_seal)?;
             }
         }
-        Ok(done)
+        Ok(())
     }
 
     /// Drops the oldest tables of a fingerprint chain once every slot they
@@ -996,6 +1073,75 @@ fn chain_at_longest(tier: &Tier, seg: &Segment) -> Error {
         path.unwrap_or_default(),
         window_name(tier, seg.window)
     ))
+}
+
+/// What the windows `rotate` opened or unsealed changed: decides whether
+/// it stores a checkpoint, the manifest or nothing (`store_new_set`).
+#[derive(Default)]
+struct Changes {
+    /// A tier's window for now was opened.
+    created: bool,
+    /// A newest window sealed on disk was unsealed.
+    unsealed: bool,
+    /// A counting tier (one with a shadow copy) opened or unsealed one.
+    counting_changed: bool,
+}
+
+/// A step of `rotate`, not on a read-only engine: unseals each tier's
+/// newest window and returns the sub-filters of the older ones not sealed
+/// on disk (to seal after the publish), naming in `done` those not sealed
+/// in memory either.
+fn plan_seals(
+    next: &Snapshot,
+    done: &mut Maintenance,
+    changes: &mut Changes,
+) -> Result<Vec<Arc<SubFilter>>> {
+    let mut to_seal = Vec::new();
+    for t in &next.tiers {
+        let newest = t.segments.len().saturating_sub(1);
+        for (i, seg) in t.segments.iter().enumerate() {
+            if i == newest {
+                // The newest segment takes inserts: after a crash
+                // between sealing and the manifest it may be sealed.
+                for s in &seg.subs {
+                    if s.unseal()? {
+                        changes.unsealed = true;
+                        changes.counting_changed |= t.tier.kind.needs_shadow();
+                    }
+                }
+            } else if seg.subs.iter().any(|s| !s.sealed_on_disk()) {
+                // Also reseals what a backfill or remove reopened.
+                if !seg.is_sealed() {
+                    done.sealed.push(label(t, seg.window));
+                }
+                to_seal.extend(seg.subs.iter().cloned());
+            }
+        }
+    }
+    Ok(to_seal)
+}
+
+/// A step of `rotate`: sets `next.open_from`, from each tier's newest
+/// window and the tables' day `today` (`off`, the configured UTC offset).
+fn set_open_from(next: &mut Snapshot, today: u32, off: i32) {
+    // The latest start among the windows writes of this snapshot go to
+    // (each tier's newest, and the tables' day): every one of them
+    // holds it, so a write made while the clock is behind it is logged
+    // at it, and replay finds the windows the write went to.
+    next.open_from = next
+        .tiers
+        .iter()
+        .filter_map(|t| match t.tier.is_table() {
+            true => window::start(window::Span::Day, i64::from(today), off),
+            false => window::start(t.tier.span, t.segments.last()?.window, off),
+        })
+        .max()
+        .unwrap_or(i64::MIN);
+}
+
+/// The name `Maintenance` gives window `w` of a tier.
+fn label(t: &TierState, w: i64) -> String {
+    window_name(&t.tier, w)
 }
 
 /// Whether `s` takes a chain's new keys (the newest sub-filter of the
