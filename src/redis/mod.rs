@@ -442,18 +442,7 @@ impl RedisEngine {
         config: Option<Config>,
         options: RedisOptions,
     ) -> Result<(RedisEngine, bool)> {
-        layout::check_prefix(prefix).map_err(crate::Error::config)?;
-        for (name, timeout) in [
-            ("connect_timeout", options.connect_timeout),
-            ("io_timeout", options.io_timeout),
-        ] {
-            if timeout.is_zero() {
-                return Err(crate::Error::config(format!(
-                    "{name} must be above zero (a connection takes no timeout of 0)"
-                ))
-                .into());
-            }
-        }
+        RedisEngine::check_options(prefix, &options)?;
         let names = Names {
             prefix: prefix.to_string(),
         };
@@ -466,37 +455,97 @@ impl RedisEngine {
         // which the link sent again.
         let mut offered = None;
         if let Some(config) = config {
-            config.validate()?;
-            layout::check_kinds(&config).map_err(|reason| RedisError::Unsupported { reason })?;
-            if !(1..=MAX_SHARDS).contains(&options.shards) {
-                return Err(crate::Error::config(format!(
-                    "shards must be between 1 and {MAX_SHARDS}"
-                ))
-                .into());
-            }
-            layout_fits(&config, options.shards)?;
-            let stored = Stored {
-                format: FORMAT,
-                config,
-                seed: random_seed(),
-                shards: options.shards,
-            };
-            let json = serde_json::to_string(&stored)
-                .map_err(|e| RedisError::bad_reply("HSETNX", &key, e.to_string()))?;
-            let r = link.one("HSETNX", &key, &[ENGINE_FIELD.as_bytes(), json.as_bytes()])?;
-            created = matches!(r, Value::Int(1));
+            RedisEngine::check_new_config(&config, options.shards)?;
+            let (won, json) = RedisEngine::offer_config(&mut link, &key, config, options.shards)?;
+            created = won;
             offered = Some(json);
         }
         let fields = pairs(&link.one("HGETALL", &key, &[])?);
-        let json = fields
+        let json = RedisEngine::engine_field(&key, &fields)?;
+        created |= offered.as_ref() == Some(&json);
+        let stored = RedisEngine::check_stored(&key, &json)?;
+        let engine = RedisEngine::assemble(names, json, stored, link, &options);
+        engine.absorb_chains(&mut engine.state.lock(), &fields);
+        if created {
+            engine.make_dirs()?;
+            // Every later batch stands on the config hash and the
+            // directories: a create is confirmed like a batch.
+            engine.confirm(&mut engine.state.lock(), Vec::new())?;
+        }
+        Ok((engine, created))
+    }
+
+    /// A step of `start`, before it connects: the prefix is one the key
+    /// layout allows, and neither timeout is zero.
+    fn check_options(prefix: &str, options: &RedisOptions) -> Result<()> {
+        layout::check_prefix(prefix).map_err(crate::Error::config)?;
+        for (name, timeout) in [
+            ("connect_timeout", options.connect_timeout),
+            ("io_timeout", options.io_timeout),
+        ] {
+            if timeout.is_zero() {
+                return Err(crate::Error::config(format!(
+                    "{name} must be above zero (a connection takes no timeout of 0)"
+                ))
+                .into());
+            }
+        }
+        Ok(())
+    }
+
+    /// A step of `start`, when it is given a configuration: the
+    /// configuration is valid, its filter kinds are ones Redis mode keeps,
+    /// and `shards` is in range and fits the key layout.
+    fn check_new_config(config: &Config, shards: u32) -> Result<()> {
+        config.validate()?;
+        layout::check_kinds(config).map_err(|reason| RedisError::Unsupported { reason })?;
+        if !(1..=MAX_SHARDS).contains(&shards) {
+            return Err(
+                crate::Error::config(format!("shards must be between 1 and {MAX_SHARDS}")).into(),
+            );
+        }
+        layout_fits(config, shards)
+    }
+
+    /// A step of `start`: offers the engine field (`config`, `shards` and
+    /// a new random seed) to the config hash `key` with `HSETNX`. Returns
+    /// whether Redis took it, and the field as offered.
+    fn offer_config(
+        link: &mut Link,
+        key: &str,
+        config: Config,
+        shards: u32,
+    ) -> Result<(bool, String)> {
+        let stored = Stored {
+            format: FORMAT,
+            config,
+            seed: random_seed(),
+            shards,
+        };
+        let json = serde_json::to_string(&stored)
+            .map_err(|e| RedisError::bad_reply("HSETNX", key, e.to_string()))?;
+        let r = link.one("HSETNX", key, &[ENGINE_FIELD.as_bytes(), json.as_bytes()])?;
+        Ok((matches!(r, Value::Int(1)), json))
+    }
+
+    /// A step of `start`: the engine field among the `fields` of the
+    /// config hash `key`, or [`RedisError::NotFound`].
+    fn engine_field(key: &str, fields: &[(String, String)]) -> Result<String> {
+        fields
             .iter()
             .find(|(f, _)| f == ENGINE_FIELD)
             .map(|(_, v)| v.clone())
-            .ok_or_else(|| RedisError::NotFound { key: key.clone() })?;
-        created |= offered.as_ref() == Some(&json);
-        let stored: Stored = serde_json::from_str(&json).map_err(|e| {
-            RedisError::bad_reply("HGETALL", &key, format!("the engine field: {e}"))
-        })?;
+            .ok_or_else(|| RedisError::NotFound {
+                key: key.to_string(),
+            })
+    }
+
+    /// A step of `start`: the engine field `json` read from the config
+    /// hash `key`, parsed and checked: the layout format is this build's,
+    /// the configuration is valid and the shard count in range.
+    fn check_stored(key: &str, json: &str) -> Result<Stored> {
+        let stored: Stored = serde_json::from_str(json)
+            .map_err(|e| RedisError::bad_reply("HGETALL", key, format!("the engine field: {e}")))?;
         if stored.format != FORMAT {
             return Err(RedisError::Unsupported {
                 reason: format!(
@@ -509,16 +558,29 @@ impl RedisEngine {
         if !(1..=MAX_SHARDS).contains(&stored.shards) {
             return Err(RedisError::bad_reply(
                 "HGETALL",
-                &key,
+                key,
                 format!(
                     "the engine field: {} shards (1 to {MAX_SHARDS})",
                     stored.shards
                 ),
             ));
         }
+        Ok(stored)
+    }
+
+    /// A step of `start`: the engine over `link`, from the checked engine
+    /// field (`json`, parsed as `stored`), with no chain length or
+    /// directory known yet.
+    fn assemble(
+        names: Names,
+        json: String,
+        stored: Stored,
+        link: Link,
+        options: &RedisOptions,
+    ) -> RedisEngine {
         let codes = stored.config.tiers.iter().map(|t| t.code()).collect();
         let geoms = stored.config.tiers.iter().map(|_| Vec::new()).collect();
-        let engine = RedisEngine {
+        RedisEngine {
             names,
             engine_json: json,
             clock: options.clock.clone(),
@@ -541,15 +603,7 @@ impl RedisEngine {
                 refresh_at: i64::MIN,
             }),
             stored,
-        };
-        engine.absorb_chains(&mut engine.state.lock(), &fields);
-        if created {
-            engine.make_dirs()?;
-            // Every later batch stands on the config hash and the
-            // directories: a create is confirmed like a batch.
-            engine.confirm(&mut engine.state.lock(), Vec::new())?;
         }
-        Ok((engine, created))
     }
 
     /// Makes every shard's directory of every tier, naming the engine
