@@ -1509,121 +1509,16 @@ impl RedisEngine {
     /// written block.
     pub fn stats(&self) -> Result<Stats> {
         let now = self.now()?;
-        let shards = self.stored.shards;
         let mut st = self.state.lock();
         self.refresh_chains(&mut st, now)?;
         let full = self.full_tier(now)?;
         let mut tiers = Vec::new();
         let mut bytes = 0;
         for (ti, t) in self.stored.config.tiers.iter().enumerate() {
-            let code = &self.codes[ti];
-            let dirs: Vec<String> = (0..shards).map(|s| self.names.dir(s, code)).collect();
-            let replies = st.link.run(
-                "HGETALL",
-                |i| dirs.get(i).cloned().unwrap_or_default(),
-                |_| {
-                    dirs.iter()
-                        .map(|d| {
-                            let mut c = redis::cmd("HGETALL");
-                            c.arg(d);
-                            c
-                        })
-                        .collect()
-                },
-            )?;
-            // Per window, per shard: (chain length, bits set per sub-filter).
-            let mut windows: BTreeMap<i64, Vec<(u32, Vec<u64>)>> = BTreeMap::new();
-            for (shard, r) in replies.iter().enumerate() {
-                let fields = pairs(r);
-                // A directory is never deleted (see `dir_lost`); one deleted
-                // alone leaves the first sub-filters of its windows.
-                if fields.is_empty() && st.seen(ti, shard as u32) {
-                    let cur = self.window_index(t.span, now)?;
-                    let mut firsts = Vec::new();
-                    for w in t.oldest_live(cur)..=cur + 1 {
-                        if let Some(label) = window::label(t.span, w) {
-                            firsts.push(self.names.filter(shard as u32, code, &label, 0));
-                        }
-                    }
-                    if let Some((first, rest)) = firsts.split_first() {
-                        let rest: Vec<&[u8]> = rest.iter().map(|k| k.as_bytes()).collect();
-                        if matches!(st.link.one("EXISTS", first, &rest)?, Value::Int(0)) {
-                            return Err(self.dir_lost(&st, &dirs[shard]));
-                        }
-                    }
-                }
-                if !fields.is_empty() {
-                    st.dirs.insert((ti, shard as u32));
-                }
-                for (f, v) in fields {
-                    let (w, sub) = match f.split_once(':') {
-                        None => (f.parse::<i64>().ok(), None),
-                        Some((w, i)) => (w.parse::<i64>().ok(), i.parse::<usize>().ok()),
-                    };
-                    let (Some(w), Ok(x)) = (w, v.parse::<u64>()) else {
-                        continue;
-                    };
-                    let per = windows
-                        .entry(w)
-                        .or_insert_with(|| vec![(0, Vec::new()); shards as usize]);
-                    let slot = &mut per[shard];
-                    match sub {
-                        None => slot.0 = u32::try_from(x).unwrap_or(MAX_CHAIN).min(MAX_CHAIN),
-                        Some(i) if i < MAX_CHAIN as usize => {
-                            if slot.1.len() <= i {
-                                slot.1.resize(i + 1, 0);
-                            }
-                            slot.1[i] = x;
-                        }
-                        Some(_) => {}
-                    }
-                }
-            }
-            let cur = self.window_index(t.span, now)?;
-            let oldest = t.oldest_live(cur);
-            let covers = window::start(t.span, oldest, self.off())
-                .map_or(0, |s| now.saturating_sub(s).max(0) as u64);
-            let mut segments = Vec::new();
-            for (&w, per) in windows.range(oldest..=cur) {
-                let state = if w == cur { "open" } else { "sealed" };
-                let mut s = SegmentStats::window(t.span, w, self.off(), state);
-                let mut items = 0.0;
-                for (n, fills) in per {
-                    let n = self.held(ti, *n);
-                    s.subfilters = s.subfilters.max(n as usize);
-                    for i in 0..n {
-                        let g = self.geom(ti, i);
-                        let plan = g.shard_plan();
-                        let occ = fills.get(i as usize).copied().unwrap_or(0);
-                        let est = sizing::estimate_items(t.kind, plan, occ);
-                        items += est;
-                        s.bytes += plan.nblocks * 64;
-                        s.cells += plan.nblocks * u64::from(t.kind.cells_per_block());
-                        s.occupied = s.occupied.saturating_add(occ);
-                        s.estimated_fpr += sizing::fpr(t.kind, plan.k, est / plan.nblocks as f64)
-                            / f64::from(shards);
-                    }
-                }
-                s.estimated_items = items.round() as u64;
-                s.fill = s.occupied as f64 / s.cells.max(1) as f64;
-                s.bits_per_key = match s.estimated_items {
-                    0 => 0.0,
-                    n => (s.bytes * 8) as f64 / n as f64,
-                };
-                bytes += s.bytes;
-                segments.push(s);
-            }
-            tiers.push(TierStats {
-                tier: t.to_string(),
-                kind: t.kind,
-                retention: t.retention,
-                window_secs: window::nominal_secs(t.span),
-                covers_secs: covers,
-                coarseness_secs: window::nominal_secs(t.span),
-                segment_fpr: self.stored.config.segment_fpr(t),
-                answers_contains: ti == full,
-                segments,
-            });
+            let windows = self.read_dirs(&mut st, ti, t, now)?;
+            let tier = self.tier_stats(ti, t, now, ti == full, &windows)?;
+            bytes += tier.segments.iter().map(|s| s.bytes).sum::<u64>();
+            tiers.push(tier);
         }
         Ok(Stats {
             now,
@@ -1640,10 +1535,196 @@ impl RedisEngine {
         })
     }
 
+    /// A step of `stats`: the directories of tier `ti` (`t`) in every
+    /// shard, read with one pipelined `HGETALL` each, as figures per window
+    /// and shard. A directory this client has seen that reads empty is
+    /// checked (`check_dir_kept`); one that reads fields counts as seen.
+    fn read_dirs(
+        &self,
+        st: &mut State,
+        ti: usize,
+        t: &crate::config::Tier,
+        now: i64,
+    ) -> Result<DirFigures> {
+        let shards = self.stored.shards;
+        let code = &self.codes[ti];
+        let dirs: Vec<String> = (0..shards).map(|s| self.names.dir(s, code)).collect();
+        let replies = st.link.run(
+            "HGETALL",
+            |i| dirs.get(i).cloned().unwrap_or_default(),
+            |_| {
+                dirs.iter()
+                    .map(|d| {
+                        let mut c = redis::cmd("HGETALL");
+                        c.arg(d);
+                        c
+                    })
+                    .collect()
+            },
+        )?;
+        // Per window, per shard: (chain length, bits set per sub-filter).
+        let mut windows: DirFigures = BTreeMap::new();
+        for (shard, r) in replies.iter().enumerate() {
+            let fields = pairs(r);
+            // A directory is never deleted (see `dir_lost`); one deleted
+            // alone leaves the first sub-filters of its windows.
+            if fields.is_empty() && st.seen(ti, shard as u32) {
+                self.check_dir_kept(st, ti, t, shard as u32, &dirs[shard], now)?;
+            }
+            if !fields.is_empty() {
+                st.dirs.insert((ti, shard as u32));
+            }
+            add_dir_fields(&mut windows, shard, shards, fields);
+        }
+        Ok(windows)
+    }
+
+    /// A step of `stats`, for the directory `dir` of tier `ti` (`t`) in
+    /// `shard` that reads empty: [`RedisError::EngineLost`] (see `dir_lost`)
+    /// unless the first sub-filter of one of the tier's live windows, or
+    /// of the next window, exists (one `EXISTS`).
+    fn check_dir_kept(
+        &self,
+        st: &mut State,
+        ti: usize,
+        t: &crate::config::Tier,
+        shard: u32,
+        dir: &str,
+        now: i64,
+    ) -> Result<()> {
+        let code = &self.codes[ti];
+        let cur = self.window_index(t.span, now)?;
+        let mut firsts = Vec::new();
+        for w in t.oldest_live(cur)..=cur + 1 {
+            if let Some(label) = window::label(t.span, w) {
+                firsts.push(self.names.filter(shard, code, &label, 0));
+            }
+        }
+        if let Some((first, rest)) = firsts.split_first() {
+            let rest: Vec<&[u8]> = rest.iter().map(|k| k.as_bytes()).collect();
+            if matches!(st.link.one("EXISTS", first, &rest)?, Value::Int(0)) {
+                return Err(self.dir_lost(st, dir));
+            }
+        }
+        Ok(())
+    }
+
+    /// A step of `stats`: the figures of tier `ti` (`t`) read from its
+    /// directories (`windows`), as one segment per live window present;
+    /// `contains` is whether the tier answers `contains`.
+    fn tier_stats(
+        &self,
+        ti: usize,
+        t: &crate::config::Tier,
+        now: i64,
+        contains: bool,
+        windows: &DirFigures,
+    ) -> Result<TierStats> {
+        let cur = self.window_index(t.span, now)?;
+        let oldest = t.oldest_live(cur);
+        let covers = window::start(t.span, oldest, self.off())
+            .map_or(0, |s| now.saturating_sub(s).max(0) as u64);
+        let segments = windows
+            .range(oldest..=cur)
+            .map(|(&w, per)| self.window_stats(ti, t, w, cur, per))
+            .collect();
+        Ok(TierStats {
+            tier: t.to_string(),
+            kind: t.kind,
+            retention: t.retention,
+            window_secs: window::nominal_secs(t.span),
+            covers_secs: covers,
+            coarseness_secs: window::nominal_secs(t.span),
+            segment_fpr: self.stored.config.segment_fpr(t),
+            answers_contains: contains,
+            segments,
+        })
+    }
+
+    /// A step of `stats`: window `w` of tier `ti` (`t`), open when it is
+    /// `cur`, from each shard's `(chain length, bits set per sub-filter)`
+    /// (`per`): the sizes, fill and estimates of its sub-filters, summed
+    /// over the shards, the rate averaged over them.
+    fn window_stats(
+        &self,
+        ti: usize,
+        t: &crate::config::Tier,
+        w: i64,
+        cur: i64,
+        per: &[(u32, Vec<u64>)],
+    ) -> SegmentStats {
+        let shards = self.stored.shards;
+        let state = if w == cur { "open" } else { "sealed" };
+        let mut s = SegmentStats::window(t.span, w, self.off(), state);
+        let mut items = 0.0;
+        for (n, fills) in per {
+            let n = self.held(ti, *n);
+            s.subfilters = s.subfilters.max(n as usize);
+            for i in 0..n {
+                let g = self.geom(ti, i);
+                let plan = g.shard_plan();
+                let occ = fills.get(i as usize).copied().unwrap_or(0);
+                let est = sizing::estimate_items(t.kind, plan, occ);
+                items += est;
+                s.bytes += plan.nblocks * 64;
+                s.cells += plan.nblocks * u64::from(t.kind.cells_per_block());
+                s.occupied = s.occupied.saturating_add(occ);
+                s.estimated_fpr +=
+                    sizing::fpr(t.kind, plan.k, est / plan.nblocks as f64) / f64::from(shards);
+            }
+        }
+        s.estimated_items = items.round() as u64;
+        s.fill = s.occupied as f64 / s.cells.max(1) as f64;
+        s.bits_per_key = match s.estimated_items {
+            0 => 0.0,
+            n => (s.bytes * 8) as f64 / n as f64,
+        };
+        s
+    }
+
     /// Whether this engine talks to a Redis Cluster (fixed at open: it
     /// does not wait for the calls of other threads).
     pub fn is_cluster(&self) -> bool {
         self.cluster
+    }
+}
+
+/// What `stats` reads from a tier's directories: per window, per shard,
+/// `(chain length, bits set per sub-filter)`.
+type DirFigures = BTreeMap<i64, Vec<(u32, Vec<u64>)>>;
+
+/// A step of `stats`: adds the `fields` of the directory of `shard` (one
+/// of `shards`) to `windows`: a `<window>` field is the window's chain
+/// length (at most [`MAX_CHAIN`]), a `<window>:<i>` field the bits set in
+/// its sub-filter `i`; any other field is passed over.
+fn add_dir_fields(
+    windows: &mut DirFigures,
+    shard: usize,
+    shards: u32,
+    fields: Vec<(String, String)>,
+) {
+    for (f, v) in fields {
+        let (w, sub) = match f.split_once(':') {
+            None => (f.parse::<i64>().ok(), None),
+            Some((w, i)) => (w.parse::<i64>().ok(), i.parse::<usize>().ok()),
+        };
+        let (Some(w), Ok(x)) = (w, v.parse::<u64>()) else {
+            continue;
+        };
+        let per = windows
+            .entry(w)
+            .or_insert_with(|| vec![(0, Vec::new()); shards as usize]);
+        let slot = &mut per[shard];
+        match sub {
+            None => slot.0 = u32::try_from(x).unwrap_or(MAX_CHAIN).min(MAX_CHAIN),
+            Some(i) if i < MAX_CHAIN as usize => {
+                if slot.1.len() <= i {
+                    slot.1.resize(i + 1, 0);
+                }
+                slot.1[i] = x;
+            }
+            Some(_) => {}
+        }
     }
 }
 
