@@ -1326,20 +1326,24 @@ fn an_insert_after_a_remove_of_its_slot_mate_survives_a_power_loss() {
         }
         let (tx, rx) = std::sync::mpsc::channel();
         let (e2, y2) = (Arc::clone(&e), y.clone());
-        std::thread::spawn(move || {
+        let inserter = std::thread::spawn(move || {
             let _ = tx.send(e2.insert(&y2).unwrap());
         });
         let early = rx.recv_timeout(Duration::from_secs(2)).ok();
         drop(go_tx);
         assert!(remover.join().unwrap(), "x is removed");
         let y_new = early.unwrap_or_else(|| rx.recv_timeout(Duration::from_secs(30)).unwrap());
+        // Its clone of the engine is dropped only after it sent the
+        // answer: joined, so that the engine below is this test's alone.
+        inserter.join().unwrap();
         timebloom::testing::set_pause_hook(None);
         if early.is_none() {
             continue; // the insert waited for the remove: the same stripe
         }
         assert!(y_new, "y is new: x's slot was gone");
         assert!(e.contains(&y).unwrap());
-        let e = Arc::try_unwrap(e).ok().unwrap();
+        let e = Arc::try_unwrap(e)
+            .unwrap_or_else(|_| panic!("another clone of the engine is still held"));
         let image = power_loss_image(tmp.path(), &dir, e);
         let e = open_after_power_loss(&image, &clock).unwrap();
         assert!(
