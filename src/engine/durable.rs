@@ -53,6 +53,138 @@ fn flush_bodies(snap: &Snapshot) -> Result<()> {
     Ok(())
 }
 
+/// A step of `start_durability_with`: the records past checkpoint `c` in
+/// the log a previous session left, none if it left no log.
+fn read_logs_since(wal_dir: &Path, had_log: bool, c: u64) -> Result<wal::Logs> {
+    if had_log {
+        wal::read_logs(wal_dir, c)
+    } else {
+        Ok(wal::Logs::default())
+    }
+}
+
+/// A step of `start_durability_with`: whether the boot recorded in `wal/`
+/// is this one (the operating system has not restarted since).
+fn same_boot(wal_dir: &Path) -> bool {
+    let recorded = fs::read_to_string(wal_dir.join(BOOT)).ok();
+    match (recorded, wal::boot_id()) {
+        (Some(a), Some(b)) => a.trim() == b,
+        _ => false,
+    }
+}
+
+/// A step of `start_durability_with`, before a replay: the log's damage,
+/// if any, unless `degraded`.
+fn refuse_damaged_log(damaged: Option<Error>, degraded: bool) -> Result<()> {
+    // Damage in the middle of the log (not a torn tail) would end
+    // the replay early and silently drop the acknowledged writes
+    // after it: refused, unless opened degraded.
+    if let Some(e) = damaged {
+        if !degraded {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// A step of `start_durability_with`, under `none`: deletes the log and
+/// the shadow copies.
+fn leave_log(snap: &Snapshot, wal_dir: &Path, had_log: bool) -> Result<()> {
+    if had_log {
+        // Leaving the logged policies: make the bodies durable, then
+        // drop the log and the shadow copies.
+        flush_bodies(snap)?;
+        wal::remove_older(wal_dir, u64::MAX)?;
+    }
+    // Also the shadows a crash between the two deletions left
+    // behind a deleted log.
+    wal::remove_shadows_except(wal_dir, u64::MAX)
+}
+
+/// A step of `start_durability_with`: records this boot in `wal/`, if the
+/// system names it and the file does not already.
+fn record_boot(wal_dir: &Path) -> Result<()> {
+    if let Some(id) = wal::boot_id() {
+        let p = wal_dir.join(BOOT);
+        if fs::read_to_string(&p).ok().as_deref() != Some(id.as_str()) {
+            fs::write(&p, id).map_err(|e| Error::io("write", &p, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// A step of `start_durability_with`: the position this session's log
+/// starts at, after checkpoint `c` and the `records` read, and the
+/// position past which log files are stale (see `delete_stale_logs`), if
+/// any file begins past it.
+fn next_position(wal_dir: &Path, c: u64, records: &[wal::Record]) -> Result<(u64, Option<u64>)> {
+    let mut next = match records.last() {
+        None => Some(c),
+        Some(r) => r.lsn.checked_add(1),
+    };
+    // A log file that begins past the records read holds none that was
+    // acknowledged (a power loss tore the log before a file a switch
+    // had begun, whose entry lasted). Should this session's log end
+    // just before it, a recovery would go on into it: the log starts
+    // past every such file, and such files are deleted (and the
+    // deletion made durable) before the checkpoint in
+    // `start_durability_with` names a new position. Deleted only by that checkpoint, after its manifest, a
+    // crash between the two left a checkpoint inside such a file's
+    // records, and the next recovery replayed the ones past it as
+    // writes of this engine's log.
+    let mut stale = None;
+    if let (Some(n), Some((last, _))) = (next, wal::list(wal_dir)?.last()) {
+        if *last > n {
+            next = last.checked_add(1);
+            stale = Some(n);
+        }
+    }
+    // A position no log reaches in centuries (2^62 records: 146 years
+    // at 10^9 a second) is damage, refused here: appends count up from
+    // it without a check.
+    let next = next.filter(|&n| n <= wal::MAX_LSN).ok_or_else(|| {
+        Error::corrupt(
+            wal_dir,
+            format!(
+                "the log position after the checkpoint or the last record is past 2^62 \
+                 (checkpoint {c}); the manifest or log is damaged"
+            ),
+        )
+    })?;
+    Ok((next, stale))
+}
+
+/// A step of `start_durability_with`, before the checkpoint that starts
+/// this session's log: deletes the log files that begin past position `n`
+/// (see `next_position`), durably.
+fn delete_stale_logs(wal_dir: &Path, n: u64) -> Result<()> {
+    for (first, path) in wal::list(wal_dir)? {
+        if first > n {
+            crate::file::check("delete stale log", &path)?;
+            fs::remove_file(&path).map_err(|e| Error::io("delete stale log", &path, e))?;
+        }
+    }
+    crate::file::fsync_dir(wal_dir)
+}
+
+/// A step of `start_durability_with`: whether a counting sub-filter lacks
+/// its shadow copy at checkpoint `c`, so that a checkpoint must make one.
+fn lacks_shadow(snap: &Snapshot, wal_dir: &Path, had_log: bool, c: u64) -> bool {
+    // Every counting sub-filter not sealed on disk needs a shadow copy
+    // at the checkpoint the log starts from. Without a log, shadows are
+    // not one: an open under `none` deletes the log, then the shadows,
+    // and writes under `none` after a crash between the two are in the
+    // bodies but not in those shadows, which a power loss would then
+    // restore.
+    snap.tiers.iter().any(|t| {
+        t.tier.kind.needs_shadow()
+            && t.segments.iter().flat_map(|s| &s.subs).any(|s| {
+                !s.sealed_on_disk()
+                    && (!had_log || !wal::shadow_path(wal_dir, &s.file_name(), c).exists())
+            })
+    })
+}
+
 impl Engine {
     /// At a writer's open (and at create): recovers from the log a previous
     /// session left, then starts this session's log under the `always` and
@@ -87,6 +219,10 @@ impl Engine {
         r
     }
 
+    /// The steps of `start_durability`, with `m` taken out of the engine:
+    /// reads the log a previous session left, recovers from it after a
+    /// restart, then either leaves the logged policies or starts this
+    /// session's log (its position, a checkpoint, the sync thread).
     fn start_durability_with(
         &mut self,
         m: &mut Maint,
@@ -97,11 +233,7 @@ impl Engine {
         degraded: bool,
     ) -> Result<()> {
         let c = m.checkpoint_lsn;
-        let logs = if had_log {
-            wal::read_logs(wal_dir, c)?
-        } else {
-            wal::Logs::default()
-        };
+        let logs = read_logs_since(wal_dir, had_log, c)?;
         let records = logs.records;
         let mut need_checkpoint = !records.is_empty();
         // While the operating system has not restarted, the page cache
@@ -110,20 +242,9 @@ impl Engine {
         // (a power loss, perhaps), the bodies are whatever reached the
         // disk: restore counting windows from their shadow copies and
         // replay the log.
-        let recorded = fs::read_to_string(wal_dir.join(BOOT)).ok();
-        let same_boot = match (recorded, wal::boot_id()) {
-            (Some(a), Some(b)) => a.trim() == b,
-            _ => false,
-        };
+        let same_boot = same_boot(wal_dir);
         if had_log && (assume_power_loss || !same_boot) {
-            // Damage in the middle of the log (not a torn tail) would end
-            // the replay early and silently drop the acknowledged writes
-            // after it: refused, unless opened degraded.
-            if let Some(e) = logs.damaged {
-                if !degraded {
-                    return Err(e);
-                }
-            }
+            refuse_damaged_log(logs.damaged, degraded)?;
             if !records.is_empty() {
                 self.unrestored = self.replay(m, snap, wal_dir, c, &records, degraded)?;
             }
@@ -131,17 +252,28 @@ impl Engine {
         // A replay that grew a fingerprint chain published a new set.
         let snap = &*self.current.load_full();
         if self.policy == SyncPolicy::None {
-            if had_log {
-                // Leaving the logged policies: make the bodies durable, then
-                // drop the log and the shadow copies.
-                flush_bodies(snap)?;
-                wal::remove_older(wal_dir, u64::MAX)?;
-            }
-            // Also the shadows a crash between the two deletions left
-            // behind a deleted log.
-            wal::remove_shadows_except(wal_dir, u64::MAX)?;
-            return Ok(());
+            return leave_log(snap, wal_dir, had_log);
         }
+        self.make_wal_dir(wal_dir)?;
+        record_boot(wal_dir)?;
+        let (next, stale) = next_position(wal_dir, c, &records)?;
+        if let Some(n) = stale {
+            delete_stale_logs(wal_dir, n)?;
+        }
+        let log = Arc::new(Wal::create(wal_dir, next)?);
+        self.wal = Some(Arc::clone(&log));
+        need_checkpoint |= lacks_shadow(snap, wal_dir, had_log, c);
+        if need_checkpoint || next != c {
+            self.checkpoint(m, snap)?;
+        }
+        if let SyncPolicy::Interval(every) = self.policy {
+            *self.syncer.get_mut() = Some(Syncer::start(log, every));
+        }
+        Ok(())
+    }
+
+    /// A step of `start_durability_with`: makes `wal/` if it is missing.
+    fn make_wal_dir(&self, wal_dir: &Path) -> Result<()> {
         // A `wal/` made here (the engine ran under `none` so far) is named
         // in the engine's directory durably before any record in it counts
         // as durable: an open that writes no manifest syncs that directory
@@ -150,75 +282,6 @@ impl Engine {
         fs::create_dir_all(wal_dir).map_err(|e| Error::io("create directory", wal_dir, e))?;
         if made {
             crate::file::fsync_dir(&self.dir)?;
-        }
-        if let Some(id) = wal::boot_id() {
-            let p = wal_dir.join(BOOT);
-            if fs::read_to_string(&p).ok().as_deref() != Some(id.as_str()) {
-                fs::write(&p, id).map_err(|e| Error::io("write", &p, e))?;
-            }
-        }
-        let mut next = match records.last() {
-            None => Some(c),
-            Some(r) => r.lsn.checked_add(1),
-        };
-        // A log file that begins past the records read holds none that was
-        // acknowledged (a power loss tore the log before a file a switch
-        // had begun, whose entry lasted). Should this session's log end
-        // just before it, a recovery would go on into it: the log starts
-        // past every such file, and such files are deleted (and the
-        // deletion made durable) before the checkpoint below names a new
-        // position. Deleted only by that checkpoint, after its manifest, a
-        // crash between the two left a checkpoint inside such a file's
-        // records, and the next recovery replayed the ones past it as
-        // writes of this engine's log.
-        let mut stale = None;
-        if let (Some(n), Some((last, _))) = (next, wal::list(wal_dir)?.last()) {
-            if *last > n {
-                next = last.checked_add(1);
-                stale = Some(n);
-            }
-        }
-        // A position no log reaches in centuries (2^62 records: 146 years
-        // at 10^9 a second) is damage, refused here: appends count up from
-        // it without a check.
-        let next = next.filter(|&n| n <= wal::MAX_LSN).ok_or_else(|| {
-            Error::corrupt(
-                wal_dir,
-                format!(
-                    "the log position after the checkpoint or the last record is past 2^62 \
-                     (checkpoint {c}); the manifest or log is damaged"
-                ),
-            )
-        })?;
-        if let Some(n) = stale {
-            for (first, path) in wal::list(wal_dir)? {
-                if first > n {
-                    crate::file::check("delete stale log", &path)?;
-                    fs::remove_file(&path).map_err(|e| Error::io("delete stale log", &path, e))?;
-                }
-            }
-            crate::file::fsync_dir(wal_dir)?;
-        }
-        let log = Arc::new(Wal::create(wal_dir, next)?);
-        self.wal = Some(Arc::clone(&log));
-        // Every counting sub-filter not sealed on disk needs a shadow copy
-        // at the checkpoint the log starts from. Without a log, shadows are
-        // not one: an open under `none` deletes the log, then the shadows,
-        // and writes under `none` after a crash between the two are in the
-        // bodies but not in those shadows, which a power loss would then
-        // restore.
-        need_checkpoint |= snap.tiers.iter().any(|t| {
-            t.tier.kind.needs_shadow()
-                && t.segments.iter().flat_map(|s| &s.subs).any(|s| {
-                    !s.sealed_on_disk()
-                        && (!had_log || !wal::shadow_path(wal_dir, &s.file_name(), c).exists())
-                })
-        });
-        if need_checkpoint || next != c {
-            self.checkpoint(m, snap)?;
-        }
-        if let SyncPolicy::Interval(every) = self.policy {
-            *self.syncer.get_mut() = Some(Syncer::start(log, every));
         }
         Ok(())
     }
