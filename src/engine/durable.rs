@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::filter::{Exclusive, KeyMasks};
 use crate::fingerprint::Insert;
 use crate::manifest::{Manifest, SegmentEntry};
+use crate::segment::SubFilter;
 use crate::wal::{self, Op, Wal};
 use crate::window;
 
@@ -185,6 +186,20 @@ fn lacks_shadow(snap: &Snapshot, wal_dir: &Path, had_log: bool, c: u64) -> bool 
     })
 }
 
+/// A step of `replay`, once the shadow copies are restored: sweeps the
+/// tables that `restore_shadows` set back, as of `today`.
+fn sweep_restored(restored: Vec<&Arc<SubFilter>>, today: u32) -> Result<()> {
+    // A table set back to its shadow copy holds the slots that the
+    // sweeps since the checkpoint cleared, dated as the checkpoint saw
+    // them: swept again from the day the copy was last swept (in steps
+    // of the sweep interval past it, `Table::catch_up`), before their
+    // tags can read as live again around the ring of days.
+    for s in restored {
+        s.sweep(today, || today)?;
+    }
+    Ok(())
+}
+
 impl Engine {
     /// At a writer's open (and at create): recovers from the log a previous
     /// session left, then starts this session's log under the `always` and
@@ -304,6 +319,29 @@ impl Engine {
         degraded: bool,
     ) -> Result<Vec<String>> {
         let x = self.stripes.lock_all();
+        let (restored, unrestored) = self.restore_shadows(snap, wal_dir, c, &x, degraded)?;
+        let today = self.table_today(self.now()?)?;
+        sweep_restored(restored, today)?;
+        let cur = self.replay_tables(m, &x, records, today)?;
+        // The windows after the tables: the two share no state, and the
+        // records keep their order within each.
+        self.replay_windows(&cur, &x, records);
+        Ok(unrestored)
+    }
+
+    /// A step of `replay`: sets each counting sub-filter not sealed on disk
+    /// that has a shadow copy at checkpoint `c` back to it. Returns the
+    /// tables set back to a copy that names the day it was last swept (for
+    /// `sweep_restored`), and the windows recovered from their bodies as
+    /// the disk holds them (`degraded`; `TIER WINDOW`).
+    fn restore_shadows<'s>(
+        &self,
+        snap: &'s Snapshot,
+        wal_dir: &Path,
+        c: u64,
+        x: &Exclusive,
+        degraded: bool,
+    ) -> Result<(Vec<&'s Arc<SubFilter>>, Vec<String>)> {
         let mut restored = Vec::new();
         let mut unrestored = Vec::new();
         for t in &snap.tiers {
@@ -352,22 +390,27 @@ impl Engine {
                     }
                     Err(err) => return Err(err),
                 };
-                s.restore(&x, &body);
+                s.restore(x, &body);
                 if let Some(day) = swept.filter(|_| s.swept().is_some()) {
                     s.restored_swept(day);
                     restored.push(s);
                 }
             }
         }
-        // A table set back to its shadow copy holds the slots that the
-        // sweeps since the checkpoint cleared, dated as the checkpoint saw
-        // them: swept again from the day the copy was last swept (in steps
-        // of the sweep interval past it, `Table::catch_up`), before their
-        // tags can read as live again around the ring of days.
-        let today = self.table_today(self.now()?)?;
-        for s in restored {
-            s.sweep(today, || today)?;
-        }
+        Ok((restored, unrestored))
+    }
+
+    /// A step of `replay`, after the shadow copies: takes every record again
+    /// into the fingerprint tables, as of `today`, growing a chain whose
+    /// table has no room. Returns the set as it stands after (a growth
+    /// publishes a new one).
+    fn replay_tables(
+        &self,
+        m: &Maint,
+        x: &Exclusive,
+        records: &[wal::Record],
+        today: u32,
+    ) -> Result<Arc<Snapshot>> {
         // Fingerprint tables take each logged insert again with its own day
         // (the record's instant), as of the tables' day (never earlier than
         // the newest one they took, even with a clock stepped back across
@@ -394,11 +437,11 @@ impl Engine {
                                 true
                             }
                             _ => {
-                                matches!(seg.table_insert(&x, r.h, day, today), Some(Insert::Full))
+                                matches!(seg.table_insert(x, r.h, day, today), Some(Insert::Full))
                             }
                         },
                         Op::Remove => {
-                            seg.table_remove(&x, r.h, today, days);
+                            seg.table_remove(x, r.h, today, days);
                             false
                         }
                         // The table no longer kept the day: left alone.
@@ -411,10 +454,7 @@ impl Engine {
                 }
             }
         }
-        // The windows after the tables: the two share no state, and the
-        // records keep their order within each.
-        self.replay_windows(&cur, &x, records);
-        Ok(unrestored)
+        Ok(cur)
     }
 
     /// Replays `records` into the Bloom and counting windows holding their
