@@ -311,8 +311,9 @@ impl Sizing {
             base.tiers.clone_from(&t.0);
         }
         if self.counting {
-            // A fingerprint tier removes already; made counting, it kept its
-            // retention as that many daily windows (ten times the space).
+            // Only Bloom tiers are made counting: a fingerprint tier removes
+            // already, and made counting it would keep its retention as
+            // that many daily windows (ten times the space).
             base.tiers = (base.tiers.into_iter())
                 .map(|t| match t.kind {
                     Kind::Bloom => t.counting(),

@@ -129,10 +129,10 @@ fn next_position(wal_dir: &Path, c: u64, records: &[wal::Record]) -> Result<(u64
     // just before it, a recovery would go on into it: the log starts
     // past every such file, and such files are deleted (and the
     // deletion made durable) before the checkpoint in
-    // `start_durability_with` names a new position. Deleted only by that checkpoint, after its manifest, a
-    // crash between the two left a checkpoint inside such a file's
-    // records, and the next recovery replayed the ones past it as
-    // writes of this engine's log.
+    // `start_durability_with` names a new position. Deleted only by that
+    // checkpoint, after its manifest, a crash between the two left a
+    // checkpoint inside such a file's records, and the next recovery
+    // replayed the ones past it as writes of this engine's log.
     let mut stale = None;
     if let (Some(n), Some((last, _))) = (next, wal::list(wal_dir)?.last()) {
         if *last > n {

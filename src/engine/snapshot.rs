@@ -181,8 +181,9 @@ impl Source for Current {
 /// A handle keeps the snapshot of the live set it last saw and checks, with
 /// one atomic load per call, whether the engine has published a newer one
 /// (after a rotation, a chain growth, a backfill that reopened a window or
-/// a close, among others); only then does it pick it up. Make one per worker thread (`engine.handle()`, or `clone` one): it is
-/// `Send`, and its methods take `&mut self`.
+/// a close, among others); only then does it pick it up. Make one per
+/// worker thread (`engine.handle()`, or `clone` one): it is `Send`, and
+/// its methods take `&mut self`.
 ///
 /// Its methods behave exactly as the [`Engine`] methods of the same name.
 /// A handle that stays idle keeps the windows it last saw mapped (not the

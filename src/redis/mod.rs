@@ -1595,7 +1595,7 @@ impl RedisEngine {
         let code = &self.codes[ti];
         let cur = self.window_index(t.span, now)?;
         let mut firsts = Vec::new();
-        for w in t.oldest_live(cur)..=cur + 1 {
+        for w in t.oldest_live(cur)..=cur.saturating_add(1) {
             if let Some(label) = window::label(t.span, w) {
                 firsts.push(self.names.filter(shard, code, &label, 0));
             }
