@@ -98,16 +98,9 @@ impl Plan {
     /// 16,384, as at create; another count is refused.
     #[cfg(feature = "redis")]
     pub fn for_redis(config: &Config, shards: u32) -> Result<Plan> {
-        use crate::redis::layout::{check_kinds, Geom};
-        use crate::redis::{layout_fits, RedisError, MAX_SHARDS};
-        check_kinds(config).map_err(crate::Error::config)?;
-        if !(1..=MAX_SHARDS).contains(&shards) {
-            return Err(crate::Error::config(format!(
-                "shards must be between 1 and {MAX_SHARDS} (got {shards})"
-            )));
-        }
-        config.validate_new()?;
-        match layout_fits(config, shards) {
+        use crate::redis::layout::Geom;
+        use crate::redis::{check_new_config, RedisError};
+        match check_new_config(config, shards) {
             Ok(()) => {}
             Err(RedisError::Unsupported { reason }) => return Err(crate::Error::config(reason)),
             Err(RedisError::Engine(e)) => return Err(e),

@@ -65,7 +65,7 @@ const GROW_SCRIPT: &str = "local cur = tonumber(redis.call('HGET', KEYS[1], ARGV
     if n > cur then redis.call('HSET', KEYS[1], ARGV[1], n) return n end \
     return cur";
 /// The most shards an engine has: one Redis Cluster slot each at most.
-pub(crate) const MAX_SHARDS: u32 = 16_384;
+const MAX_SHARDS: u32 = 16_384;
 /// The version of the key layout and the config hash.
 const FORMAT: u32 = 1;
 /// The config hash field holding the configuration.
@@ -171,11 +171,28 @@ impl RedisOptions {
     }
 }
 
+/// What an engine created in Redis must be, checked by create (a step of
+/// `RedisEngine::start`, when it is given a configuration) and by
+/// [`crate::plan::Plan::for_redis`]: the configuration is valid, its
+/// filter kinds are ones Redis mode keeps, and `shards` is in range and
+/// fits the key layout.
+pub(crate) fn check_new_config(config: &Config, shards: u32) -> Result<()> {
+    config.validate()?;
+    layout::check_kinds(config).map_err(|reason| RedisError::Unsupported { reason })?;
+    if !(1..=MAX_SHARDS).contains(&shards) {
+        return Err(crate::Error::config(format!(
+            "shards must be between 1 and {MAX_SHARDS} (got {shards})"
+        ))
+        .into());
+    }
+    layout_fits(config, shards)
+}
+
 /// What the Redis layout refuses in a valid `config` split over `shards`:
 /// a first sub-filter's rate below the lowest it plans, or a shard string
 /// past Redis's 512 MiB. Create refuses such an engine, and
 /// [`crate::plan::Plan::for_redis`] plans none.
-pub(crate) fn layout_fits(config: &Config, shards: u32) -> Result<()> {
+fn layout_fits(config: &Config, shards: u32) -> Result<()> {
     for t in &config.tiers {
         // The layout keeps the sizing every client of a deployment
         // computes alike, which plans no rate below about 3.5e-18
@@ -455,7 +472,7 @@ impl RedisEngine {
         // which the link sent again.
         let mut offered = None;
         if let Some(config) = config {
-            RedisEngine::check_new_config(&config, options.shards)?;
+            check_new_config(&config, options.shards)?;
             let (won, json) = RedisEngine::offer_config(&mut link, &key, config, options.shards)?;
             created = won;
             offered = Some(json);
@@ -491,20 +508,6 @@ impl RedisEngine {
             }
         }
         Ok(())
-    }
-
-    /// A step of `start`, when it is given a configuration: the
-    /// configuration is valid, its filter kinds are ones Redis mode keeps,
-    /// and `shards` is in range and fits the key layout.
-    fn check_new_config(config: &Config, shards: u32) -> Result<()> {
-        config.validate()?;
-        layout::check_kinds(config).map_err(|reason| RedisError::Unsupported { reason })?;
-        if !(1..=MAX_SHARDS).contains(&shards) {
-            return Err(
-                crate::Error::config(format!("shards must be between 1 and {MAX_SHARDS}")).into(),
-            );
-        }
-        layout_fits(config, shards)
     }
 
     /// A step of `start`: offers the engine field (`config`, `shards` and
