@@ -345,12 +345,13 @@ impl FromStr for SyncPolicy {
             "m" => Duration::from_secs(n.checked_mul(60).ok_or_else(bad)?),
             _ => return Err(bad()),
         };
-        if d < Duration::from_millis(1) || d > Duration::from_secs(3600) {
-            return Err(Error::config(format!(
+        let policy = SyncPolicy::Interval(d);
+        policy.check().map_err(|_| {
+            Error::config(format!(
                 "sync policy {s:?}: the interval must be between 1 ms and 1 hour"
-            )));
-        }
-        Ok(SyncPolicy::Interval(d))
+            ))
+        })?;
+        Ok(policy)
     }
 }
 
