@@ -297,9 +297,10 @@ struct Sizing {
     #[arg(long)]
     counting: bool,
     /// When writes survive a power loss: always (each batch fsynced before
-    /// its lines are printed or counted), interval=1s (at most the last
-    /// interval lost), none (the OS decides). Stored at create; on an
-    /// existing engine it applies to this command only [default: interval=1s]
+    /// its lines are printed or counted), interval=DURATION like 250ms, 1s
+    /// or 1m (at most the last interval lost), none (the OS decides). Stored
+    /// at create; on an existing engine it applies to this command only
+    /// [default: interval=1s]
     #[arg(long, value_name = "POLICY", value_parser = parse_sync)]
     sync: Option<SyncPolicy>,
 }
