@@ -9,6 +9,10 @@
 // Memory mapping and prefetching, the only places `unsafe` is needed, are in
 // the library; the command line has none (signals: see `signals`).
 #![forbid(unsafe_code)]
+// The doc comments of the argument structs are also the `--help` text, which
+// prints `KEY<TAB>seen` and `[user:password@]` as they are; rustdoc would read
+// those as an HTML tag and a link.
+#![allow(rustdoc::invalid_html_tags, rustdoc::broken_intra_doc_links)]
 
 use std::io::{self, BufWriter, StdoutLock, Write};
 use std::path::PathBuf;
