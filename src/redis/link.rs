@@ -411,7 +411,7 @@ impl Link {
     ) -> Result<Vec<Value>> {
         let mut eval = false;
         let mut attempt = 0u32;
-        let mut wait = self.backoff;
+        let mut wait = self.backoff.min(self.max_backoff);
         loop {
             let cmds = build(eval);
             match self.send(&cmds) {

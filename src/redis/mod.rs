@@ -112,9 +112,10 @@ pub struct RedisOptions {
     pub io_timeout: Duration,
     /// Reconnect-and-resend attempts after a connection loss. Default 8.
     pub retries: u32,
-    /// The first wait before a retry; it doubles each time. Default 50 ms.
+    /// The first wait before a retry; it doubles each time, up to
+    /// `max_backoff`. Default 50 ms.
     pub backoff: Duration,
-    /// The longest wait between retries. Default 2 s.
+    /// The longest wait between retries, the first one included. Default 2 s.
     pub max_backoff: Duration,
     /// Use the Cluster client even with a single seed URL (several
     /// comma-separated URLs always mean a Cluster). Default false.
@@ -1804,6 +1805,28 @@ mod tests {
                 Ok(_) => panic!("{name} of 0: opened"),
             }
         }
+    }
+
+    /// `max_backoff` bounds every wait, the first one too: a `backoff`
+    /// above it waits `max_backoff`.
+    #[test]
+    fn the_first_wait_is_held_to_max_backoff() {
+        use super::{RedisEngine, RedisOptions};
+        use std::time::{Duration, Instant};
+        let options = RedisOptions {
+            retries: 1,
+            backoff: Duration::from_secs(30),
+            max_backoff: Duration::from_millis(10),
+            connect_timeout: Duration::from_millis(500),
+            ..RedisOptions::default()
+        };
+        let start = Instant::now();
+        // Nothing listens on port 1: the connection is refused, retried
+        // once after one wait, and refused again.
+        let r = RedisEngine::open_with("redis://127.0.0.1:1", "tbtest", options);
+        assert!(r.is_err(), "opened through port 1");
+        let took = start.elapsed();
+        assert!(took < Duration::from_secs(10), "waited {took:?}");
     }
 
     #[test]
