@@ -1140,6 +1140,11 @@ impl RedisEngine {
     /// One round: every key's group script, pipelined. `req` is the
     /// round's request id (writing modes); `writes` gets the engine's
     /// count of writing rounds, this one included.
+    ///
+    /// The keys go as one script call per shard and chunk ([`groups`]).
+    /// A call answered "stale" (its shard knows a longer chain than this
+    /// client) is sent again, with the chains read afresh, for at most
+    /// [`STALE_ROUNDS`] rounds; chains that grew are recorded after.
     fn run_batch(
         &self,
         hashes: &[KeyHash],
@@ -1152,21 +1157,7 @@ impl RedisEngine {
         if hashes.is_empty() {
             return Ok(Vec::new());
         }
-        let shards = self.stored.shards;
-        let mut by_shard: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-        for (i, h) in hashes.iter().enumerate() {
-            by_shard
-                .entry(layout::shard(*h, shards))
-                .or_default()
-                .push(i);
-        }
-        // (shard, chunk number, key indices): one script call each.
-        let mut groups: Vec<(u32, usize, Vec<usize>)> = Vec::new();
-        for (s, idx) in by_shard {
-            for (c, chunk) in idx.chunks(CHUNK).enumerate() {
-                groups.push((s, c, chunk.to_vec()));
-            }
-        }
+        let groups = groups(hashes, self.stored.shards);
         let mut st = self.state.lock();
         if now >= st.refresh_at {
             self.refresh_chains(&mut st, now)?;
@@ -1183,119 +1174,16 @@ impl RedisEngine {
             let calls: Vec<Call> = pending
                 .iter()
                 .map(|&g| {
-                    let (s, c, idx) = &groups[g];
-                    self.call(&st, *s, *c, idx, hashes, plans, mode, &req)
+                    let Group { shard, chunk, idx } = &groups[g];
+                    self.call(&st, *shard, *chunk, idx, hashes, plans, mode, &req)
                 })
                 .collect::<Result<_>>()?;
-            let sha = &self.sha;
-            let config_key = self.names.config();
-            let mut replies = st.link.run(
-                match mode {
-                    Mode::Insert | Mode::Due => "EVALSHA check-and-insert",
-                    Mode::Check => "EVALSHA check",
-                },
-                |i| {
-                    calls
-                        .get(i)
-                        .map_or_else(|| config_key.clone(), |c| c.keys[0].clone())
-                },
-                |eval| {
-                    // The engine field last: a server that lost the
-                    // engine's keys (restarted empty, flushed) would
-                    // answer every key absent, which only the config
-                    // hash's absence (or another engine in it) tells.
-                    // With it `dirs`, which a client opened while the
-                    // creator was making the directories learns here,
-                    // not only at its next window boundary.
-                    let mut check = redis::cmd("HMGET");
-                    check.arg(&config_key).arg(ENGINE_FIELD).arg(DIRS_FIELD);
-                    calls
-                        .iter()
-                        .map(|call| {
-                            let mut c = if eval {
-                                let mut c = redis::cmd("EVAL");
-                                c.arg(SCRIPT);
-                                c
-                            } else {
-                                let mut c = redis::cmd("EVALSHA");
-                                c.arg(sha);
-                                c
-                            };
-                            c.arg(call.keys.len()).arg(&call.keys).arg(&call.argv);
-                            c
-                        })
-                        .chain(std::iter::once(check))
-                        .collect()
-                },
-            )?;
-            if replies.len() != calls.len() + 1 {
-                return Err(RedisError::bad_reply(
-                    "EVALSHA check-and-insert",
-                    &config_key,
-                    "one reply per command expected",
-                ));
-            }
-            let fields = match replies.pop() {
-                Some(Value::Array(v)) => v,
-                _ => return Err(RedisError::bad_reply("HMGET", &config_key, "not an array")),
-            };
-            self.still_there(fields.first().and_then(bulk))?;
-            st.all_dirs |= fields.get(1).and_then(bulk).is_some();
+            let replies = self.send_calls(&mut st, &calls, mode)?;
             let mut stale = Vec::new();
             for ((&g, call), reply) in pending.iter().zip(&calls).zip(&replies) {
-                let cmd = "EVALSHA check-and-insert";
-                let bad = |why: &str| RedisError::bad_reply(cmd, &call.keys[0], why);
-                let Value::Array(items) = reply else {
-                    return Err(bad("not an array"));
-                };
-                let status = match items.first() {
-                    Some(Value::Int(n)) => *n,
-                    _ => return Err(bad("no status")),
-                };
-                let payload = items
-                    .get(1)
-                    .and_then(bulk)
-                    .map(|b| String::from_utf8_lossy(b).into_owned())
-                    .ok_or_else(|| bad("no payload"))?;
-                if status == 2 {
-                    // A directory this client has seen is gone.
-                    let dir = payload.parse::<usize>().ok();
-                    let dir = dir.and_then(|d| call.keys.get(d.checked_sub(1)?));
-                    let dir = dir.ok_or_else(|| bad("a malformed lost directory"))?;
-                    return Err(self.dir_lost(&st, dir));
-                }
-                if status == 0 {
-                    // A shard knows a longer chain: learn it, send again.
-                    let (ti, w, n) = parse_report(&payload, &call.dir_tier)
-                        .ok_or_else(|| bad("a malformed stale report"))?;
-                    let e = st.chains.entry((ti, w)).or_insert(1);
-                    *e = (*e).max(n.min(MAX_CHAIN));
+                let group = &groups[g];
+                if !self.take_reply(&mut st, group, call, reply, &mut out, &mut grown)? {
                     stale.push(g);
-                    continue;
-                }
-                let (answers, chains) = payload.split_once('|').ok_or_else(|| bad("no '|'"))?;
-                let idx = &groups[g].2;
-                if answers.len() != idx.len() {
-                    return Err(bad("one answer per key expected"));
-                }
-                for (i, a) in idx.iter().zip(answers.bytes()) {
-                    out[*i] = a == b'1';
-                }
-                // The directories that exist now (none for a stored answer).
-                let exist = items.get(2).and_then(bulk).unwrap_or_default();
-                for d in String::from_utf8_lossy(exist).split(' ') {
-                    if let Some(&ti) = d.parse().ok().and_then(|d| call.dir_tier.get(&d)) {
-                        st.dirs.insert((ti, groups[g].0));
-                    }
-                }
-                for rep in chains.split(';').filter(|r| !r.is_empty()) {
-                    let (ti, w, n) = parse_report(rep, &call.dir_tier)
-                        .ok_or_else(|| bad("a malformed chain report"))?;
-                    let known = st.chains.entry((ti, w)).or_insert(1);
-                    if n > *known {
-                        *known = n;
-                        grown.push((ti, w, n));
-                    }
                 }
             }
             if stale.is_empty() {
@@ -1319,6 +1207,136 @@ impl RedisEngine {
             Mode::Insert | Mode::Due => self.confirm(&mut st, out),
             Mode::Check => Ok(out),
         }
+    }
+
+    /// Sends `calls` as one pipeline, with the config hash's engine and
+    /// `dirs` fields read after them, and returns one reply per call once
+    /// those fields show the engine still there.
+    fn send_calls(&self, st: &mut State, calls: &[Call], mode: Mode) -> Result<Vec<Value>> {
+        let sha = &self.sha;
+        let config_key = self.names.config();
+        let mut replies = st.link.run(
+            match mode {
+                Mode::Insert | Mode::Due => "EVALSHA check-and-insert",
+                Mode::Check => "EVALSHA check",
+            },
+            |i| {
+                calls
+                    .get(i)
+                    .map_or_else(|| config_key.clone(), |c| c.keys[0].clone())
+            },
+            |eval| {
+                // The engine field last: a server that lost the
+                // engine's keys (restarted empty, flushed) would
+                // answer every key absent, which only the config
+                // hash's absence (or another engine in it) tells.
+                // With it `dirs`, which a client opened while the
+                // creator was making the directories learns here,
+                // not only at its next window boundary.
+                let mut check = redis::cmd("HMGET");
+                check.arg(&config_key).arg(ENGINE_FIELD).arg(DIRS_FIELD);
+                calls
+                    .iter()
+                    .map(|call| {
+                        let mut c = if eval {
+                            let mut c = redis::cmd("EVAL");
+                            c.arg(SCRIPT);
+                            c
+                        } else {
+                            let mut c = redis::cmd("EVALSHA");
+                            c.arg(sha);
+                            c
+                        };
+                        c.arg(call.keys.len()).arg(&call.keys).arg(&call.argv);
+                        c
+                    })
+                    .chain(std::iter::once(check))
+                    .collect()
+            },
+        )?;
+        if replies.len() != calls.len() + 1 {
+            return Err(RedisError::bad_reply(
+                "EVALSHA check-and-insert",
+                &config_key,
+                "one reply per command expected",
+            ));
+        }
+        let fields = match replies.pop() {
+            Some(Value::Array(v)) => v,
+            _ => return Err(RedisError::bad_reply("HMGET", &config_key, "not an array")),
+        };
+        self.still_there(fields.first().and_then(bulk))?;
+        st.all_dirs |= fields.get(1).and_then(bulk).is_some();
+        Ok(replies)
+    }
+
+    /// Reads the reply of one group's call: its keys' answers into `out`,
+    /// the directories it saw exist, and the chains it saw longer than
+    /// known into `grown`. False when the call was stale (the longer
+    /// chain is learnt; the group is to be sent again).
+    fn take_reply(
+        &self,
+        st: &mut State,
+        group: &Group,
+        call: &Call,
+        reply: &Value,
+        out: &mut [bool],
+        grown: &mut Vec<(usize, i64, u32)>,
+    ) -> Result<bool> {
+        let cmd = "EVALSHA check-and-insert";
+        let bad = |why: &str| RedisError::bad_reply(cmd, &call.keys[0], why);
+        let Value::Array(items) = reply else {
+            return Err(bad("not an array"));
+        };
+        let status = match items.first() {
+            Some(Value::Int(n)) => *n,
+            _ => return Err(bad("no status")),
+        };
+        let payload = items
+            .get(1)
+            .and_then(bulk)
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .ok_or_else(|| bad("no payload"))?;
+        if status == 2 {
+            // A directory this client has seen is gone.
+            let dir = payload.parse::<usize>().ok();
+            let dir = dir.and_then(|d| call.keys.get(d.checked_sub(1)?));
+            let dir = dir.ok_or_else(|| bad("a malformed lost directory"))?;
+            return Err(self.dir_lost(st, dir));
+        }
+        if status == 0 {
+            // A shard knows a longer chain: learn it, send again.
+            let (ti, w, n) = parse_report(&payload, &call.dir_tier)
+                .ok_or_else(|| bad("a malformed stale report"))?;
+            let e = st.chains.entry((ti, w)).or_insert(1);
+            *e = (*e).max(n.min(MAX_CHAIN));
+            return Ok(false);
+        }
+        let (answers, chains) = payload.split_once('|').ok_or_else(|| bad("no '|'"))?;
+        let idx = &group.idx;
+        if answers.len() != idx.len() {
+            return Err(bad("one answer per key expected"));
+        }
+        for (i, a) in idx.iter().zip(answers.bytes()) {
+            out[*i] = a == b'1';
+        }
+        // The directories that exist now (none for a stored answer).
+        let exist = items.get(2).and_then(bulk).unwrap_or_default();
+        for d in String::from_utf8_lossy(exist).split(' ') {
+            if let Some(&ti) = d.parse().ok().and_then(|d| call.dir_tier.get(&d)) {
+                st.dirs.insert((ti, group.shard));
+            }
+        }
+        for rep in chains.split(';').filter(|r| !r.is_empty()) {
+            let (ti, w, n) =
+                parse_report(rep, &call.dir_tier).ok_or_else(|| bad("a malformed chain report"))?;
+            let known = st.chains.entry((ti, w)).or_insert(1);
+            if n > *known {
+                *known = n;
+                grown.push((ti, w, n));
+            }
+        }
+        Ok(true)
     }
 
     /// With [`RedisOptions::wait_replicas`], `WAIT` until that many
@@ -1754,6 +1772,38 @@ fn parse_report(rep: &str, dir_tier: &HashMap<usize, usize>) -> Option<(usize, i
     let w = f.next()?.parse::<i64>().ok()?;
     let n = f.next()?.parse::<u32>().ok()?;
     Some((ti, w, n.clamp(1, MAX_CHAIN)))
+}
+
+/// The keys of one script call: a chunk of one shard's keys.
+struct Group {
+    shard: u32,
+    /// The chunk's number within its shard (names its result key).
+    chunk: usize,
+    /// The indices of its keys in the batch.
+    idx: Vec<usize>,
+}
+
+/// The script calls of a batch: the keys of each shard, in order, cut into
+/// chunks of [`CHUNK`].
+fn groups(hashes: &[KeyHash], shards: u32) -> Vec<Group> {
+    let mut by_shard: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for (i, h) in hashes.iter().enumerate() {
+        by_shard
+            .entry(layout::shard(*h, shards))
+            .or_default()
+            .push(i);
+    }
+    let mut groups = Vec::new();
+    for (s, idx) in by_shard {
+        for (c, chunk) in idx.chunks(CHUNK).enumerate() {
+            groups.push(Group {
+                shard: s,
+                chunk: c,
+                idx: chunk.to_vec(),
+            });
+        }
+    }
+    groups
 }
 
 /// One script call, ready to send.
