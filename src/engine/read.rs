@@ -463,40 +463,7 @@ impl Engine {
             let table = t.tier.is_table();
             let mut segments = Vec::new();
             for seg in &t.segments {
-                let state = if seg.is_sealed() { "sealed" } else { "open" };
-                let mut s = if table {
-                    SegmentStats::table(t.tier.table_days(), today, off, state)
-                } else {
-                    SegmentStats::window(t.tier.span, seg.window, off, state)
-                };
-                s.subfilters = seg.subs.len();
-                for sub in &seg.subs {
-                    let hd = sub.header();
-                    let plan = sizing::Plan {
-                        nblocks: hd.nblocks,
-                        k: hd.k,
-                    };
-                    // A table counts its live slots (one per key), from a
-                    // sample when it is large.
-                    let occ = if table {
-                        sub.count_live_sampled(today, STATS_SAMPLE)
-                    } else {
-                        sub.occupied_for_stats()
-                    };
-                    let items = sizing::estimate_items(hd.kind, plan, occ);
-                    s.bytes += sub.len_bytes();
-                    s.cells += hd.cells();
-                    s.occupied += occ;
-                    s.estimated_items += items.round() as u64;
-                    s.estimated_fpr += sizing::fpr(hd.kind, hd.k, items / hd.nblocks as f64);
-                    s.saturated += sub.saturated();
-                    s.moves += sub.moves();
-                }
-                s.fill = s.occupied as f64 / s.cells.max(1) as f64;
-                s.bits_per_key = match s.estimated_items {
-                    0 => 0.0,
-                    n => (s.bytes * 8) as f64 / n as f64,
-                };
+                let s = segment_stats(t, seg, today, off);
                 bytes += s.bytes;
                 if !table {
                     newest = newest.max(s.window_start);
@@ -541,6 +508,48 @@ impl Engine {
 
 /// Buckets of a fingerprint table that `stats` reads at most.
 const STATS_SAMPLE: usize = 1 << 16;
+
+/// The stats of one segment of tier `t` (a window, or a fingerprint
+/// table read on `today`), summed over its sub-filters; `off` is the
+/// engine's UTC offset in seconds.
+fn segment_stats(t: &TierState, seg: &Segment, today: u32, off: i32) -> SegmentStats {
+    let table = t.tier.is_table();
+    let state = if seg.is_sealed() { "sealed" } else { "open" };
+    let mut s = if table {
+        SegmentStats::table(t.tier.table_days(), today, off, state)
+    } else {
+        SegmentStats::window(t.tier.span, seg.window, off, state)
+    };
+    s.subfilters = seg.subs.len();
+    for sub in &seg.subs {
+        let hd = sub.header();
+        let plan = sizing::Plan {
+            nblocks: hd.nblocks,
+            k: hd.k,
+        };
+        // A table counts its live slots (one per key), from a sample when
+        // it is large.
+        let occ = if table {
+            sub.count_live_sampled(today, STATS_SAMPLE)
+        } else {
+            sub.occupied_for_stats()
+        };
+        let items = sizing::estimate_items(hd.kind, plan, occ);
+        s.bytes += sub.len_bytes();
+        s.cells += hd.cells();
+        s.occupied += occ;
+        s.estimated_items += items.round() as u64;
+        s.estimated_fpr += sizing::fpr(hd.kind, hd.k, items / hd.nblocks as f64);
+        s.saturated += sub.saturated();
+        s.moves += sub.moves();
+    }
+    s.fill = s.occupied as f64 / s.cells.max(1) as f64;
+    s.bits_per_key = match s.estimated_items {
+        0 => 0.0,
+        n => (s.bytes * 8) as f64 / n as f64,
+    };
+    s
+}
 
 /// Bucket loads a table's batch lookup keeps in flight per group.
 const TABLE_LOADS_PER_GROUP: usize = 32;
