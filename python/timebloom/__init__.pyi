@@ -3,7 +3,7 @@
 import os
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, Iterable, Optional, Type, Union, final
+from typing import Any, Iterable, Literal, Optional, Type, Union, final
 
 _Key = Union[str, bytes]
 """A key: ``str`` (encoded as UTF-8) or ``bytes``."""
@@ -236,8 +236,8 @@ class Engine:
         exc_type: Optional[Type[BaseException]],
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
-    ) -> bool:
-        """Closes the engine."""
+    ) -> Literal[False]:
+        """Closes the engine; False: an exception of the block goes on."""
 
 @final
 class RedisEngine:
@@ -337,8 +337,8 @@ class RedisEngine:
         exc_type: Optional[Type[BaseException]],
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
-    ) -> bool:
-        """Closes the connection."""
+    ) -> Literal[False]:
+        """Closes the connection; False: an exception of the block goes on."""
 
 __all__ = [
     "AlreadyExistsError",
