@@ -8,8 +8,10 @@ use crate::convert::{duration_of, instant_of};
 
 /// A clock that moves only when told to, for tests and replays.
 ///
-/// Give it to `Engine.create(..., clock=c)` or `Engine.open(..., clock=c)`:
-/// the engine then reads the time from it instead of the system clock.
+/// `ManualClock(now)` shows `now`: an aware datetime or seconds since the
+/// Unix epoch. Give it to `Engine.create(..., clock=c)`,
+/// `Engine.open(..., clock=c)` or `RedisEngine`'s: the engine then reads
+/// the time from it instead of the system clock.
 /// Copies share one time. Whole seconds.
 #[pyclass(module = "timebloom", name = "ManualClock", frozen)]
 pub(crate) struct PyManualClock {

@@ -201,8 +201,9 @@ impl PyEngine {
         self.write_key(py, key, |e, k| e.insert(k))
     }
 
-    /// `insert` for every key of an iterable, with the GIL released; one
-    /// bool per key, in order. Ctrl-C stops a batch of more than 16,384
+    /// `insert` for every key of `keys` (an iterable of str or bytes, not
+    /// one str or bytes), with the GIL released; one bool per key, in
+    /// order. Ctrl-C stops a batch of more than 16,384
     /// keys between chunks: the `KeyboardInterrupt` carries the answers of
     /// the keys recorded in its `answers` attribute.
     fn insert_many(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
@@ -215,7 +216,8 @@ impl PyEngine {
         self.slot.with_key(key, |e, k| e.contains(k))
     }
 
-    /// `contains` for every key of an iterable, with the GIL released.
+    /// `contains` for every key of `keys` (an iterable of str or bytes),
+    /// with the GIL released; one bool per key, in order.
     fn contains_many(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
         self.slot.chunked(
             py,
@@ -260,8 +262,10 @@ impl PyEngine {
         self.write_key(py, key, |e, k| e.insert_within(k, h))
     }
 
-    /// `insert_within` for every key of an iterable, with the GIL released;
-    /// one bool per key, in order.
+    /// `insert_within` for every key of `keys` (an iterable of str or
+    /// bytes) with the same `horizon`, with the GIL released; one bool per
+    /// key, in order. `horizon` raises as in `insert_within`, even with no
+    /// keys.
     fn insert_within_many(
         &self,
         py: Python<'_>,

@@ -220,7 +220,7 @@ impl PyRedisEngine {
         self.slot.detached_key(py, key, |e, k| e.insert(k))
     }
 
-    /// `insert` for every key of an iterable, in one pipeline of server-side
+    /// `insert` for every key of `keys` (an iterable of str or bytes), in one pipeline of server-side
     /// scripts; one bool per key, in order (a key repeated in the batch is
     /// new at most once). One call however long (sent again after an
     /// error, it resumes), so Ctrl-C is raised only once it returns, every
@@ -245,8 +245,10 @@ impl PyRedisEngine {
             .detached_key(py, key, |e, k| e.insert_within(k, h))
     }
 
-    /// `insert_within` for every key of an iterable, in one pipeline; one
-    /// bool per key, in order.
+    /// `insert_within` for every key of `keys` (an iterable of str or
+    /// bytes) with the same `horizon`, in one pipeline; one bool per key,
+    /// in order. One call however long, as `insert_many`. `horizon` raises
+    /// as in `insert_within`, even with no keys.
     fn insert_within_many(
         &self,
         py: Python<'_>,
@@ -277,7 +279,7 @@ impl PyRedisEngine {
         self.slot.detached_key(py, key, |e, k| e.contains(k))
     }
 
-    /// `contains` for every key of an iterable, in calls of up to 16,384
+    /// `contains` for every key of `keys` (an iterable of str or bytes), in calls of up to 16,384
     /// keys (a lookup has nothing to resume): Ctrl-C stops it between them.
     fn contains_many(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
         self.lookups(py, keys, |e, k| e.contains_batch(k))
@@ -299,8 +301,9 @@ impl PyRedisEngine {
             .detached_key(py, key, |e, k| e.contains_within(k, h))
     }
 
-    /// `contains_within` for every key of an iterable, in calls of up to
-    /// 16,384 keys as `contains_many`.
+    /// `contains_within` for every key of `keys` (an iterable of str or
+    /// bytes) with the same `horizon`, in calls of up to 16,384 keys as
+    /// `contains_many`.
     fn contains_within_many(
         &self,
         py: Python<'_>,

@@ -82,6 +82,22 @@ def test_exception_classes_and_bases_match_the_stub():
     )
 
 
+def test_every_parameter_of_the_stub_is_named_in_the_runtime_docstring():
+    missing = []
+    for cname in CLASSES:
+        for f in stub_classes()[cname].body:
+            if not isinstance(f, ast.FunctionDef) or f.name in ("__exit__", "__contains__"):
+                continue
+            if any(isinstance(d, ast.Name) and d.id == "property" for d in f.decorator_list):
+                continue
+            a = f.args
+            names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs if x.arg not in ("self", "cls")]
+            cls = getattr(timebloom, cname)
+            doc = (cls if f.name == "__new__" else getattr(cls, f.name)).__doc__ or ""
+            missing += [f"{cname}.{f.name}: {n}" for n in names if f"`{n}`" not in doc and f"`{n}=" not in doc]
+    assert missing == []
+
+
 def test_runtime_signatures_have_the_stub_parameter_names():
     for cname in CLASSES:
         cls = getattr(timebloom, cname)

@@ -20,7 +20,8 @@ class TimebloomError(Exception):
     """Base class of every error timebloom raises."""
 
     path: str
-    """The engine directory or file concerned."""
+    """The engine directory or file concerned (``os.fsdecode``'s form); for
+    a ``RedisEngine``, the URL (password masked) and the prefix."""
 
 class InvalidConfigError(TimebloomError):
     """The configuration given to ``Engine.create`` or ``RedisEngine.create`` (or the ``sync`` policy given to ``Engine.open``, or the prefix given to ``RedisEngine``) is not valid; nothing was written."""
