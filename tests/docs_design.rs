@@ -4,6 +4,8 @@
 mod common;
 
 use common::*;
+use std::time::Duration;
+
 use timebloom::{ManualClock, Tier};
 
 /// design.md, "The false-positive budget" and "Sealed windows in large
@@ -25,4 +27,47 @@ fn contains_on_the_default_tiers_reads_the_twelve_monthly_windows() {
     assert_eq!(read[0].segments.len(), 12);
     let all: usize = stats.tiers.iter().map(|t| t.segments.len()).sum();
     assert_eq!(all, 23, "7 daily, 4 weekly and 12 monthly windows");
+}
+
+/// design.md, "Tiers, windows and retention": `7d` keeps today and the six
+/// days before: a key inserted at any moment of day 0 is present through
+/// day 6 and gone on day 7.
+#[test]
+fn a_seven_day_tier_keeps_a_key_through_day_six() {
+    let dir = tempfile::tempdir().unwrap();
+    // Day 0 of `day()` at midnight, and its last second.
+    let midnight = day(0) - Duration::from_secs(12 * 3600);
+    let clock = ManualClock::new(midnight);
+    let e = create(dir.path(), config(&[Tier::daily(7)], 1_000, 0.001), &clock);
+    e.insert(b"first second").unwrap();
+    clock.set(midnight + Duration::from_secs(86_399));
+    e.insert(b"last second").unwrap();
+    clock.set(midnight + Duration::from_secs(7 * 86_400 - 1));
+    assert!(e.contains(b"first second").unwrap());
+    assert!(e.contains(b"last second").unwrap());
+    clock.set(midnight + Duration::from_secs(7 * 86_400));
+    assert!(!e.contains(b"first second").unwrap());
+    assert!(!e.contains(b"last second").unwrap());
+}
+
+/// guide.md, "Claiming a recrawl in one step": a claim at 23:59:59 and a
+/// `remove` two seconds later answer `false`, and `insert_within` is
+/// `false` again.
+#[test]
+fn a_remove_after_midnight_leaves_a_claim_standing() {
+    let dir = tempfile::tempdir().unwrap();
+    let midnight = day(3) - Duration::from_secs(12 * 3600);
+    let clock = ManualClock::new(midnight - Duration::from_secs(3 * 86_400));
+    let tiers = [Tier::daily(7).counting(), Tier::weekly(4).counting()];
+    let e = create(dir.path(), config(&tiers, 1_000, 0.001), &clock);
+    let three_days = Duration::from_secs(3 * 86_400);
+    clock.set(midnight - Duration::from_secs(1));
+    assert!(e
+        .insert_within(b"https://example.com/", three_days)
+        .unwrap());
+    clock.set(midnight + Duration::from_secs(1));
+    assert!(!e.remove(b"https://example.com/").unwrap());
+    assert!(!e
+        .insert_within(b"https://example.com/", three_days)
+        .unwrap());
 }
