@@ -71,3 +71,23 @@ fn a_remove_after_midnight_leaves_a_claim_standing() {
         .insert_within(b"https://example.com/", three_days)
         .unwrap());
 }
+
+/// guide.md, "Recrawl after a horizon": past the horizon `contains_within`
+/// is `false` while `contains` still finds the key in a longer tier; a
+/// recrawl's `insert` then returns `false` but writes the open windows
+/// that lack the key, so the horizon finds it again.
+#[test]
+fn a_recrawl_insert_answers_false_and_writes_the_open_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let tiers = [Tier::daily(7), Tier::weekly(4), Tier::monthly(12)];
+    let e = create(dir.path(), config(&tiers, 1_000, 0.001), &clock);
+    let key = b"https://example.com/page";
+    let three_days = Duration::from_secs(3 * 86_400);
+    assert!(e.insert(key).unwrap());
+    clock.set(day(5));
+    assert!(!e.contains_within(key, three_days).unwrap());
+    assert!(e.contains(key).unwrap());
+    assert!(!e.insert(key).unwrap());
+    assert!(e.contains_within(key, three_days).unwrap());
+}
