@@ -41,6 +41,16 @@ def test_with_on_a_closed_engine_raises_closed_error(redis_server, prefix):
     assert prefix in str(info.value)
 
 
+def test_exit_returns_false_and_lets_the_exception_through(redis_server, prefix):
+    with pytest.raises(KeyError):
+        with RedisEngine.create(redis_server.url, prefix, tiers="7d", items_per_day=100) as e:
+            raise KeyError("x")
+    assert e.closed
+    e2 = RedisEngine.open(redis_server.url, prefix)
+    assert e2.__exit__(None, None, None) is False
+    assert e2.closed
+
+
 def test_ctrl_c_stops_a_long_lookup_between_chunks(redis_server, prefix):
     # `contains_many` and `contains_within_many` went to Redis as one call,
     # so Ctrl-C was raised only once the whole lookup returned. A lookup has

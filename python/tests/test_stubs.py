@@ -113,17 +113,14 @@ def test_runtime_signatures_have_the_stub_parameter_names():
             assert [p for p in sig.parameters if p != "self"] == stub_names, f"{cname}.{f.name}"
 
 
-@pytest.mark.parametrize("cls", [timebloom.Engine, timebloom.RedisEngine])
-def test_exit_returns_false_and_lets_the_exception_through(cls, tb_dir):
-    # RedisEngine's __exit__ needs no server: the method is the same code.
-    assert cls.__exit__.__doc__ is None or "swallow" not in cls.__exit__.__doc__
-    if cls is timebloom.Engine:
-        with pytest.raises(KeyError):
-            with timebloom.Engine.create(tb_dir, items_per_day=100) as e:
-                raise KeyError("x")
-        assert e.closed
-        e2 = timebloom.Engine.open(tb_dir)
-        assert e2.__exit__(None, None, None) is False
+def test_exit_returns_false_and_lets_the_exception_through(tb_dir):
+    # RedisEngine's case is in test_redis.py (it needs a server).
+    with pytest.raises(KeyError):
+        with timebloom.Engine.create(tb_dir, items_per_day=100) as e:
+            raise KeyError("x")
+    assert e.closed
+    e2 = timebloom.Engine.open(tb_dir)
+    assert e2.__exit__(None, None, None) is False
 
 
 @needs_mypy
