@@ -229,7 +229,8 @@ impl Header {
         }
     }
 
-    /// Encodes the header into its 128 bytes, checksum included.
+    /// Encodes the header into its 144 bytes, checksums included (a
+    /// version 1 header's 128 and zeros for Bloom and counting files).
     pub(crate) fn encode(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
         let (span, secs) = span_code(self.id.span);
@@ -272,155 +273,30 @@ impl Header {
 
     /// Decodes and checks a header; every problem is a [`Error::Corrupt`]
     /// or [`Error::UnsupportedVersion`] naming `path`.
+    ///
+    /// The checks run in a fixed order (it decides which error a damaged
+    /// file reports): the frame (length, magic, checksum), the version and
+    /// kind, a table's trailer, the cell geometry, the body's extent, the
+    /// reserved field, the span, state and clean mark, a table's plan, and
+    /// the occupied count.
     pub(crate) fn decode(b: &[u8], path: &Path) -> Result<Header> {
-        let bad = |why: String| Error::corrupt(path, why);
-        // A reserved field is zero in every file this format writes: set,
-        // the file is of another format, whose other fields may mean
-        // something else.
-        let reserved = |b: &[u8], at: usize| match le_u32(b, at) {
-            0 => Ok(()),
-            v => Err(bad(format!(
-                "reserved field at byte {at}: expected 0, got {v} (a file of a newer format?)"
-            ))),
-        };
-        if b.len() < HEADER_V1 {
-            return Err(bad(format!(
-                "header is {} bytes, expected {HEADER_V1}",
-                b.len()
-            )));
-        }
-        if b[0..8] != MAGIC {
-            return Err(bad("not a timebloom segment (bad magic)".into()));
-        }
-        let crc = crc32fast::hash(&b[..124]);
-        let stored = le_u32(b, 124);
-        if crc != stored {
-            return Err(bad(format!(
-                "header checksum mismatch: expected {stored:#010x}, got {crc:#010x}"
-            )));
-        }
-        let version = le_u32(b, 8);
-        if version != VERSION && version != VERSION_TABLE {
-            return Err(Error::UnsupportedVersion {
-                path: path.to_path_buf(),
-                expected: VERSION_TABLE,
-                got: version,
-            });
-        }
-        let kind = Kind::from_code(le_u32(b, 12))
-            .ok_or_else(|| bad(format!("unknown kind {}", le_u32(b, 12))))?;
+        let d = Decoder { b, path };
+        d.check_frame()?;
+        let kind = d.version_and_kind()?;
         let table = kind == Kind::Fingerprint;
-        if table != (version == VERSION_TABLE) {
-            return Err(bad(format!(
-                "format version {version} does not go with kind {}",
-                kind.code()
-            )));
-        }
-        let (mut retention, mut swept) = (0, 0);
-        if table {
-            if b.len() < HEADER_LEN {
-                return Err(bad(format!(
-                    "header is {} bytes, expected {HEADER_LEN}",
-                    b.len()
-                )));
-            }
-            let crc = crc32fast::hash(&b[..140]);
-            let stored = le_u32(b, 140);
-            if crc != stored {
-                return Err(bad(format!(
-                    "table header checksum mismatch: expected {stored:#010x}, got {crc:#010x}"
-                )));
-            }
-            retention = le_u32(b, 128);
-            swept = le_u32(b, 132);
-            if !(1..=fingerprint::MAX_RETENTION).contains(&retention) {
-                return Err(bad(format!(
-                    "table retention: expected 1..={}, got {retention}",
-                    fingerprint::MAX_RETENTION
-                )));
-            }
-            reserved(b, 136)?;
-        }
-        let k = le_u32(b, 20);
-        let expected_cells = if table {
-            let g = Geometry::from_fp_bits(k).ok_or_else(|| {
-                bad(format!(
-                    "fingerprint width: expected 8, 9, 10, 12, 16, 21 or 32 bits, got {k}"
-                ))
-            })?;
-            g.slots
-        } else {
-            if !(1..=MAX_K).contains(&k) {
-                return Err(bad(format!(
-                    "probes per key: expected 1..={MAX_K}, got {k}"
-                )));
-            }
-            kind.cells_per_block()
-        };
-        let cells = le_u32(b, 16);
-        if cells != expected_cells {
-            return Err(bad(format!(
-                "cells per block: expected {expected_cells}, got {cells}"
-            )));
-        }
-        let nblocks = le_u64(b, 24);
-        if nblocks == 0 || nblocks > (u64::MAX - BODY_OFFSET) / BLOCK_BYTES {
-            return Err(bad(format!("block count {nblocks} is out of range")));
-        }
-        let body_off = le_u64(b, 32);
-        if body_off != BODY_OFFSET {
-            return Err(bad(format!(
-                "body offset: expected {BODY_OFFSET}, got {body_off}"
-            )));
-        }
-        let body_len = le_u64(b, 40);
-        if body_len != nblocks * BLOCK_BYTES {
-            return Err(bad(format!(
-                "body length: expected {}, got {body_len}",
-                nblocks * BLOCK_BYTES
-            )));
-        }
-        reserved(b, 60)?;
-        let secs = le_u64(b, 64);
-        let span = match (le_u32(b, 56), secs) {
-            (1, 0) => Span::Day,
-            (2, 0) => Span::Week,
-            (3, 0) => Span::Month,
-            (4, s) if s > 0 => Span::Custom(s),
-            (c, s) => return Err(bad(format!("unknown span {c} ({s} s)"))),
-        };
-        let state = match le_u32(b, 84) {
-            1 => State::Open,
-            2 => State::Sealed,
-            s => return Err(bad(format!("unknown state {s}"))),
-        };
-        let clean = match le_u32(b, 88) {
-            0 => false,
-            1 => true,
-            c => return Err(bad(format!("clean mark: expected 0 or 1, got {c}"))),
-        };
+        let (retention, swept) = if table { d.table_trailer()? } else { (0, 0) };
+        let (k, cells) = d.geometry(kind)?;
+        let nblocks = d.extent()?;
+        d.reserved(60)?;
+        let span = d.span()?;
+        let state = d.state()?;
+        let clean = d.clean()?;
         let capacity = le_u64(b, 104);
         let target_fpr = f64::from_bits(le_u64(b, 112));
         if table {
-            // A table's width and buckets follow from its planned keys and
-            // rate (`sizing::plan`): read with another width or bucket
-            // count, every key's slots are looked for in the wrong places.
-            let plan = sizing::plan(kind, capacity, target_fpr);
-            if (k, nblocks) != (plan.k, plan.nblocks) {
-                return Err(bad(format!(
-                    "a table planned for {capacity} keys at a rate of {target_fpr:e} has \
-                     {}-bit fingerprints in {} buckets, got {k}-bit in {nblocks}",
-                    plan.k, plan.nblocks
-                )));
-            }
+            d.table_plan(k, nblocks, capacity, target_fpr)?;
         }
-        let occupied = le_u64(b, 96);
-        let total_cells = nblocks.saturating_mul(u64::from(cells));
-        if occupied > total_cells {
-            return Err(bad(format!(
-                "occupied cells {occupied} exceed the {total_cells} cells"
-            )));
-        }
+        let occupied = d.occupied(nblocks, cells)?;
         Ok(Header {
             kind,
             k,
@@ -470,6 +346,207 @@ impl Header {
         } else {
             HEADER_COPY
         }
+    }
+}
+
+/// The steps of [`Header::decode`]: each reads and checks a group of
+/// fields of one header copy `b`, naming `path` in its errors.
+struct Decoder<'a> {
+    b: &'a [u8],
+    path: &'a Path,
+}
+
+impl Decoder<'_> {
+    fn bad(&self, why: String) -> Error {
+        Error::corrupt(self.path, why)
+    }
+
+    /// A reserved field is zero in every file this format writes: set,
+    /// the file is of another format, whose other fields may mean
+    /// something else.
+    fn reserved(&self, at: usize) -> Result<()> {
+        match le_u32(self.b, at) {
+            0 => Ok(()),
+            v => Err(self.bad(format!(
+                "reserved field at byte {at}: expected 0, got {v} (a file of a newer format?)"
+            ))),
+        }
+    }
+
+    /// The version 1 length, the magic and the checksum of bytes 0..124.
+    fn check_frame(&self) -> Result<()> {
+        let b = self.b;
+        if b.len() < HEADER_V1 {
+            return Err(self.bad(format!("header is {} bytes, expected {HEADER_V1}", b.len())));
+        }
+        if b[0..8] != MAGIC {
+            return Err(self.bad("not a timebloom segment (bad magic)".into()));
+        }
+        let crc = crc32fast::hash(&b[..124]);
+        let stored = le_u32(b, 124);
+        if crc != stored {
+            return Err(self.bad(format!(
+                "header checksum mismatch: expected {stored:#010x}, got {crc:#010x}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The format version and the kind, which must go together (version 2
+    /// for fingerprint tables, 1 for the others).
+    fn version_and_kind(&self) -> Result<Kind> {
+        let b = self.b;
+        let version = le_u32(b, 8);
+        if version != VERSION && version != VERSION_TABLE {
+            return Err(Error::UnsupportedVersion {
+                path: self.path.to_path_buf(),
+                expected: VERSION_TABLE,
+                got: version,
+            });
+        }
+        let kind = Kind::from_code(le_u32(b, 12))
+            .ok_or_else(|| self.bad(format!("unknown kind {}", le_u32(b, 12))))?;
+        let table = kind == Kind::Fingerprint;
+        if table != (version == VERSION_TABLE) {
+            return Err(self.bad(format!(
+                "format version {version} does not go with kind {}",
+                kind.code()
+            )));
+        }
+        Ok(kind)
+    }
+
+    /// A fingerprint table's extension (bytes 128..144): its length, its
+    /// checksum, the retention and the reserved field; `(retention, swept)`.
+    fn table_trailer(&self) -> Result<(u32, u32)> {
+        let b = self.b;
+        if b.len() < HEADER_LEN {
+            return Err(self.bad(format!(
+                "header is {} bytes, expected {HEADER_LEN}",
+                b.len()
+            )));
+        }
+        let crc = crc32fast::hash(&b[..140]);
+        let stored = le_u32(b, 140);
+        if crc != stored {
+            return Err(self.bad(format!(
+                "table header checksum mismatch: expected {stored:#010x}, got {crc:#010x}"
+            )));
+        }
+        let retention = le_u32(b, 128);
+        let swept = le_u32(b, 132);
+        if !(1..=fingerprint::MAX_RETENTION).contains(&retention) {
+            return Err(self.bad(format!(
+                "table retention: expected 1..={}, got {retention}",
+                fingerprint::MAX_RETENTION
+            )));
+        }
+        self.reserved(136)?;
+        Ok((retention, swept))
+    }
+
+    /// The probes per key (a table's fingerprint width) and the cells per
+    /// block they go with: `(k, cells)`.
+    fn geometry(&self, kind: Kind) -> Result<(u32, u32)> {
+        let k = le_u32(self.b, 20);
+        let expected_cells = if kind == Kind::Fingerprint {
+            let g = Geometry::from_fp_bits(k).ok_or_else(|| {
+                self.bad(format!(
+                    "fingerprint width: expected 8, 9, 10, 12, 16, 21 or 32 bits, got {k}"
+                ))
+            })?;
+            g.slots
+        } else {
+            if !(1..=MAX_K).contains(&k) {
+                return Err(self.bad(format!("probes per key: expected 1..={MAX_K}, got {k}")));
+            }
+            kind.cells_per_block()
+        };
+        let cells = le_u32(self.b, 16);
+        if cells != expected_cells {
+            return Err(self.bad(format!(
+                "cells per block: expected {expected_cells}, got {cells}"
+            )));
+        }
+        Ok((k, cells))
+    }
+
+    /// The block count, the body offset and the body length; the blocks.
+    fn extent(&self) -> Result<u64> {
+        let b = self.b;
+        let nblocks = le_u64(b, 24);
+        if nblocks == 0 || nblocks > (u64::MAX - BODY_OFFSET) / BLOCK_BYTES {
+            return Err(self.bad(format!("block count {nblocks} is out of range")));
+        }
+        let body_off = le_u64(b, 32);
+        if body_off != BODY_OFFSET {
+            return Err(self.bad(format!(
+                "body offset: expected {BODY_OFFSET}, got {body_off}"
+            )));
+        }
+        let body_len = le_u64(b, 40);
+        if body_len != nblocks * BLOCK_BYTES {
+            return Err(self.bad(format!(
+                "body length: expected {}, got {body_len}",
+                nblocks * BLOCK_BYTES
+            )));
+        }
+        Ok(nblocks)
+    }
+
+    /// The span code and the custom span's seconds.
+    fn span(&self) -> Result<Span> {
+        let secs = le_u64(self.b, 64);
+        Ok(match (le_u32(self.b, 56), secs) {
+            (1, 0) => Span::Day,
+            (2, 0) => Span::Week,
+            (3, 0) => Span::Month,
+            (4, s) if s > 0 => Span::Custom(s),
+            (c, s) => return Err(self.bad(format!("unknown span {c} ({s} s)"))),
+        })
+    }
+
+    fn state(&self) -> Result<State> {
+        match le_u32(self.b, 84) {
+            1 => Ok(State::Open),
+            2 => Ok(State::Sealed),
+            s => Err(self.bad(format!("unknown state {s}"))),
+        }
+    }
+
+    fn clean(&self) -> Result<bool> {
+        match le_u32(self.b, 88) {
+            0 => Ok(false),
+            1 => Ok(true),
+            c => Err(self.bad(format!("clean mark: expected 0 or 1, got {c}"))),
+        }
+    }
+
+    /// A table's width and buckets follow from its planned keys and rate
+    /// (`sizing::plan`): read with another width or bucket count, every
+    /// key's slots are looked for in the wrong places.
+    fn table_plan(&self, k: u32, nblocks: u64, capacity: u64, target_fpr: f64) -> Result<()> {
+        let plan = sizing::plan(Kind::Fingerprint, capacity, target_fpr);
+        if (k, nblocks) != (plan.k, plan.nblocks) {
+            return Err(self.bad(format!(
+                "a table planned for {capacity} keys at a rate of {target_fpr:e} has \
+                 {}-bit fingerprints in {} buckets, got {k}-bit in {nblocks}",
+                plan.k, plan.nblocks
+            )));
+        }
+        Ok(())
+    }
+
+    /// The occupied cells, at most the body's.
+    fn occupied(&self, nblocks: u64, cells: u32) -> Result<u64> {
+        let occupied = le_u64(self.b, 96);
+        let total_cells = nblocks.saturating_mul(u64::from(cells));
+        if occupied > total_cells {
+            return Err(self.bad(format!(
+                "occupied cells {occupied} exceed the {total_cells} cells"
+            )));
+        }
+        Ok(occupied)
     }
 }
 
