@@ -739,9 +739,9 @@ impl SubFilter {
 
     /// Opens an existing sub-filter file, checking its header against what
     /// the manifest says it is. Mapped writable, sealed or not (see
-    /// [`SubFilter`]: a backfill unseals without a new mapping). An open
-    /// file that was not closed cleanly has its occupied count recomputed
-    /// from the body.
+    /// [`SubFilter`]: a backfill unseals without a new mapping). A file
+    /// whose header is not marked clean (an open file that was not closed
+    /// cleanly) has its occupied count recomputed from the body.
     pub(crate) fn open(
         path: &Path,
         expect: Identity,
@@ -751,7 +751,9 @@ impl SubFilter {
         let (file, header, len) = open_checked(path, expect, seed_fp, true)?;
         let map = Map::Writable(map_writable(&file, path, len)?);
         let sub = SubFilter::assemble(path, file, map, header, header.occupied);
-        if header.state == State::Open && !header.clean {
+        // Not marked clean, the count is not exact, whatever the state (a
+        // seal writes its header clean: one that is not was not written so).
+        if !header.clean {
             sub.recount();
         }
         if verify {
@@ -1192,13 +1194,13 @@ impl SubFilter {
     }
 
     /// The occupied cells `stats` reports: the running count, except in a
-    /// read-only open of a file that was open and not marked clean when it
-    /// was mapped (a writer has it open, or crashed). Its header holds the
+    /// read-only open of a file that was not marked clean when it was
+    /// mapped (a writer has it open, or crashed). Its header holds the
     /// count of the writer's open or last checkpoint, hours old beside a
     /// running writer (a window it opened since reads empty), so the body
     /// is counted as it reads now (a scan of the body).
     pub(crate) fn occupied_for_stats(&self) -> u64 {
-        let unclean = self.header.state == State::Open && !self.header.clean;
+        let unclean = !self.header.clean;
         if unclean && matches!(self.map, Map::ReadOnly(_)) {
             self.count_body().min(self.header.cells())
         } else {
@@ -1917,5 +1919,41 @@ mod tests {
         let (small, _) = bloom_of(&dir.path().join("small"), 10_000);
         small.seal().unwrap();
         assert!(!small.rewrite_sealed().unwrap(), "a small body stays");
+    }
+
+    /// The clean mark is what says whether a header's occupied count is
+    /// exact (docs/format.md: 0, "recount at open"), sealed or not. A
+    /// sealed header marked dirty (with valid checksums) was trusted at
+    /// open: its count, here 0 for a body with bits set, became the
+    /// running count that stats report and a backfill's growth compares.
+    #[test]
+    fn a_sealed_header_marked_dirty_is_recounted_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.seg");
+        let (sub, id) = bloom_of(&path, 1000);
+        let stripes = crate::filter::Stripes::default();
+        for i in 0..500u64 {
+            let h = hash_key(7, format!("k{i}").as_bytes());
+            let x = stripes.lock(h);
+            assert!(sub.insert(&x, h, &mut KeyMasks::new(h.lo)));
+        }
+        sub.seal().unwrap();
+        let mut disk = *sub.disk.lock();
+        drop(sub);
+        assert_eq!(disk.state, State::Sealed);
+        disk.clean = false;
+        disk.occupied = 0;
+        disk.seq += 1;
+        let file = OpenOptions::new().write(true).open(&path).unwrap();
+        file.write_all_at(&disk.encode(), Header::slot(disk.seq))
+            .unwrap();
+        drop(file);
+        let sub = SubFilter::open(&path, id, 7, false).unwrap();
+        assert_eq!(sub.state(), State::Sealed);
+        assert!(sub.count_body() > 0);
+        assert_eq!(sub.occupied(), sub.count_body(), "writable open");
+        drop(sub);
+        let sub = SubFilter::open_read_only(&path, id, 7, false).unwrap();
+        assert_eq!(sub.occupied_for_stats(), sub.count_body(), "read-only open");
     }
 }
