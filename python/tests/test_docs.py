@@ -1,0 +1,39 @@
+"""What docs/python.md and python/README.md state, checked against the package."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from timebloom import Engine, ManualClock
+
+
+def due_after(path, tiers: str, fetched: datetime, horizon: timedelta, step: timedelta) -> timedelta:
+    """How long after a first `insert_within` at `fetched` the key is due again."""
+    clock = ManualClock(fetched)
+    with Engine.create(path, tiers=tiers, items_per_day=1000, clock=clock) as e:
+        assert e.insert_within("k", horizon)
+        now = fetched
+        while e.contains_within("k", horizon):
+            now += step
+            clock.set(now)
+        return now - fetched
+
+
+def test_recrawl_lateness_of_the_default_tiers(tmp_path):
+    """docs/python.md, "Scrapy": with the default tiers, "7d" is answered by
+    the weekly tier (a fetch on a Monday at 00:00 is due 14 days later) and
+    "30d" by the monthly one (a fetch on the first of a 31-day month is due
+    61 days later); a daily tier of N+1 days makes either due on day N+1."""
+    monday = datetime(2026, 11, 30, 0, 0, tzinfo=timezone.utc)
+    assert monday.weekday() == 0
+    hour = timedelta(hours=1)
+    assert due_after(tmp_path / "a", "7d,4w,12m", monday, timedelta(days=7), hour) == timedelta(days=14)
+    # Half an hour into the Monday: still due at the start of the Monday two weeks on.
+    late = monday + timedelta(minutes=30)
+    half = timedelta(minutes=30)
+    assert due_after(tmp_path / "b", "7d,4w,12m", late, timedelta(days=7), half) == timedelta(days=13, hours=23, minutes=30)
+    first = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    assert due_after(tmp_path / "c", "7d,4w,12m", first, timedelta(days=30), hour) == timedelta(days=61)
+    assert due_after(tmp_path / "d", "8d,4w,12m", monday, timedelta(days=7), hour) == timedelta(days=8)
+    assert due_after(tmp_path / "e", "31d,4w,12m", first, timedelta(days=30), hour) == timedelta(days=31)
+
