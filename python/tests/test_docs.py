@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from timebloom import Engine, ManualClock
+import pytest
+
+import timebloom
+from timebloom import Engine, ManualClock, RedisEngine
 
 
 def due_after(path, tiers: str, fetched: datetime, horizon: timedelta, step: timedelta) -> timedelta:
@@ -37,3 +40,16 @@ def test_recrawl_lateness_of_the_default_tiers(tmp_path):
     assert due_after(tmp_path / "d", "8d,4w,12m", monday, timedelta(days=7), hour) == timedelta(days=8)
     assert due_after(tmp_path / "e", "31d,4w,12m", first, timedelta(days=30), hour) == timedelta(days=31)
 
+
+def test_redis_engine_unsupported_configurations(redis_server, prefix):
+    """docs/python.md, "Errors": `UnsupportedError` for counting and
+    fingerprint tiers and for an fpr below the lowest the layout plans."""
+    for i, kw in enumerate(
+        [
+            {"tiers": "7d:counting"},
+            {"tiers": "7d,365d:fingerprint"},
+            {"tiers": "7d", "fpr": 1e-30},
+        ]
+    ):
+        with pytest.raises(timebloom.UnsupportedError):
+            RedisEngine.create(redis_server.url, f"{prefix}-{i}", **kw)
