@@ -53,3 +53,25 @@ def test_redis_engine_unsupported_configurations(redis_server, prefix):
     ):
         with pytest.raises(timebloom.UnsupportedError):
             RedisEngine.create(redis_server.url, f"{prefix}-{i}", **kw)
+
+
+def test_wait_replicas_waits_after_the_create_and_every_kind_of_insert(redis_server, prefix):
+    """docs/python.md, "A fleet": `wait_replicas` sends `WAIT` after the
+    create and after each insert, `insert_at` and `insert_within` included
+    (a server with no replica: `NotReplicatedError` with the answers)."""
+    with pytest.raises(timebloom.NotReplicatedError) as made:
+        RedisEngine.create(redis_server.url, prefix, tiers="7d", items_per_day=1000, wait_replicas=1, wait_timeout=0.05)
+    assert made.value.answers == [] and (made.value.acked, made.value.wanted) == (0, 1)
+    with RedisEngine.open(redis_server.url, prefix, wait_replicas=1, wait_timeout=0.05) as e:
+        now = datetime.now(timezone.utc)
+        for call, answers in [
+            (lambda: e.insert("a"), [True]),
+            (lambda: e.insert_many(["a", "b"]), [False, True]),
+            (lambda: e.insert_at("c", now - timedelta(hours=1)), [True]),
+            (lambda: e.insert_within("d", 60), [True]),
+            (lambda: e.insert_within_many(["d", "e"], 60), [False, True]),
+        ]:
+            with pytest.raises(timebloom.NotReplicatedError) as nr:
+                call()
+            assert nr.value.answers == answers
+        assert e.contains("a") and e.contains_many(["b", "z"]) == [True, False]
