@@ -75,3 +75,16 @@ def test_wait_replicas_waits_after_the_create_and_every_kind_of_insert(redis_ser
                 call()
             assert nr.value.answers == answers
         assert e.contains("a") and e.contains_many(["b", "z"]) == [True, False]
+
+
+def test_redis_engine_invalid_prefixes_and_shards(redis_server, prefix):
+    """docs/python.md, "Errors": `InvalidConfigError` for a prefix that is
+    empty, over 128 bytes or holds a brace, a space or a control character,
+    and for shards outside 1 to 16,384."""
+    for bad in ["", "a" * 129, f"{prefix} x", f"{prefix}{{x}}", f"{prefix}\x01"]:
+        with pytest.raises(timebloom.InvalidConfigError):
+            RedisEngine.create(redis_server.url, bad, tiers="1d", items_per_day=10)
+    for shards in (0, 16_385):
+        with pytest.raises(timebloom.InvalidConfigError):
+            RedisEngine.create(redis_server.url, prefix, tiers="1d", items_per_day=10, shards=shards)
+    RedisEngine.create(redis_server.url, prefix + "a" * (128 - len(prefix)), tiers="1d", items_per_day=10).close()
