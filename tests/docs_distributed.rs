@@ -125,3 +125,37 @@ fn the_key_layout_is_as_documented() {
     }
     assert_eq!(strings, 16, "one string per shard of today's window");
 }
+
+/// "Configuration": `create_or_open` fails with `ConfigMismatch` rather
+/// than use another geometry; a client whose configuration differs only in
+/// its sync policy (which the Redis engine does not use: Redis's own
+/// persistence decides) is given the same geometry and opens the engine.
+#[test]
+fn create_or_open_ignores_a_sync_policy_redis_does_not_use() {
+    if !require("create_or_open_ignores_a_sync_policy_redis_does_not_use") {
+        return;
+    }
+    let server = Server::start();
+    let pre = prefix("sync");
+    let config = daily(3, 1000);
+    let first = RedisEngine::create_or_open(&server.url(), &pre, config.clone()).expect("create");
+    assert!(first.insert(b"a").expect("insert"));
+    let other = Config {
+        sync: timebloom::SyncPolicy::Always,
+        ..config.clone()
+    };
+    let second = RedisEngine::create_or_open(&server.url(), &pre, other)
+        .expect("the same geometry, another sync policy");
+    assert!(!second.insert(b"a").expect("insert"));
+    // Another geometry is still refused.
+    let bigger = Config {
+        expected_items_per_day: 2000,
+        ..config
+    };
+    let err =
+        RedisEngine::create_or_open(&server.url(), &pre, bigger).expect_err("another geometry");
+    assert!(
+        matches!(err, timebloom::redis::RedisError::ConfigMismatch { .. }),
+        "{err}"
+    );
+}

@@ -410,7 +410,8 @@ impl RedisEngine {
     /// Opens the engine under `prefix`, or creates it with `config` when
     /// there is none: what each process of a fleet calls. An engine created
     /// with another configuration or shard count is an error
-    /// ([`RedisError::ConfigMismatch`]), never silently another geometry.
+    /// ([`RedisError::ConfigMismatch`]), never silently another geometry;
+    /// the sync policy, which Redis mode does not use, may differ.
     pub fn create_or_open(url: &str, prefix: &str, config: Config) -> Result<RedisEngine> {
         RedisEngine::create_or_open_with(url, prefix, config, RedisOptions::default())
     }
@@ -424,7 +425,13 @@ impl RedisEngine {
     ) -> Result<RedisEngine> {
         let shards = options.shards;
         let (e, _) = RedisEngine::start(url, prefix, Some(config.clone()), options)?;
-        if e.stored.config != config || e.stored.shards != shards {
+        // The sync policy is the embedded engine's: Redis's persistence
+        // decides what survives here, so only the geometry must agree.
+        let same = Config {
+            sync: e.stored.config.sync,
+            ..config.clone()
+        } == e.stored.config;
+        if !same || e.stored.shards != shards {
             let json = |c: &Config, s: u32| {
                 format!(
                     "{} with {s} shards",
