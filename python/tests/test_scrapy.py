@@ -220,8 +220,9 @@ def test_a_seven_day_recrawl_is_late_by_the_window_of_the_tier_that_answers_it(t
     """The docs said a request seen up to "a day, with daily tiers" before
     the horizon may still count as seen; with the default tiers (a daily
     7d tier) TIMEBLOOM_RECRAWL_AFTER = "7d" is answered by the weekly tier,
-    so a page seen on a Monday at 00:30 was a duplicate for 14 days. With a
-    daily tier one day longer than the horizon, it is due within a day."""
+    so a page seen on a Monday at 00:30 was a duplicate until the Monday
+    two weeks on (13 days 23.5 hours; 14 in this test's hourly steps). With
+    a daily tier one day longer than the horizon, it is due within a day."""
     monday = datetime(2026, 3, 9, 0, 30, tzinfo=timezone.utc)
 
     def first_due(tiers, horizon_days=7):
@@ -247,7 +248,8 @@ def test_a_seven_day_recrawl_is_late_by_the_window_of_the_tier_that_answers_it(t
     assert first_due("8d,4w,12m") == 8
     # TIMEBLOOM_TIERS unset: the daily tier is fitted to the horizon (the
     # defaults were "7d,4w,12m" whatever the horizon: 14 days for "7d",
-    # and for "30d" the monthly tier answered, 53 days).
+    # and for "30d" the monthly tier answered, 53 days from this Monday;
+    # up to 61 from the first of a 31-day month, docs/python.md).
     assert first_due(None) == 8
     assert first_due(None, 30) == 31
     assert first_due(None, 3) == 4
