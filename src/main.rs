@@ -851,6 +851,30 @@ impl Out {
         self.check(r)
     }
 
+    /// Whether the reader of stdout has gone (a pipe or FIFO whose read
+    /// end is closed: `| head` that has exited), asked before a batch is
+    /// recorded. A write learns it only once the batch is recorded, and
+    /// the batch's lines could then never be printed: `tail -f log |
+    /// filter-new DIR | head -5` recorded the next batch after `head`
+    /// left, and the next run called those lines repeated. Sets `closed`.
+    fn reader_gone(&mut self) -> bool {
+        if !self.closed {
+            let mut fds = [PollFd::new(&self.w.get_ref().0, PollFlags::OUT)];
+            let now = rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // A pipe with no reader answers POLLERR; an error of the
+            // poll itself leaves the answer to the next write.
+            if rustix::event::poll(&mut fds, Some(&now)).is_ok_and(|n| n > 0)
+                && fds[0].revents().contains(PollFlags::ERR)
+            {
+                self.closed = true;
+            }
+        }
+        self.closed
+    }
+
     fn check(&mut self, r: io::Result<()>) -> CliResult<()> {
         match r {
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {

@@ -321,6 +321,11 @@ fn filter_lines(
     let (mut new, mut total) = (0u64, 0u64);
     let result = (|| -> CliResult<()> {
         while !out.closed && !signals::caught() && reader.fill(&mut chunk)? {
+            // Nothing is recorded that could not be printed (see
+            // `Out::reader_gone`); --quiet prints nothing.
+            if !mode.quiet && out.reader_gone() {
+                break;
+            }
             // A batch is recorded before it is printed: a signal waits
             // until every line of it is out (see `signals`).
             let _hold = (!mode.dry_run).then(signals::hold);
