@@ -52,6 +52,9 @@ fn lines_read_after_the_reader_of_stdout_left_are_not_recorded() {
     }
     assert_eq!(printed, first);
     drop(lines);
+    // A copy of the pipe's read end that a process forked meanwhile (by
+    // another test of this binary) holds until it execs is gone by then.
+    std::thread::sleep(std::time::Duration::from_millis(500));
     let second = urls("second", 10);
     // The command may already have stopped: the write may fail.
     let _ = stdin.write_all(second.as_bytes());
@@ -75,4 +78,65 @@ fn lines_read_after_the_reader_of_stdout_left_are_not_recorded() {
     );
     assert_exit(&again, 0);
     assert_eq!(stdout(&again), second);
+}
+
+/// SIGTERM, SIGINT or SIGHUP while `filter-new` reads a file (not waiting
+/// for input: a regular file never keeps it waiting) is held as during a
+/// batch: the command stops between batches, closes the engine, prints
+/// its `--stats` summary and ends by the signal. It ended at once while
+/// reading (most of the time with keys that are costly to make, here
+/// canonical URLs with many parameters), with no summary and the engine
+/// not closed.
+#[test]
+fn a_signal_while_reading_a_file_is_held_until_the_batch_is_done() {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    use std::time::Duration;
+
+    use rustix::process::{kill_process, Pid, Signal};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = tmp.path().join("keys.txt");
+    let query: String = (1..=40).rev().map(|j| format!("&p{j}=v{j}")).collect();
+    let text: String = (0..100_000)
+        .map(|i| format!("https://Example.com/a/./b/../{i}?x=1{query}\n"))
+        .collect();
+    std::fs::write(&keys, text).unwrap();
+    for sig in [Signal::TERM, Signal::INT, Signal::HUP] {
+        let db = tmp.path().join(format!("db-{}", sig.as_raw()));
+        let mut child = filter_new_command(
+            &db,
+            &[
+                "--items-per-day",
+                "100000",
+                "--quiet",
+                "--stats",
+                "--canonical",
+            ],
+        )
+        .arg(&keys)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        // The note on creating the engine comes after the signals are set
+        // up; reading the file takes seconds.
+        let mut err = child.stderr.take().unwrap();
+        let mut first = [0u8; 1];
+        err.read_exact(&mut first).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        kill_process(Pid::from_child(&child), sig).unwrap();
+        let mut rest = String::new();
+        err.read_to_string(&mut rest).unwrap();
+        let status = child.wait().unwrap();
+        assert!(!rest.contains("panicked"), "{rest}");
+        assert_eq!(status.signal(), Some(sig.as_raw()), "{sig:?}: {rest}");
+        assert!(
+            rest.contains("timebloom: filter-new: read "),
+            "{sig:?}: no summary: {rest}"
+        );
+        let verify = run(&["verify", db.to_str().unwrap(), "--now", DAY0], b"");
+        assert_exit(&verify, 0);
+    }
 }

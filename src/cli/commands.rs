@@ -319,8 +319,17 @@ fn filter_lines(
     let mut printed: HashSet<u128> = HashSet::new();
     let mut chunk = Chunk::default();
     let (mut new, mut total) = (0u64, 0u64);
+    // Reading files only, a signal is held while a batch is read too: the
+    // command stops between batches, closes the engine and reports.
+    // Reading what may wait for a writer (a pipe, a terminal), a signal
+    // acts at once.
+    let hold_reading = !mode.dry_run && reader.inputs().never_wait;
     let result = (|| -> CliResult<()> {
-        while !out.closed && !signals::caught() && reader.fill(&mut chunk)? {
+        while !out.closed && !signals::caught() {
+            let reading = hold_reading.then(signals::hold);
+            if !reader.fill(&mut chunk)? {
+                break;
+            }
             // Nothing is recorded that could not be printed (see
             // `Out::reader_gone`); --quiet prints nothing.
             if !mode.quiet && out.reader_gone() {
@@ -328,7 +337,7 @@ fn filter_lines(
             }
             // A batch is recorded before it is printed: a signal waits
             // until every line of it is out (see `signals`).
-            let _hold = (!mode.dry_run).then(signals::hold);
+            let _hold = reading.or_else(|| (!mode.dry_run).then(signals::hold));
             let (fresh, stopped): (Vec<bool>, _) = if mode.dry_run {
                 let keys = chunk.keys();
                 let seen = match mode.within {

@@ -131,6 +131,10 @@ pub struct Inputs {
     pub total_bytes: Option<u64>,
     /// Bytes read so far from the files (compressed bytes for gzip).
     pub read_bytes: Rc<Cell<u64>>,
+    /// Whether every input is a regular file (stdin too, when it is
+    /// one): reading never waits for a writer, so `filter-new` holds
+    /// signals while it reads (see `signals`).
+    pub never_wait: bool,
 }
 
 /// Checks every input in turn (`-` is stdin; none means stdin): a missing,
@@ -146,17 +150,18 @@ pub fn open_inputs(files: Vec<PathBuf>) -> CliResult<Inputs> {
     }
     let read_bytes = Rc::new(Cell::new(0));
     let mut total = Some(0u64);
+    let mut never_wait = true;
     let mut sources = VecDeque::with_capacity(files.len());
     for path in files {
         if path.as_os_str() == "-" {
             // As for a file: refused before anything is created, rather
             // than failing at its first read (EISDIR).
-            let stat = rustix::fs::fstat(io::stdin());
-            if stat.is_ok_and(|st| {
-                rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
-            }) {
+            let kind = rustix::fs::fstat(io::stdin())
+                .map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode));
+            if kind == Ok(rustix::fs::FileType::Directory) {
                 return Err(CliError("stdin: is a directory, not a file of keys".into()));
             }
+            never_wait &= kind == Ok(rustix::fs::FileType::RegularFile);
             total = None;
             sources.push_back(Source {
                 name: "stdin".into(),
@@ -172,6 +177,7 @@ pub fn open_inputs(files: Vec<PathBuf>) -> CliResult<Inputs> {
         let name = path.display().to_string();
         // The bytes read by the check are not progress.
         let (reader, size) = open_file(&path, &name, &Rc::new(Cell::new(0)))?;
+        never_wait &= size.is_some();
         total = match (total, size) {
             (Some(t), Some(n)) => Some(t + n),
             _ => None, // a pipe or a device: no known size
@@ -191,6 +197,7 @@ pub fn open_inputs(files: Vec<PathBuf>) -> CliResult<Inputs> {
         sources,
         total_bytes: total,
         read_bytes,
+        never_wait,
     })
 }
 
@@ -840,6 +847,7 @@ mod tests {
                 sources,
                 total_bytes: None,
                 read_bytes: Rc::new(Cell::new(0)),
+                never_wait: false,
             };
             KeyReader::new(inputs, rules, "test").with_batch(3)
         }

@@ -8,7 +8,10 @@
 //! held: the batch is printed in full, the command stops reading, closes
 //! the engine and then ends by the same signal. Outside a batch (waiting
 //! for input), and for a second signal while one is held, the signal acts
-//! at once, as without a handler. A signal the process was started with
+//! at once, as without a handler. When every input is a regular file,
+//! reading never waits, and a batch holds signals while it is read too
+//! (it ended the command at once, with no `--stats` summary and the
+//! engine not closed). A signal the process was started with
 //! ignored (`nohup`, a background job's SIGINT) stays ignored.
 //!
 //! # How
