@@ -164,6 +164,7 @@ pub(crate) fn add(args: AddArgs, ctx: Ctx, out: &mut Out) -> CliResult<ExitCode>
     // Inputs first: nothing is created for a missing file.
     let inputs = open_inputs(files)?;
     let reader = KeyReader::new(inputs, keys.rules(&lines), "add");
+    signals::install();
     let engine = open_or_create(&target, &sizing, opts, now, None, degraded)?;
     let mut reader = reader.with_batch(engine.batch_lines(sizing.sync));
     let progress = Progress::new(
@@ -173,8 +174,17 @@ pub(crate) fn add(args: AddArgs, ctx: Ctx, out: &mut Out) -> CliResult<ExitCode>
     );
     let mut chunk = Chunk::default();
     let (mut new, mut total) = (0u64, 0u64);
+    // As in `filter_lines`: a signal stops the command between batches
+    // (reading files only, also while a batch is read), and the keys
+    // recorded are counted.
+    let hold_reading = reader.inputs().never_wait;
     let result = (|| -> CliResult<()> {
-        while reader.fill(&mut chunk)? {
+        while !signals::caught() {
+            let reading = hold_reading.then(signals::hold);
+            if !reader.fill(&mut chunk)? {
+                break;
+            }
+            let _hold = reading.unwrap_or_else(signals::hold);
             let (fresh, stopped) = engine.insert_batch(&chunk.keys())?;
             new += fresh.iter().filter(|n| **n).count() as u64;
             total += fresh.len() as u64;

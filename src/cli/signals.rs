@@ -1,4 +1,4 @@
-//! SIGINT, SIGTERM and SIGHUP during `filter-new`.
+//! SIGINT, SIGTERM and SIGHUP during `filter-new` and `add`.
 //!
 //! `filter-new` records a batch before it prints it. Killed between the
 //! two (a service manager's SIGTERM, `timeout`, Ctrl-C while the reader of
@@ -11,7 +11,9 @@
 //! at once, as without a handler. When every input is a regular file,
 //! reading never waits, and a batch holds signals while it is read too
 //! (it ended the command at once, with no `--stats` summary and the
-//! engine not closed). A signal the process was started with
+//! engine not closed). `add` holds signals the same way, so that it
+//! stops between batches and prints the count of the keys it recorded
+//! (it ended at once, with no count). A signal the process was started with
 //! ignored (`nohup`, a background job's SIGINT) stays ignored.
 //!
 //! # How
