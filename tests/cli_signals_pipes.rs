@@ -217,3 +217,85 @@ fn add_stopped_by_a_signal_reports_what_it_recorded() {
         );
     }
 }
+
+/// Whether the process `pid` catches SIGTERM (`SigCgt:` of its status):
+/// its handler is set up.
+#[cfg(target_os = "linux")]
+fn catches_sigterm(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|m| m & (1 << 14) != 0)
+}
+
+/// `remove` stopped by SIGTERM: it stops between batches, closes the
+/// engine, prints how many keys it took back (exactly those) and ends by
+/// the signal. It ended at once, with no count.
+#[cfg(target_os = "linux")]
+#[test]
+fn remove_stopped_by_a_signal_reports_what_it_removed() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::time::{Duration, Instant};
+
+    use rustix::process::{kill_process, Pid, Signal};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let keys = tmp.path().join("keys.txt");
+    let query: String = (1..=40).rev().map(|j| format!("&p{j}=v{j}")).collect();
+    let text: String = (0..100_000)
+        .map(|i| format!("https://Example.com/a/./b/../{i}?x=1{query}\n"))
+        .collect();
+    std::fs::write(&keys, &text).unwrap();
+    let added: String = text
+        .lines()
+        .take(10_000)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let args = ["--tiers", "2d:counting", "--items-per-day", "100000"];
+    let add = cmd(
+        "add",
+        &db,
+        &[&args[..], &["--fpr", "1e-9", "--canonical"]].concat(),
+        added.as_bytes(),
+    );
+    assert_exit(&add, 0);
+    let mut child = Command::new(BIN)
+        .args(["remove", db.to_str().unwrap(), "--now", DAY0, "--canonical"])
+        .stdin(std::fs::File::open(&keys).unwrap())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !catches_sigterm(child.id()) {
+        assert!(start.elapsed() < Duration::from_secs(10), "no handler");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    kill_process(Pid::from_child(&child), Signal::TERM).unwrap();
+    let out = read_stdout(&mut child);
+    let err = read_stderr(&mut child);
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(Signal::TERM.as_raw()), "{err}");
+    let counts: Vec<usize> = out
+        .strip_prefix("removed ")
+        .map(|s| s.split(' ').filter_map(|w| w.parse().ok()).collect())
+        .unwrap_or_default();
+    let [removed, total] = counts[..] else {
+        panic!("no count: {out:?} {err}");
+    };
+    assert!(total > 0 && total < 100_000, "{out}");
+    assert_eq!(removed, total.min(10_000), "{out}");
+    let check = run(
+        &["check", db.to_str().unwrap(), "--now", DAY0, "--canonical"],
+        added.as_bytes(),
+    );
+    assert_eq!(
+        stdout(&check).matches("\tseen\n").count(),
+        10_000 - removed,
+        "the keys taken back are the keys counted"
+    );
+}

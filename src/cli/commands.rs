@@ -517,6 +517,7 @@ pub(crate) fn remove(args: RemoveArgs, ctx: Ctx, out: &mut Out) -> CliResult<Exi
     let dir = engine_dir(dir)?;
     let opts = write.apply(opts);
     let mut reader = KeyReader::args_or_stdin(keys, key_flags.rules(&lines), "remove")?;
+    signals::install();
     let engine = Engine::open_with(&dir, opts).map_err(|e| named(&dir, e))?;
     note_degraded(&dir, &engine, degraded)?;
     if let Some(t) = engine.config().tiers.iter().find(|t| t.kind == Kind::Bloom) {
@@ -530,8 +531,16 @@ pub(crate) fn remove(args: RemoveArgs, ctx: Ctx, out: &mut Out) -> CliResult<Exi
     }
     let mut chunk = Chunk::default();
     let (mut removed, mut total) = (0u64, 0u64);
+    // As in `add`: a signal stops the command between batches, and the
+    // keys taken back are counted.
+    let hold_reading = reader.inputs().never_wait;
     let result = (|| -> CliResult<()> {
-        while reader.fill(&mut chunk)? {
+        while !signals::caught() {
+            let reading = hold_reading.then(signals::hold);
+            if !reader.fill(&mut chunk)? {
+                break;
+            }
+            let _hold = reading.unwrap_or_else(signals::hold);
             for key in chunk.keys() {
                 let r = match at {
                     Some(t) => engine.remove_at(key, t),

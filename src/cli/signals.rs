@@ -1,4 +1,4 @@
-//! SIGINT, SIGTERM and SIGHUP during `filter-new` and `add`.
+//! SIGINT, SIGTERM and SIGHUP during `filter-new`, `add` and `remove`.
 //!
 //! `filter-new` records a batch before it prints it. Killed between the
 //! two (a service manager's SIGTERM, `timeout`, Ctrl-C while the reader of
@@ -11,9 +11,9 @@
 //! at once, as without a handler. When every input is a regular file,
 //! reading never waits, and a batch holds signals while it is read too
 //! (it ended the command at once, with no `--stats` summary and the
-//! engine not closed). `add` holds signals the same way, so that it
-//! stops between batches and prints the count of the keys it recorded
-//! (it ended at once, with no count). A signal the process was started with
+//! engine not closed). `add` and `remove` hold signals the same way, so
+//! that they stop between batches and print the count of the keys they
+//! recorded or took back (they ended at once, with no count). A signal the process was started with
 //! ignored (`nohup`, a background job's SIGINT) stays ignored.
 //!
 //! # How
