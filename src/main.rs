@@ -828,6 +828,8 @@ fn summary(engine: &Engine) -> CliResult<String> {
 struct Out {
     w: BufWriter<Waiting>,
     closed: bool,
+    /// Whether stdout is a pipe or a socket, once `reader_gone` asked.
+    stream: Option<bool>,
 }
 
 impl Out {
@@ -835,6 +837,7 @@ impl Out {
         Out {
             w: BufWriter::with_capacity(1 << 16, Waiting(io::stdout().lock())),
             closed: false,
+            stream: None,
         }
     }
 
@@ -858,7 +861,17 @@ impl Out {
     /// filter-new DIR | head -5` recorded the next batch after `head`
     /// left, and the next run called those lines repeated. Sets `closed`.
     fn reader_gone(&mut self) -> bool {
-        if !self.closed {
+        // A pipe or a socket only: a terminal that hung up answers
+        // POLLERR too, and its write error is reported as such.
+        let stream = *self.stream.get_or_insert_with(|| {
+            rustix::fs::fstat(io::stdout()).is_ok_and(|st| {
+                matches!(
+                    rustix::fs::FileType::from_raw_mode(st.st_mode),
+                    rustix::fs::FileType::Fifo | rustix::fs::FileType::Socket
+                )
+            })
+        });
+        if stream && !self.closed {
             let mut fds = [PollFd::new(&self.w.get_ref().0, PollFlags::OUT)];
             let now = rustix::event::Timespec {
                 tv_sec: 0,
