@@ -10,11 +10,11 @@
 //! for input), and for a second signal while one is held, the signal acts
 //! at once, as without a handler. When every input is a regular file,
 //! reading never waits, and a batch holds signals while it is read too
-//! (it ended the command at once, with no `--stats` summary and the
+//! (else the command ended at once, with no `--stats` summary and the
 //! engine not closed). `add` and `remove` hold signals the same way, so
 //! that they stop between batches and print the count of the keys they
-//! recorded or took back (they ended at once, with no count). A signal the process was started with
-//! ignored (`nohup`, a background job's SIGINT) stays ignored.
+//! recorded or took back. A signal the process was started with ignored
+//! (`nohup`, a background job's SIGINT) stays ignored.
 //!
 //! # How
 //!
