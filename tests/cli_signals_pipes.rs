@@ -299,3 +299,46 @@ fn remove_stopped_by_a_signal_reports_what_it_removed() {
         "the keys taken back are the keys counted"
     );
 }
+
+/// `check`'s exit status speaks for every key it was given: 1 when any
+/// was new. A reader of its output that leaves early (`| head -1`) used
+/// to end the reading too, so a new key after that point went unread and
+/// the status said every key was seen.
+#[test]
+fn check_whose_reader_left_still_answers_for_every_key() {
+    let (_tmp, db) = temp_db();
+    let seen = urls("seen", 2000);
+    let added = cmd("add", &db, &["--items-per-day", "10000"], seen.as_bytes());
+    assert_exit(&added, 0);
+    let mut child =
+        spawn_piped(Command::new(BIN).args(["check", db.to_str().unwrap(), "--now", DAY0]));
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(seen.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    // Read one answer, then go away as `head -1` does.
+    let mut answers = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    answers.read_line(&mut first).unwrap();
+    assert_eq!(first, "https://example.com/seen/000000\tseen\n");
+    drop(answers);
+    // The keys that come once nobody reads the answers: one is new.
+    let _ = stdin.write_all(urls("seen", 50).as_bytes());
+    let _ = stdin.write_all(b"https://example.com/never-added\n");
+    drop(stdin);
+    let status = child.wait().unwrap();
+    let err = read_stderr(&mut child);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(status.code(), Some(1), "a new key was given: {err}");
+
+    // Every key seen: 0, with the reader gone as well.
+    let mut child =
+        spawn_piped(Command::new(BIN).args(["check", db.to_str().unwrap(), "--now", DAY0]));
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(seen.as_bytes()).unwrap();
+    drop(child.stdout.take());
+    let _ = stdin.write_all(seen.as_bytes());
+    drop(stdin);
+    let status = child.wait().unwrap();
+    let err = read_stderr(&mut child);
+    assert_eq!(status.code(), Some(0), "every key was seen: {err}");
+}

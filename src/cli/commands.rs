@@ -456,17 +456,24 @@ pub(crate) fn check(args: CheckArgs, ctx: Ctx, out: &mut Out) -> CliResult<ExitC
     }
     let mut chunk = Chunk::default();
     let mut any_new = false;
+    // The exit status answers for every key: once the reader of stdout
+    // has gone (`| head`), the keys go on being read, unprinted, until
+    // one is new or the input ends.
     let result = (|| -> CliResult<()> {
-        while !out.closed && reader.fill(&mut chunk)? {
+        while !(out.closed && any_new) && reader.fill(&mut chunk)? {
             let seen = match within {
                 None => engine.contains_batch(&chunk.keys())?,
                 Some(h) => engine.contains_within_batch(&chunk.keys(), h)?,
             };
             for (line, seen) in chunk.lines().iter().zip(seen) {
                 any_new |= !seen;
-                out.write(&[line, if seen { b"\tseen\n" } else { b"\tnew\n" }])?;
+                if !out.closed {
+                    out.write(&[line, if seen { b"\tseen\n" } else { b"\tnew\n" }])?;
+                }
             }
-            out.flush()?;
+            if !out.closed {
+                out.flush()?;
+            }
         }
         Ok(())
     })();
