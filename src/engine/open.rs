@@ -164,6 +164,65 @@ fn check_empty(dir: &Path) -> Result<()> {
     })
 }
 
+/// What a create made itself, and so removes if it fails.
+#[derive(Clone, Copy)]
+struct Made {
+    /// `dir` itself (and the create removes it whole).
+    dir: bool,
+    /// `seg/` in a `dir` that was there before.
+    seg: bool,
+}
+
+/// [`Error::AlreadyExists`] when `dir` holds a manifest.
+fn refuse_existing(dir: &Path) -> Result<()> {
+    if dir.join(MANIFEST).exists() {
+        return Err(Error::AlreadyExists {
+            path: dir.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
+/// A directory of other files is refused before the lock file is made in
+/// it (nothing is touched). Only while no `LOCK` is there: one made
+/// meanwhile is a racing create's, which makes it before anything else, so
+/// its files are refused under the lock (`Locked`, `AlreadyExists`), not as
+/// `NotEmpty`.
+fn refuse_foreign_files(dir: &Path, made_dir: bool) -> Result<()> {
+    if !made_dir && !dir.join(LOCK).exists() {
+        if let Err(e @ Error::NotEmpty { .. }) = check_empty(dir) {
+            if !dir.join(LOCK).exists() {
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes what a failed create made, while its lock is still held.
+fn undo_create(dir: &Path, made: Made) {
+    if made.dir {
+        let _ = fs::remove_dir_all(dir);
+        return;
+    }
+    // `check_empty` saw no engine files and an empty `seg/`: every file
+    // there now is this call's.
+    let _ = fs::remove_file(dir.join(MANIFEST));
+    let _ = fs::remove_file(dir.join(MANIFEST).with_extension("tmp"));
+    if let Ok(entries) = fs::read_dir(dir.join(SEG_DIR)) {
+        for e in entries.flatten() {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+    if made.seg {
+        let _ = fs::remove_dir(dir.join(SEG_DIR));
+    }
+    // `check_empty` saw no `wal/`: the log and boot files this call made
+    // under a logged policy. Left behind, the directory was refused by the
+    // next create (not empty) and by open (no manifest).
+    let _ = fs::remove_dir_all(dir.join(WAL_DIR));
+}
+
 impl Engine {
     /// Creates a new engine in `dir` (created if missing) with the system clock.
     pub fn create(dir: impl AsRef<Path>, config: Config) -> Result<Engine> {
@@ -184,106 +243,83 @@ impl Engine {
         config.validate_new()?;
         options.check()?;
         let now = options.clock.now_secs()?;
-        if dir.join(MANIFEST).exists() {
-            return Err(Error::AlreadyExists {
-                path: dir.to_path_buf(),
-            });
-        }
+        refuse_existing(dir)?;
         let made_dir = make_dir(dir)?;
-        // A directory of other files is refused before the lock file is
-        // made in it (nothing is touched). Only while no `LOCK` is there:
-        // one made meanwhile is a racing create's, which makes it before
-        // anything else, so its files are refused under the lock below
-        // (`Locked`, `AlreadyExists`), not as `NotEmpty`.
-        if !made_dir && !dir.join(LOCK).exists() {
-            if let Err(e @ Error::NotEmpty { .. }) = check_empty(dir) {
-                if !dir.join(LOCK).exists() {
-                    return Err(e);
-                }
-            }
-        }
+        refuse_foreign_files(dir, made_dir)?;
         let lock = lock_dir(dir)?;
         // From here on this call holds the lock: whatever it finds, no other
         // timebloom process is writing here.
-        if dir.join(MANIFEST).exists() {
-            return Err(Error::AlreadyExists {
-                path: dir.to_path_buf(),
-            });
-        }
+        refuse_existing(dir)?;
         check_empty(dir)?;
         // The lock travels into the engine; a second descriptor of the same
         // open file keeps it held while a failed create cleans up.
         let guard = lock
             .try_clone()
             .map_err(|e| Error::io("duplicate lock descriptor", dir.join(LOCK), e))?;
-        let made_seg = !dir.join(SEG_DIR).exists();
-        let r = (|| {
-            if made_seg {
-                fs::create_dir(dir.join(SEG_DIR))
-                    .map_err(|e| Error::io("create directory", dir.join(SEG_DIR), e))?;
-            }
-            let mut engine = Engine::assemble(
-                dir,
-                Some(lock),
-                false,
-                random_seed(),
-                config,
-                options,
-                Vec::new(),
-                0,
-                Vec::new(),
-                0,
-            );
-            // The first manifest (no windows yet) is the commit point of the
-            // create, written before any other file: a create killed after
-            // it leaves an engine that opens (the open makes the windows and
-            // deletes what the manifest does not name); one killed before it
-            // leaves only what `check_empty` accepts (LOCK, an empty seg/, a
-            // MANIFEST.tmp), so the next create goes ahead.
-            {
-                let m = engine.maint.lock();
-                engine.store_manifest(&m, &engine.current.load())?;
-            }
-            engine.start_durability(false, false)?;
-            engine.maintain_at(now, true, false)?;
-            // The new directory's entry in its parent, and the engine's own
-            // entries, reach the disk before the create returns.
-            crate::file::fsync_dir(dir)?;
-            if made_dir {
-                let parent = match dir.parent() {
-                    Some(p) if !p.as_os_str().is_empty() => p,
-                    _ => Path::new("."),
-                };
-                crate::file::fsync_dir(parent)?;
-            }
-            Ok(engine)
-        })();
+        let made = Made {
+            dir: made_dir,
+            seg: !dir.join(SEG_DIR).exists(),
+        };
+        let r = Engine::create_locked(dir, lock, config, options, now, made);
         if r.is_err() {
             // The engine (if any) is dropped, but `guard` still holds the lock.
-            if made_dir {
-                let _ = fs::remove_dir_all(dir);
-            } else {
-                // `check_empty` saw no engine files and an empty `seg/`:
-                // every file there now is this call's.
-                let _ = fs::remove_file(dir.join(MANIFEST));
-                let _ = fs::remove_file(dir.join(MANIFEST).with_extension("tmp"));
-                if let Ok(entries) = fs::read_dir(dir.join(SEG_DIR)) {
-                    for e in entries.flatten() {
-                        let _ = fs::remove_file(e.path());
-                    }
-                }
-                if made_seg {
-                    let _ = fs::remove_dir(dir.join(SEG_DIR));
-                }
-                // `check_empty` saw no `wal/`: the log and boot files this
-                // call made under a logged policy. Left behind, the
-                // directory was refused by the next create (not empty) and
-                // by open (no manifest).
-                let _ = fs::remove_dir_all(dir.join(WAL_DIR));
-            }
+            undo_create(dir, made);
         }
         drop(guard);
         r
+    }
+
+    /// The part of [`Engine::create_with`] done under the directory lock,
+    /// once `dir` was found empty: makes `seg/` (when `made.seg`), writes
+    /// the first manifest, starts the log, makes the windows of `now` and
+    /// syncs the directory entries.
+    fn create_locked(
+        dir: &Path,
+        lock: File,
+        config: Config,
+        options: Options,
+        now: i64,
+        made: Made,
+    ) -> Result<Engine> {
+        if made.seg {
+            fs::create_dir(dir.join(SEG_DIR))
+                .map_err(|e| Error::io("create directory", dir.join(SEG_DIR), e))?;
+        }
+        let mut engine = Engine::assemble(
+            dir,
+            Some(lock),
+            false,
+            random_seed(),
+            config,
+            options,
+            Vec::new(),
+            0,
+            Vec::new(),
+            0,
+        );
+        // The first manifest (no windows yet) is the commit point of the
+        // create, written before any other file: a create killed after
+        // it leaves an engine that opens (the open makes the windows and
+        // deletes what the manifest does not name); one killed before it
+        // leaves only what `check_empty` accepts (LOCK, an empty seg/, a
+        // MANIFEST.tmp), so the next create goes ahead.
+        {
+            let m = engine.maint.lock();
+            engine.store_manifest(&m, &engine.current.load())?;
+        }
+        engine.start_durability(false, false)?;
+        engine.maintain_at(now, true, false)?;
+        // The new directory's entry in its parent, and the engine's own
+        // entries, reach the disk before the create returns.
+        crate::file::fsync_dir(dir)?;
+        if made.dir {
+            let parent = match dir.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            crate::file::fsync_dir(parent)?;
+        }
+        Ok(engine)
     }
 
     /// Opens the engine in `dir` with the system clock; its configuration
