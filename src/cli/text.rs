@@ -1,9 +1,10 @@
 //! Text in and out of the command line: the stats table, and parsing of
 //! instants, offsets, durations, rates and tier lists.
 
+use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use timebloom::{Kind, Stats};
+use timebloom::{Kind, SegmentStats, Stats, TierStats};
 
 use crate::units::{fmt_bytes, fmt_rate, fmt_secs};
 use crate::TierList;
@@ -13,8 +14,18 @@ use crate::TierList;
 /// The stats of the engine called `name`, whose bytes are `place` ("on
 /// disk", "in Redis (planned)").
 pub fn stats_table(name: &str, place: &str, s: &Stats) -> String {
-    use std::fmt::Write as _;
     let mut t = String::new();
+    write_summary(&mut t, name, place, s);
+    write_warnings(&mut t, s);
+    for tier in &s.tiers {
+        write_tier(&mut t, tier);
+    }
+    t
+}
+
+/// The engine's first two lines: name, instant, generation, size, and the
+/// planned rate and keys per day.
+fn write_summary(t: &mut String, name: &str, place: &str, s: &Stats) {
     let _ = writeln!(
         t,
         "engine {name}  at {}  generation {}  {} {place}\nfpr {} per lookup, {} keys/day planned",
@@ -24,6 +35,12 @@ pub fn stats_table(name: &str, place: &str, s: &Stats) -> String {
         fmt_rate(s.fpr),
         s.expected_items_per_day
     );
+}
+
+/// A line for each of: windows lost at this open, windows lost earlier,
+/// windows recovered without a shadow copy, a clock behind the newest
+/// window (each only when there is something to say).
+fn write_warnings(t: &mut String, s: &Stats) {
     if !s.lost_windows.is_empty() {
         let _ = writeln!(
             t,
@@ -52,76 +69,96 @@ pub fn stats_table(name: &str, place: &str, s: &Stats) -> String {
             fmt_secs(s.clock_behind_secs)
         );
     }
-    for tier in &s.tiers {
-        let kind = match tier.kind {
-            Kind::Bloom => "bloom",
-            Kind::Counting => "counting",
-            Kind::Fingerprint => "fingerprint",
-        };
-        let windows = match (tier.kind, tier.retention) {
-            (Kind::Fingerprint, _) => "days in one table".to_string(),
-            (_, 1) => format!("window of {}", fmt_secs(tier.window_secs)),
-            _ => format!("windows of {}", fmt_secs(tier.window_secs)),
-        };
-        let _ = writeln!(
-            t,
-            "\ntier {}  {kind}  {} {windows}  covers {}{}",
-            tier.tier,
-            tier.retention,
-            fmt_secs(tier.covers_secs),
-            if tier.answers_contains {
-                "  (answers check)"
-            } else {
-                ""
-            }
-        );
-        let counting = tier.kind == Kind::Counting;
-        let table = tier.kind == Kind::Fingerprint;
-        let _ = write!(
-            t,
-            "  {:<10} {:<7} {:>10} {:>10} {:>8} {:>12} {:>10}",
-            "window", "state", "subfilters", "size", "fill", "est. items", "est. fpr"
-        );
-        let _ = writeln!(
-            t,
-            "{}",
-            match (counting, table) {
-                (true, _) => "  saturated",
-                (_, true) => "  bits/key      moves",
-                _ => "",
-            }
-        );
-        for g in &tier.segments {
-            let _ = write!(
-                t,
-                "  {:<10} {:<7} {:>10} {:>10} {:>7.3}% {:>12} {:>10.2e}",
-                g.window,
-                g.state,
-                g.subfilters,
-                fmt_bytes(g.bytes),
-                g.fill * 100.0,
-                g.estimated_items,
-                g.estimated_fpr
-            );
-            if counting {
-                let _ = write!(t, " {:>10}", g.saturated);
-            }
-            if table {
-                let bits = match g.estimated_items {
-                    0 => "-".to_string(),
-                    _ => format!("{:.2}", g.bits_per_key),
-                };
-                let _ = write!(t, " {bits:>9} {:>10}", g.moves);
-            }
-            t.push('\n');
-        }
-        let _ = writeln!(
-            t,
-            "  (a horizon answered by this tier may also report keys up to {} older)",
-            fmt_secs(tier.coarseness_secs)
-        );
+}
+
+/// One tier: its heading, the column names, a row per segment and the
+/// note on how much older its answers may be.
+fn write_tier(t: &mut String, tier: &TierStats) {
+    write_tier_heading(t, tier);
+    write_column_names(t, tier.kind);
+    for g in &tier.segments {
+        write_segment_row(t, tier.kind, g);
     }
-    t
+    let _ = writeln!(
+        t,
+        "  (a horizon answered by this tier may also report keys up to {} older)",
+        fmt_secs(tier.coarseness_secs)
+    );
+}
+
+/// `tier 7d  bloom  7 windows of 1d  covers 6d 12h  (answers check)`,
+/// after a blank line.
+fn write_tier_heading(t: &mut String, tier: &TierStats) {
+    let kind = match tier.kind {
+        Kind::Bloom => "bloom",
+        Kind::Counting => "counting",
+        Kind::Fingerprint => "fingerprint",
+    };
+    let windows = match (tier.kind, tier.retention) {
+        (Kind::Fingerprint, _) => "days in one table".to_string(),
+        (_, 1) => format!("window of {}", fmt_secs(tier.window_secs)),
+        _ => format!("windows of {}", fmt_secs(tier.window_secs)),
+    };
+    let _ = writeln!(
+        t,
+        "\ntier {}  {kind}  {} {windows}  covers {}{}",
+        tier.tier,
+        tier.retention,
+        fmt_secs(tier.covers_secs),
+        if tier.answers_contains {
+            "  (answers check)"
+        } else {
+            ""
+        }
+    );
+}
+
+/// The column names of a tier of `kind`: a counting tier adds
+/// `saturated`, a fingerprint table `bits/key` and `moves`.
+fn write_column_names(t: &mut String, kind: Kind) {
+    let _ = write!(
+        t,
+        "  {:<10} {:<7} {:>10} {:>10} {:>8} {:>12} {:>10}",
+        "window", "state", "subfilters", "size", "fill", "est. items", "est. fpr"
+    );
+    let _ = writeln!(
+        t,
+        "{}",
+        match kind {
+            Kind::Counting => "  saturated",
+            Kind::Fingerprint => "  bits/key      moves",
+            Kind::Bloom => "",
+        }
+    );
+}
+
+/// One segment's row, under [`write_column_names`] of its tier's `kind`.
+fn write_segment_row(t: &mut String, kind: Kind, g: &SegmentStats) {
+    let _ = write!(
+        t,
+        "  {:<10} {:<7} {:>10} {:>10} {:>7.3}% {:>12} {:>10.2e}",
+        g.window,
+        g.state,
+        g.subfilters,
+        fmt_bytes(g.bytes),
+        g.fill * 100.0,
+        g.estimated_items,
+        g.estimated_fpr
+    );
+    match kind {
+        Kind::Counting => {
+            let _ = write!(t, " {:>10}", g.saturated);
+        }
+        Kind::Fingerprint => {
+            let bits = match g.estimated_items {
+                0 => "-".to_string(),
+                _ => format!("{:.2}", g.bits_per_key),
+            };
+            let _ = write!(t, " {bits:>9} {:>10}", g.moves);
+        }
+        Kind::Bloom => {}
+    }
+    t.push('\n');
 }
 
 // ---- parsing: instants, offsets, durations, flags -------------------------------
