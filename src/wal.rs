@@ -309,47 +309,90 @@ fn not_found(e: &Error) -> bool {
 /// [`read_logs`], where the damage of a file whose records all lie below
 /// `below` is ignored.
 fn read_logs_listed(dir: &Path, from: u64, below: u64, vanished: Vanished) -> Result<Logs> {
-    let mut out = Logs::default();
-    let mut ended = false;
-    let mut buf = Vec::new();
+    let mut reader = LogReader {
+        from,
+        vanished,
+        out: Logs::default(),
+        ended: false,
+        buf: Vec::new(),
+    };
     let listed = list(dir)?;
     crate::file::pause("logs listed", dir);
     for (i, (named, path)) in listed.iter().enumerate() {
-        let (named, path) = (*named, path.as_path());
-        // Every record of the file lies below `below` (a file's records
-        // end where the next file's begin, and a checkpoint's position
-        // is where a file begins: the last file before it ends there).
-        let superseded = match listed.get(i + 1) {
-            Some((next, _)) => *next <= below,
-            None => named < below,
+        let next = listed.get(i + 1).map(|(next, _)| *next);
+        let superseded = superseded(*named, next, below);
+        let Some(scan) = reader.scan_file(*named, path, superseded)? else {
+            continue;
         };
-        let scan = match read_log_into(path, &mut buf) {
-            Ok(Some(scan)) if scan.first_lsn != named => {
-                return Err(Error::corrupt(
-                    path,
-                    format!(
-                        "the log file's name says its first record is LSN {named:016x}, its \
-                         header says {:016x}: a log file is named after its first LSN (renamed \
-                         or copied under another name?)",
-                        scan.first_lsn
-                    ),
-                ));
-            }
-            Ok(Some(scan)) => scan,
-            Ok(None) => continue,
-            Err(e) if vanished == Vanished::Skip && not_found(&e) => continue,
+        reader.note_damaged_middle(path, &scan, superseded);
+        if !reader.ended {
+            reader.keep_records(scan);
+        }
+    }
+    Ok(reader.out)
+}
+
+/// Whether every record of the log file `named`, followed by the one named
+/// `next` (if any), lies below `below`: a file's records end where the
+/// next file's begin, and a checkpoint's position is where a file begins
+/// (the last file before it ends there).
+fn superseded(named: u64, next: Option<u64>, below: u64) -> bool {
+    match next {
+        Some(next) => next <= below,
+        None => named < below,
+    }
+}
+
+/// The state of [`read_logs_listed`] as it goes through the log files in
+/// order.
+struct LogReader {
+    /// The first LSN replay wants.
+    from: u64,
+    vanished: Vanished,
+    out: Logs,
+    /// A gap or a torn tail ended the records kept: later files are only
+    /// checked for damage.
+    ended: bool,
+    /// Each file's bytes, read into the same buffer.
+    buf: Vec<u8>,
+}
+
+impl LogReader {
+    /// Reads and decodes the log file `path` (named `named`). `None` for a
+    /// file that holds nothing to replay or report now: all zeros, gone
+    /// under [`Vanished::Skip`], damaged but `superseded`, or damaged past
+    /// the end of the records kept (then noted in `damaged`).
+    fn scan_file(&mut self, named: u64, path: &Path, superseded: bool) -> Result<Option<Scan>> {
+        match read_log_into(path, &mut self.buf) {
+            Ok(Some(scan)) if scan.first_lsn != named => Err(Error::corrupt(
+                path,
+                format!(
+                    "the log file's name says its first record is LSN {named:016x}, its \
+                     header says {:016x}: a log file is named after its first LSN (renamed \
+                     or copied under another name?)",
+                    scan.first_lsn
+                ),
+            )),
+            Ok(scan) => Ok(scan),
+            Err(e) if self.vanished == Vanished::Skip && not_found(&e) => Ok(None),
             // No recovery needs any record of it.
-            Err(e) if superseded && e.is_damage() => continue,
+            Err(e) if superseded && e.is_damage() => Ok(None),
             // Past the end of what replay reads, a bad file is for
             // verification to report (the first problem in file order).
-            Err(e) if ended => {
-                out.damaged.get_or_insert(e);
-                continue;
+            Err(e) if self.ended => {
+                self.out.damaged.get_or_insert(e);
+                Ok(None)
             }
-            Err(e) => return Err(e),
-        };
-        if scan.damaged_middle && !superseded && out.damaged.is_none() {
-            out.damaged = Some(Error::corrupt(
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Notes damage in the middle of `path` (a valid record after an
+    /// invalid one) as `damaged`, unless the file is `superseded` or an
+    /// earlier file was damaged.
+    fn note_damaged_middle(&mut self, path: &Path, scan: &Scan, superseded: bool) {
+        if scan.damaged_middle && !superseded && self.out.damaged.is_none() {
+            self.out.damaged = Some(Error::corrupt(
                 path,
                 format!(
                     "a damaged record after LSN {} is followed by valid ones",
@@ -358,9 +401,11 @@ fn read_logs_listed(dir: &Path, from: u64, below: u64, vanished: Vanished) -> Re
                 ),
             ));
         }
-        if ended {
-            continue;
-        }
+    }
+
+    /// Appends the records of `scan` from `from` on while each follows the
+    /// one before; a gap, or a torn tail past `from`, ends the log.
+    fn keep_records(&mut self, scan: Scan) {
         let trailing = scan.trailing;
         // The position the first record past the valid ones would have.
         let end = scan.first_lsn.checked_add(scan.records.len() as u64);
@@ -370,29 +415,29 @@ fn read_logs_listed(dir: &Path, from: u64, below: u64, vanished: Vanished) -> Re
         let mut kept = 0;
         for i in 0..records.len() {
             let r = records[i];
-            if r.lsn < from {
+            if r.lsn < self.from {
                 continue;
             }
             let last = match kept {
-                0 => out.records.last(),
+                0 => self.out.records.last(),
                 k => records.get(k - 1),
             };
             let expected = match last {
-                None => Some(from),
+                None => Some(self.from),
                 Some(l) => l.lsn.checked_add(1),
             };
             if Some(r.lsn) != expected {
-                ended = true;
+                self.ended = true;
                 break;
             }
             records[kept] = r;
             kept += 1;
         }
         records.truncate(kept);
-        if out.records.is_empty() {
-            out.records = records;
+        if self.out.records.is_empty() {
+            self.out.records = records;
         } else {
-            out.records.append(&mut records);
+            self.out.records.append(&mut records);
         }
         // A torn tail ends the log: nothing after it was acknowledged. Not
         // one at or below `from`: such a file is a leftover of a
@@ -400,9 +445,8 @@ fn read_logs_listed(dir: &Path, from: u64, below: u64, vanished: Vanished) -> Re
         // between its manifest and the deletion), and the records from
         // `from` on are in the files after it. Ended there, the replay
         // dropped every acknowledged write of the sessions since.
-        ended |= trailing > 0 && end.is_none_or(|e| e > from);
+        self.ended |= trailing > 0 && end.is_none_or(|e| e > self.from);
     }
-    Ok(out)
 }
 
 /// The shadow copies' part of [`verify`]. One that a later checkpoint
