@@ -28,7 +28,8 @@
 //! at the first record that is short, fails its checksum or breaks the LSN
 //! sequence: the torn tail of the last write before a crash. A file's name
 //! must be its header's first LSN; a damaged file whose records all lie
-//! below the checkpoint is ignored (see [`read_logs`]).
+//! below the checkpoint is ignored; a file of zeros is accepted as the
+//! last one only (see [`read_logs`]).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
@@ -281,7 +282,9 @@ pub(crate) struct Logs {
 /// damage in the middle) is neither an error nor reported; the next
 /// checkpoint deletes it. A file whose name is not the first LSN its
 /// header holds is refused by name wherever it is: the names order the
-/// files, and tell a file past the log from one read.
+/// files, and tell a file past the log from one read. A file of zeros (or
+/// empty) is a header that never reached the disk when it is the last
+/// file, and damage before another (`damaged`, see `LogReader::scan_file`).
 pub(crate) fn read_logs(dir: &Path, from: u64) -> Result<Logs> {
     read_logs_listed(dir, from, from, Vanished::Fail)
 }
@@ -321,7 +324,7 @@ fn read_logs_listed(dir: &Path, from: u64, below: u64, vanished: Vanished) -> Re
     for (i, (named, path)) in listed.iter().enumerate() {
         let next = listed.get(i + 1).map(|(next, _)| *next);
         let superseded = superseded(*named, next, below);
-        let Some(scan) = reader.scan_file(*named, path, superseded)? else {
+        let Some(scan) = reader.scan_file(*named, path, superseded, next.is_none())? else {
             continue;
         };
         reader.note_damaged_middle(path, &scan, superseded);
@@ -362,8 +365,33 @@ impl LogReader {
     /// file that holds nothing to replay or report now: all zeros, gone
     /// under [`Vanished::Skip`], damaged but `superseded`, or damaged past
     /// the end of the records kept (then noted in `damaged`).
-    fn scan_file(&mut self, named: u64, path: &Path, superseded: bool) -> Result<Option<Scan>> {
+    ///
+    /// A file of zeros is a header that never reached the disk only when
+    /// it is the `last` file: a switch syncs the older file before any
+    /// record of the next one counts as durable, so a file of zeros before
+    /// another is damage, noted in `damaged` (as damage in the middle of a
+    /// file is), and the records kept end before it. Skipped silently, it
+    /// left a gap where the replay stopped, and the acknowledged records of
+    /// the files after it were dropped without a word.
+    fn scan_file(
+        &mut self,
+        named: u64,
+        path: &Path,
+        superseded: bool,
+        last: bool,
+    ) -> Result<Option<Scan>> {
         match read_log_into(path, &mut self.buf) {
+            Ok(None) if !last && !superseded => {
+                self.out.damaged.get_or_insert_with(|| {
+                    Error::corrupt(
+                        path,
+                        "log file is all zeros (or empty) but is not the last one: its \
+                         records are lost, and replay cannot go past it to the files after it",
+                    )
+                });
+                self.ended = true;
+                Ok(None)
+            }
             Ok(Some(scan)) if scan.first_lsn != named => Err(Error::corrupt(
                 path,
                 format!(
@@ -487,9 +515,10 @@ fn entries(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
     Ok(out)
 }
 
-/// A log file's records, or `None` for a file of zeros (or empty): a
-/// header that never reached the disk, so a log that holds nothing. The
-/// file is read into `buf`.
+/// A log file's records, or `None` for a file of zeros (or empty): as the
+/// last file, a header that never reached the disk, so a log that holds
+/// nothing; before another, damage (the caller tells which). The file is
+/// read into `buf`.
 fn read_log_into(path: &Path, buf: &mut Vec<u8>) -> Result<Option<Scan>> {
     buf.clear();
     File::open(path)
