@@ -188,3 +188,31 @@ fn a_zeroed_last_log_file_is_accepted() {
     }
     e.close().unwrap();
 }
+
+/// A log file whose header cannot be read (a flipped bit in its magic)
+/// and whose records a recovery needs refuses the open by name, degraded
+/// too: unlike damage after a valid header, it is not gone past
+/// (docs/format.md, "Write-ahead log").
+#[test]
+fn a_needed_log_file_with_a_bad_header_refuses_even_a_degraded_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (crashed, _, _) = two_files(tmp.path());
+    let files = logs(&crashed);
+    assert_eq!(files.len(), 2, "{files:?}");
+    let mut bytes = fs::read(&files[1]).unwrap();
+    bytes[0] ^= 1;
+    fs::write(&files[1], &bytes).unwrap();
+    let name = files[1].file_name().unwrap().to_string_lossy().into_owned();
+    for degraded in [false, true] {
+        let copy = tmp.path().join(format!("copy-{degraded}"));
+        copy_tree(&crashed, &copy);
+        let o = opts().assume_power_loss(true).degraded(degraded);
+        match Engine::open_with(&copy, o) {
+            Err(err @ Error::Corrupt { .. }) => {
+                assert!(err.to_string().contains(&name), "{err}")
+            }
+            Err(err) => panic!("degraded {degraded}: refused, but not as damage: {err}"),
+            Ok(_) => panic!("degraded {degraded}: opened past a bad header"),
+        }
+    }
+}
