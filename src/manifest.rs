@@ -243,6 +243,15 @@ impl Manifest {
                     e.tier
                 ))
             })?;
+            // `f-table-N.seg` names no window: a table entry naming any
+            // but 0 would match its file and then find the file's header
+            // naming window 0, quarantining a healthy table.
+            if tier.is_table() && e.window != 0 {
+                return Err(bad(format!(
+                    "segment {i}: a table names window {} (a table's window is 0)",
+                    e.window
+                )));
+            }
             if e.files.is_empty() || e.files.len() > 64 {
                 return Err(bad(format!(
                     "segment {i} has {} files (1 to 64 allowed)",
@@ -462,6 +471,27 @@ mod tests {
             e.to_string().contains("a lost table names window 20000"),
             "{e}"
         );
+    }
+
+    /// A table's segment entry names window 0 too: its file name says
+    /// nothing of the window, so another is refused here, not by the
+    /// table's header at open.
+    #[test]
+    fn a_table_segment_names_window_zero() {
+        let p = Path::new("MANIFEST");
+        let mut m = sample();
+        m.config.tiers.push(crate::config::Tier::fingerprint(30));
+        let table = m.config.tiers.len() - 1;
+        m.segments.push(SegmentEntry {
+            tier: table,
+            window: 0,
+            files: vec![file_name("f", window::Span::Day, 0, 0).unwrap()],
+            first: 0,
+        });
+        assert_eq!(Manifest::decode(&m.encode(), p).unwrap(), m);
+        m.segments[1].window = 5;
+        let e = Manifest::decode(&m.encode(), p).unwrap_err();
+        assert!(e.to_string().contains("a table names window 5"), "{e}");
     }
 
     #[test]
