@@ -42,6 +42,10 @@ pub(crate) const VERSION_LOST: u32 = 3;
 const PREFIX: usize = 20;
 /// Larger manifests are refused as corrupt (10,000 windows x 16 tiers fit easily).
 const MAX_BODY: u64 = 256 << 20;
+/// Generations from here on are refused as corrupt: no engine replaces its
+/// manifest that often (a billion times a second for a century stays
+/// below it), and the next replacement adds one.
+const MAX_GENERATION: u64 = 1 << 62;
 
 /// The decoded manifest body.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -222,6 +226,12 @@ impl Manifest {
         self.config
             .validate()
             .map_err(|e| bad(format!("stored configuration: {e}")))?;
+        if self.generation >= MAX_GENERATION {
+            return Err(bad(format!(
+                "generation {} is not below 2^62",
+                self.generation
+            )));
+        }
         for l in &self.lost {
             let tier = self.config.tiers.get(l.tier).ok_or_else(|| {
                 bad(format!(
@@ -492,6 +502,21 @@ mod tests {
         m.segments[1].window = 5;
         let e = Manifest::decode(&m.encode(), p).unwrap_err();
         assert!(e.to_string().contains("a table names window 5"), "{e}");
+    }
+
+    /// A generation the next replacement could not add one to (or that
+    /// no engine reaches) is refused.
+    #[test]
+    fn a_generation_from_2_pow_62_is_refused() {
+        let p = Path::new("MANIFEST");
+        let mut m = sample();
+        m.generation = MAX_GENERATION - 1;
+        assert_eq!(Manifest::decode(&m.encode(), p).unwrap(), m);
+        for g in [MAX_GENERATION, u64::MAX] {
+            m.generation = g;
+            let e = Manifest::decode(&m.encode(), p).unwrap_err();
+            assert!(e.to_string().contains("generation"), "{e}");
+        }
     }
 
     #[test]

@@ -103,3 +103,19 @@ fn a_table_entry_names_window_zero() {
     assert_eq!(tables(), 1, "the table file stays in seg/");
     assert!(!dir.join("quarantine").exists(), "nothing is quarantined");
 }
+
+/// `generation` goes up by one at every replacement: a manifest whose
+/// generation cannot (`u64::MAX`) made the first replacement after the
+/// open (here the day's rotation) overflow, a panic under overflow checks.
+#[test]
+fn a_generation_past_its_range_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    let clock = ManualClock::new(day(0));
+    make(&dir, &clock);
+    clock.set(day(1));
+    let e = corrupt_manifest(open_edited(&dir, &clock, |j| {
+        j["generation"] = Value::from(u64::MAX);
+    }));
+    assert!(e.to_string().contains("generation"), "{e}");
+}
