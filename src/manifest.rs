@@ -46,6 +46,9 @@ const MAX_BODY: u64 = 256 << 20;
 /// manifest that often (a billion times a second for a century stays
 /// below it), and the next replacement adds one.
 const MAX_GENERATION: u64 = 1 << 62;
+/// The last instant the engine's clock accepts (9999-12-31T23:59:59Z, as
+/// in `clock`): no table takes a later day than this instant's.
+const LAST_INSTANT: i64 = 253_402_300_799;
 
 /// The decoded manifest body.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -230,6 +233,16 @@ impl Manifest {
             return Err(bad(format!(
                 "generation {} is not below 2^62",
                 self.generation
+            )));
+        }
+        // Not a day any clock the engine accepts reaches: read at it, the
+        // tables' every key would look expired.
+        let last_day = window::index(window::Span::Day, LAST_INSTANT, self.config.utc_offset_secs)
+            .unwrap_or(i64::MAX);
+        if i64::from(self.table_day) > last_day {
+            return Err(bad(format!(
+                "table_day {} is past the last day the clock reaches ({last_day})",
+                self.table_day
             )));
         }
         for l in &self.lost {
@@ -517,6 +530,23 @@ mod tests {
             let e = Manifest::decode(&m.encode(), p).unwrap_err();
             assert!(e.to_string().contains("generation"), "{e}");
         }
+    }
+
+    /// `table_day` reaches at most the day of the last instant the clock
+    /// accepts, in the configured offset.
+    #[test]
+    fn a_table_day_past_the_clocks_last_day_is_refused() {
+        let p = Path::new("MANIFEST");
+        let mut m = sample();
+        let last = u32::try_from(LAST_INSTANT / 86_400).unwrap();
+        m.table_day = last;
+        assert_eq!(Manifest::decode(&m.encode(), p).unwrap(), m);
+        m.table_day = last + 1;
+        let e = Manifest::decode(&m.encode(), p).unwrap_err();
+        assert!(e.to_string().contains("table_day"), "{e}");
+        // East of UTC that instant is a day later.
+        m.config.utc_offset_secs = 3600;
+        assert_eq!(Manifest::decode(&m.encode(), p).unwrap(), m);
     }
 
     #[test]

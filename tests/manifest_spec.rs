@@ -119,3 +119,19 @@ fn a_generation_past_its_range_is_refused() {
     }));
     assert!(e.to_string().contains("generation"), "{e}");
 }
+
+/// `table_day` is a day the tables were read and written at, so no later
+/// than the last day the engine's clock accepts (9999-12-31). A manifest
+/// naming a later one opened, and its tables were then read at that day:
+/// every key they held read as expired (and `"kept"` as new).
+#[test]
+fn a_table_day_past_year_9999_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("crawl.tb");
+    let clock = ManualClock::new(day(0));
+    make(&dir, &clock);
+    let e = corrupt_manifest(open_edited(&dir, &clock, |j| {
+        j["table_day"] = Value::from(u32::MAX);
+    }));
+    assert!(e.to_string().contains("table_day"), "{e}");
+}
