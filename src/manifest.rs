@@ -258,6 +258,14 @@ impl Manifest {
                     l.window
                 )));
             }
+            // A window no segment entry could have named (its file name
+            // has no label) was lost by no open.
+            if !tier.is_table() && window::label(tier.span, l.window).is_none() {
+                return Err(bad(format!(
+                    "a lost window: window {} out of range",
+                    l.window
+                )));
+            }
         }
         for (i, e) in self.segments.iter().enumerate() {
             let tier = self.config.tiers.get(e.tier).ok_or_else(|| {
@@ -547,6 +555,25 @@ mod tests {
         // East of UTC that instant is a day later.
         m.config.utc_offset_secs = 3600;
         assert_eq!(Manifest::decode(&m.encode(), p).unwrap(), m);
+    }
+
+    /// A lost window of a windowed tier is one a segment entry could
+    /// have named: a window whose label exists (years 0 to 9999).
+    #[test]
+    fn a_lost_window_past_the_labels_is_refused() {
+        let p = Path::new("MANIFEST");
+        let mut m = sample();
+        m.lost = vec![LostWindow {
+            tier: 0,
+            window: 19_990,
+            expires: 1_798_761_600,
+        }];
+        assert_eq!(Manifest::decode(&m.encode(), p).unwrap(), m);
+        for w in [i64::MAX, i64::MIN, -719_529, 2_932_897] {
+            m.lost[0].window = w;
+            let e = Manifest::decode(&m.encode(), p).unwrap_err();
+            assert!(e.to_string().contains("out of range"), "{w}: {e}");
+        }
     }
 
     #[test]
