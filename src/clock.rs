@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::error::{Error, Result};
 
 /// The latest instant the engine accepts: 9999-12-31T23:59:59Z.
-const MAX_INSTANT: i64 = 253_402_300_799;
+pub(crate) const MAX_INSTANT: i64 = 253_402_300_799;
 
 /// Where the engine reads the time. Tests and backfills inject their own.
 pub trait Clock: Send + Sync {

@@ -46,9 +46,9 @@ const MAX_BODY: u64 = 256 << 20;
 /// manifest that often (a billion times a second for a century stays
 /// below it), and the next replacement adds one.
 const MAX_GENERATION: u64 = 1 << 62;
-/// The last instant the engine's clock accepts (9999-12-31T23:59:59Z, as
-/// in `clock`): no table takes a later day than this instant's.
-const LAST_INSTANT: i64 = 253_402_300_799;
+/// The last instant the engine's clock accepts (9999-12-31T23:59:59Z): no
+/// table takes a later day than this instant's.
+const LAST_INSTANT: i64 = crate::clock::MAX_INSTANT;
 
 /// The decoded manifest body.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
