@@ -80,6 +80,34 @@ fn lines_read_after_the_reader_of_stdout_left_are_not_recorded() {
     assert_eq!(stdout(&again), second);
 }
 
+/// 100,000 keys that are costly to make canonical (URLs of 40 parameters
+/// and dot segments) in `dir/keys.txt`: reading them takes seconds. The
+/// path and the text.
+fn costly_keys(dir: &std::path::Path) -> (std::path::PathBuf, String) {
+    let keys = dir.join("keys.txt");
+    let query: String = (1..=40).rev().map(|j| format!("&p{j}=v{j}")).collect();
+    let text: String = (0..100_000)
+        .map(|i| format!("https://Example.com/a/./b/../{i}?x=1{query}\n"))
+        .collect();
+    std::fs::write(&keys, &text).unwrap();
+    (keys, text)
+}
+
+/// Sends `sig` to `child` 300 ms after its first byte on stderr (the note
+/// on creating the engine, which comes after the signals are set up), and
+/// returns the rest of its stderr.
+fn signal_once_started(child: &mut std::process::Child, sig: rustix::process::Signal) -> String {
+    use std::io::Read;
+    let mut err = child.stderr.take().unwrap();
+    let mut first = [0u8; 1];
+    err.read_exact(&mut first).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    rustix::process::kill_process(rustix::process::Pid::from_child(child), sig).unwrap();
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    rest
+}
+
 /// SIGTERM, SIGINT or SIGHUP while `filter-new` reads a file (not waiting
 /// for input: a regular file never keeps it waiting) is held as during a
 /// batch: the command stops between batches, closes the engine, prints
@@ -89,19 +117,12 @@ fn lines_read_after_the_reader_of_stdout_left_are_not_recorded() {
 /// not closed.
 #[test]
 fn a_signal_while_reading_a_file_is_held_until_the_batch_is_done() {
-    use std::io::Read;
     use std::os::unix::process::ExitStatusExt;
-    use std::time::Duration;
 
-    use rustix::process::{kill_process, Pid, Signal};
+    use rustix::process::Signal;
 
     let tmp = tempfile::tempdir().unwrap();
-    let keys = tmp.path().join("keys.txt");
-    let query: String = (1..=40).rev().map(|j| format!("&p{j}=v{j}")).collect();
-    let text: String = (0..100_000)
-        .map(|i| format!("https://Example.com/a/./b/../{i}?x=1{query}\n"))
-        .collect();
-    std::fs::write(&keys, text).unwrap();
+    let (keys, _) = costly_keys(tmp.path());
     for sig in [Signal::TERM, Signal::INT, Signal::HUP] {
         let db = tmp.path().join(format!("db-{}", sig.as_raw()));
         let mut child = filter_new_command(
@@ -120,15 +141,7 @@ fn a_signal_while_reading_a_file_is_held_until_the_batch_is_done() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-        // The note on creating the engine comes after the signals are set
-        // up; reading the file takes seconds.
-        let mut err = child.stderr.take().unwrap();
-        let mut first = [0u8; 1];
-        err.read_exact(&mut first).unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-        kill_process(Pid::from_child(&child), sig).unwrap();
-        let mut rest = String::new();
-        err.read_to_string(&mut rest).unwrap();
+        let rest = signal_once_started(&mut child, sig);
         let status = child.wait().unwrap();
         assert!(!rest.contains("panicked"), "{rest}");
         assert_eq!(status.signal(), Some(sig.as_raw()), "{sig:?}: {rest}");
@@ -147,19 +160,12 @@ fn a_signal_while_reading_a_file_is_held_until_the_batch_is_done() {
 /// count, whatever it had recorded.
 #[test]
 fn add_stopped_by_a_signal_reports_what_it_recorded() {
-    use std::io::Read;
     use std::os::unix::process::ExitStatusExt;
-    use std::time::Duration;
 
-    use rustix::process::{kill_process, Pid, Signal};
+    use rustix::process::Signal;
 
     let tmp = tempfile::tempdir().unwrap();
-    let keys = tmp.path().join("keys.txt");
-    let query: String = (1..=40).rev().map(|j| format!("&p{j}=v{j}")).collect();
-    let text: String = (0..100_000)
-        .map(|i| format!("https://Example.com/a/./b/../{i}?x=1{query}\n"))
-        .collect();
-    std::fs::write(&keys, &text).unwrap();
+    let (keys, text) = costly_keys(tmp.path());
     for sig in [Signal::TERM, Signal::INT, Signal::HUP] {
         let db = tmp.path().join(format!("db-{}", sig.as_raw()));
         let mut child = Command::new(BIN)
@@ -179,15 +185,7 @@ fn add_stopped_by_a_signal_reports_what_it_recorded() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        // The note on creating the engine comes after the signals are set
-        // up; reading the file takes seconds.
-        let mut err = child.stderr.take().unwrap();
-        let mut first = [0u8; 1];
-        err.read_exact(&mut first).unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-        kill_process(Pid::from_child(&child), sig).unwrap();
-        let mut rest = String::new();
-        err.read_to_string(&mut rest).unwrap();
+        let rest = signal_once_started(&mut child, sig);
         let out = read_stdout(&mut child);
         let status = child.wait().unwrap();
         assert!(!rest.contains("panicked"), "{rest}");
@@ -243,12 +241,7 @@ fn remove_stopped_by_a_signal_reports_what_it_removed() {
 
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
-    let keys = tmp.path().join("keys.txt");
-    let query: String = (1..=40).rev().map(|j| format!("&p{j}=v{j}")).collect();
-    let text: String = (0..100_000)
-        .map(|i| format!("https://Example.com/a/./b/../{i}?x=1{query}\n"))
-        .collect();
-    std::fs::write(&keys, &text).unwrap();
+    let (keys, text) = costly_keys(tmp.path());
     let added: String = text
         .lines()
         .take(10_000)
