@@ -73,3 +73,23 @@ fn a_table_has_the_buckets_the_sizing_formula_gives() {
     assert_eq!(keys, 200_020);
     assert!((per_key * keys as f64 / 512.0 - 10_528.0).abs() < 0.01);
 }
+
+/// fingerprint.md, "Days": an `Nd:fingerprint` tier gives the kernel
+/// `R = N - 1`, up to `MAX_RETENTION = 509`, so `N` runs from 2 to 510.
+#[test]
+fn a_fingerprint_tier_keeps_two_to_510_days() {
+    for (days, ok) in [(1, false), (2, true), (510, true), (511, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_timebloom"))
+            .current_dir(dir.path())
+            .args(["plan", "--tiers", &format!("{days}d:fingerprint")])
+            .args(["--items-per-day", "10"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.success(), ok, "{days} days: {out:?}");
+        if !ok {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("2 to 510 days"), "{err}");
+        }
+    }
+}
