@@ -446,12 +446,16 @@ fn readers_against_kicks(geo: Geometry, nb: u64) {
     let stop = AtomicBool::new(false);
     let checks = AtomicU64::new(0);
     let misses = AtomicU64::new(0);
+    // The writer starts once both readers run: a writer done before they
+    // were scheduled left the test with no lookup during the kicks.
+    let ready = AtomicUsize::new(0);
     std::thread::scope(|s| {
         for r in 0..2u64 {
             let (t, keys, acked, done, stop) = (&t, &keys, &acked, &done, &stop);
-            let (checks, misses) = (&checks, &misses);
+            let (checks, misses, ready) = (&checks, &misses, &ready);
             s.spawn(move || {
                 let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64 ^ r);
+                ready.fetch_add(1, Ordering::AcqRel);
                 while !stop.load(Ordering::Acquire) {
                     let c = done.load(Ordering::Acquire);
                     if c == 0 {
@@ -474,8 +478,16 @@ fn readers_against_kicks(geo: Geometry, nb: u64) {
                 }
             });
         }
+        while ready.load(Ordering::Acquire) < 2 {
+            std::thread::yield_now();
+        }
         let mut full = 0;
         for (i, h) in keys.iter().enumerate() {
+            // Readers get the cores now and then on a machine of fewer
+            // cores than threads.
+            if i % 256 == 0 {
+                std::thread::yield_now();
+            }
             if t.insert(*h, 20) == Insert::Full {
                 full += 1;
             } else {
@@ -492,6 +504,10 @@ fn readers_against_kicks(geo: Geometry, nb: u64) {
         );
     });
     assert!(shared.moves() > 500, "kicked {} times", shared.moves());
+    assert!(
+        checks.load(Ordering::Relaxed) > 0,
+        "no lookup ran while the writer kicked"
+    );
     assert_eq!(misses.load(Ordering::Relaxed), 0);
     for (h, a) in keys.iter().zip(&acked) {
         if a.load(Ordering::Relaxed) {
