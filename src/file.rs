@@ -46,6 +46,18 @@ pub(crate) fn fsync_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Makes the directory `dir` inside `parent` when it is missing, and then
+/// syncs `parent`, so that a file made in `dir` and counted durable is not
+/// lost with the new directory's entry.
+pub(crate) fn create_dir_in(parent: &Path, dir: &Path) -> Result<()> {
+    let made = !dir.is_dir();
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
+    if made {
+        fsync_dir(parent)?;
+    }
+    Ok(())
+}
+
 /// Makes a file's data durable (`fdatasync`).
 pub(crate) fn sync_data(file: &File, path: &Path, op: &'static str) -> Result<()> {
     check(op, path)?;

@@ -269,7 +269,11 @@ impl Engine {
         if self.policy == SyncPolicy::None {
             return leave_log(snap, wal_dir, had_log);
         }
-        self.make_wal_dir(wal_dir)?;
+        // A `wal/` made here (the engine ran under `none` so far) is named
+        // in the engine's directory durably before any record in it counts
+        // as durable: an open that writes no manifest syncs that directory
+        // nowhere else, and a power loss took `wal/` with the log.
+        crate::file::create_dir_in(&self.dir, wal_dir)?;
         record_boot(wal_dir)?;
         let (next, stale) = next_position(wal_dir, c, &records)?;
         if let Some(n) = stale {
@@ -283,20 +287,6 @@ impl Engine {
         }
         if let SyncPolicy::Interval(every) = self.policy {
             *self.syncer.get_mut() = Some(Syncer::start(log, every));
-        }
-        Ok(())
-    }
-
-    /// A step of `start_durability_with`: makes `wal/` if it is missing.
-    fn make_wal_dir(&self, wal_dir: &Path) -> Result<()> {
-        // A `wal/` made here (the engine ran under `none` so far) is named
-        // in the engine's directory durably before any record in it counts
-        // as durable: an open that writes no manifest syncs that directory
-        // nowhere else, and a power loss took `wal/` with the log.
-        let made = !wal_dir.is_dir();
-        fs::create_dir_all(wal_dir).map_err(|e| Error::io("create directory", wal_dir, e))?;
-        if made {
-            crate::file::fsync_dir(&self.dir)?;
         }
         Ok(())
     }

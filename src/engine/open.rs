@@ -65,11 +65,7 @@ fn quarantine(dir: &Path, name: &str, err: &Error, read_only: bool) -> Result<Op
     // A `quarantine/` made here is named durably before a file moves into
     // it: lost to a power loss, it took the file, which `seg/` no longer
     // named, and every later open was refused with "not found".
-    let made = !qdir.is_dir();
-    fs::create_dir_all(&qdir).map_err(|e| Error::io("create directory", &qdir, e))?;
-    if made {
-        crate::file::fsync_dir(dir)?;
-    }
+    crate::file::create_dir_in(dir, &qdir)?;
     // A window made anew after an earlier quarantine has the same file
     // names: a second damaged copy is kept beside the first (`NAME.2`, ...),
     // not renamed over it.
