@@ -46,9 +46,6 @@ const MAX_BODY: u64 = 256 << 20;
 /// manifest that often (a billion times a second for a century stays
 /// below it), and the next replacement adds one.
 const MAX_GENERATION: u64 = 1 << 62;
-/// The last instant the engine's clock accepts (9999-12-31T23:59:59Z): no
-/// table takes a later day than this instant's.
-const LAST_INSTANT: i64 = crate::clock::MAX_INSTANT;
 
 /// The decoded manifest body.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -237,8 +234,12 @@ impl Manifest {
         }
         // Not a day any clock the engine accepts reaches: read at it, the
         // tables' every key would look expired.
-        let last_day = window::index(window::Span::Day, LAST_INSTANT, self.config.utc_offset_secs)
-            .unwrap_or(i64::MAX);
+        let last_day = window::index(
+            window::Span::Day,
+            crate::clock::MAX_INSTANT,
+            self.config.utc_offset_secs,
+        )
+        .unwrap_or(i64::MAX);
         if i64::from(self.table_day) > last_day {
             return Err(bad(format!(
                 "table_day {} is past the last day the clock reaches ({last_day})",
@@ -546,7 +547,7 @@ mod tests {
     fn a_table_day_past_the_clocks_last_day_is_refused() {
         let p = Path::new("MANIFEST");
         let mut m = sample();
-        let last = u32::try_from(LAST_INSTANT / 86_400).unwrap();
+        let last = u32::try_from(crate::clock::MAX_INSTANT / 86_400).unwrap();
         m.table_day = last;
         assert_eq!(Manifest::decode(&m.encode(), p).unwrap(), m);
         m.table_day = last + 1;
