@@ -143,7 +143,10 @@ fn deleted_directories_lose_no_key() {
 /// hold), and fills of 2^64 - 1: sub-filters that deep are planned past
 /// 2^64 bytes. Before, `stats` panicked on an overflow (`attempt to add
 /// with overflow`) adding up their sizes; now every call answers or fails
-/// with an error, and no acknowledged key reads as absent.
+/// with an error, and no acknowledged key reads as absent. (Only the
+/// directory's window fields are raised: its `engine` field, raised too
+/// at first, made every call fail as another engine's before any chain
+/// was read.)
 #[test]
 fn a_chain_length_past_any_string_does_not_panic() {
     if !require("a_chain_length_past_any_string_does_not_panic") {
@@ -158,7 +161,7 @@ fn a_chain_length_past_any_string_does_not_panic() {
             .cli(&["HKEYS", d])
             .lines()
             .map(|l| l.trim().to_string())
-            .filter(|l| !l.is_empty() && !l.contains(':'))
+            .filter(|l| l.parse::<i64>().is_ok())
             .collect();
         assert!(!windows.is_empty(), "{d} names no window");
         for w in windows {
@@ -200,4 +203,37 @@ fn a_chain_length_past_any_string_does_not_panic() {
         Err(err) => Err(err.to_string()),
     });
     assert_eq!(again, 0, "{again} acknowledged keys reported new again");
+}
+
+/// A directory listing a chain longer than any engine grows (65
+/// sub-filters, past the longest, 64): the script reports the longer
+/// chain, the client could never send it, and every call failed after
+/// its rounds with "the chain lengths kept changing", lookups under the
+/// name of the check-and-insert command. Each call now fails at once,
+/// under its own command's name, saying what the directory holds.
+#[test]
+fn a_chain_past_the_longest_fails_naming_the_call() {
+    if !require("a_chain_past_the_longest_fails_naming_the_call") {
+        return;
+    }
+    let (server, e, pre, keys) = engine_with_keys("pastlongest", 175);
+    let dirs = keys_of(&server, &format!("{pre}:*:dir:*"));
+    assert!(!dirs.is_empty());
+    for d in &dirs {
+        for w in server.cli(&["HKEYS", d]).lines().map(str::trim) {
+            if w.parse::<i64>().is_ok() {
+                server.cli(&["HSET", d, w, "65"]);
+            }
+        }
+    }
+    let check = e.contains_batch(&keys).expect_err("a lookup").to_string();
+    assert!(
+        check.contains("EVALSHA check:") || check.contains("EVALSHA check "),
+        "{check}"
+    );
+    assert!(!check.contains("check-and-insert"), "{check}");
+    assert!(check.contains("65 sub-filters") && check.contains(":dir:"), "{check}");
+    let insert = e.insert_batch(&keys).expect_err("an insert").to_string();
+    assert!(insert.contains("EVALSHA check-and-insert"), "{insert}");
+    assert!(insert.contains("65 sub-filters"), "{insert}");
 }

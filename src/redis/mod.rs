@@ -252,6 +252,16 @@ enum Mode {
     Check,
 }
 
+impl Mode {
+    /// The script call as errors name it.
+    fn command(self) -> &'static str {
+        match self {
+            Mode::Insert | Mode::Due => "EVALSHA check-and-insert",
+            Mode::Check => "EVALSHA check",
+        }
+    }
+}
+
 struct State {
     link: Link,
     /// Sub-filters per `(tier, window)` as last seen; 1 when absent.
@@ -1189,7 +1199,8 @@ impl RedisEngine {
             let mut stale = Vec::new();
             for ((&g, call), reply) in pending.iter().zip(&calls).zip(&replies) {
                 let group = &groups[g];
-                if !self.take_reply(&mut st, group, call, reply, &mut out, &mut grown)? {
+                let cmd = mode.command();
+                if !self.take_reply(&mut st, cmd, group, call, reply, &mut out, &mut grown)? {
                     stale.push(g);
                 }
             }
@@ -1202,7 +1213,7 @@ impl RedisEngine {
         }
         if !pending.is_empty() {
             return Err(RedisError::bad_reply(
-                "EVALSHA check-and-insert",
+                mode.command(),
                 &self.names.config(),
                 "the chain lengths kept changing",
             ));
@@ -1223,10 +1234,7 @@ impl RedisEngine {
         let sha = &self.sha;
         let config_key = self.names.config();
         let mut replies = st.link.run(
-            match mode {
-                Mode::Insert | Mode::Due => "EVALSHA check-and-insert",
-                Mode::Check => "EVALSHA check",
-            },
+            mode.command(),
             |i| {
                 calls
                     .get(i)
@@ -1263,7 +1271,7 @@ impl RedisEngine {
         )?;
         if replies.len() != calls.len() + 1 {
             return Err(RedisError::bad_reply(
-                "EVALSHA check-and-insert",
+                mode.command(),
                 &config_key,
                 "one reply per command expected",
             ));
@@ -1281,16 +1289,17 @@ impl RedisEngine {
     /// the directories it saw exist, and the chains it saw longer than
     /// known into `grown`. False when the call was stale (the longer
     /// chain is learnt; the group is to be sent again).
+    #[allow(clippy::too_many_arguments)]
     fn take_reply(
         &self,
         st: &mut State,
+        cmd: &str,
         group: &Group,
         call: &Call,
         reply: &Value,
         out: &mut [bool],
         grown: &mut Vec<(usize, i64, u32)>,
     ) -> Result<bool> {
-        let cmd = "EVALSHA check-and-insert";
         let bad = |why: &str| RedisError::bad_reply(cmd, &call.keys[0], why);
         let Value::Array(items) = reply else {
             return Err(bad("not an array"));
@@ -1304,19 +1313,36 @@ impl RedisEngine {
             .and_then(bulk)
             .map(|b| String::from_utf8_lossy(b).into_owned())
             .ok_or_else(|| bad("no payload"))?;
+        // The key of the directory a report starts with (its index among
+        // the call's keys; Lua counts from 1).
+        let dir_of = |report: &str| {
+            let d = report.split(' ').next()?.parse::<usize>().ok()?;
+            call.keys.get(d.checked_sub(1)?)
+        };
         if status == 2 {
             // A directory this client has seen is gone.
-            let dir = payload.parse::<usize>().ok();
-            let dir = dir.and_then(|d| call.keys.get(d.checked_sub(1)?));
-            let dir = dir.ok_or_else(|| bad("a malformed lost directory"))?;
+            let dir = dir_of(&payload).ok_or_else(|| bad("a malformed lost directory"))?;
             return Err(self.dir_lost(st, dir));
         }
         if status == 0 {
             // A shard knows a longer chain: learn it, send again.
             let (ti, w, n) = parse_report(&payload, &call.dir_tier)
                 .ok_or_else(|| bad("a malformed stale report"))?;
+            // A chain no client grows (longer than the longest, or with
+            // sub-filters past what Redis holds): no call could name it,
+            // and every resend would be stale again.
+            let most = self.held(ti, n.min(MAX_CHAIN));
+            if n > most {
+                let key = dir_of(&payload).unwrap_or(&call.keys[0]);
+                let tier = &self.stored.config.tiers[ti];
+                let why = format!(
+                    "the directory lists {n} sub-filters for window {w} of tier {tier}, \
+                     more than the {most} its chain can grow to (an edited directory)"
+                );
+                return Err(RedisError::bad_reply(cmd, key, why));
+            }
             let e = st.chains.entry((ti, w)).or_insert(1);
-            *e = (*e).max(n.min(MAX_CHAIN));
+            *e = (*e).max(n);
             return Ok(false);
         }
         let (answers, chains) = payload.split_once('|').ok_or_else(|| bad("no '|'"))?;
@@ -1337,6 +1363,7 @@ impl RedisEngine {
         for rep in chains.split(';').filter(|r| !r.is_empty()) {
             let (ti, w, n) =
                 parse_report(rep, &call.dir_tier).ok_or_else(|| bad("a malformed chain report"))?;
+            let n = n.min(MAX_CHAIN);
             let known = st.chains.entry((ti, w)).or_insert(1);
             if n > *known {
                 *known = n;
@@ -1772,13 +1799,14 @@ fn reads(span: window::Span, first: i64, cur: i64) -> Vec<(i64, bool, bool)> {
         .collect()
 }
 
-/// A `<dir index> <window> <n>` report of the script: `(tier, window, n)`.
+/// A `<dir index> <window> <n>` report of the script: `(tier, window, n)`,
+/// `n` at least 1 and as reported (callers bound it).
 fn parse_report(rep: &str, dir_tier: &HashMap<usize, usize>) -> Option<(usize, i64, u32)> {
     let mut f = rep.split(' ');
     let ti = *dir_tier.get(&f.next()?.parse::<usize>().ok()?)?;
     let w = f.next()?.parse::<i64>().ok()?;
     let n = f.next()?.parse::<u32>().ok()?;
-    Some((ti, w, n.clamp(1, MAX_CHAIN)))
+    Some((ti, w, n.max(1)))
 }
 
 /// The keys of one script call: a chunk of one shard's keys.
