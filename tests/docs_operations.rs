@@ -374,3 +374,58 @@ fn the_readme_main_job_prints_each_url_once() {
     assert_exit(&out, 0);
     assert_eq!(stdout(&out), "https://a.example/1\nhttps://a.example/2\n");
 }
+
+/// "A damaged `MANIFEST` ... refuses every open, `--degraded` too (exit
+/// 2), and `verify` reports it (exit 1)"; a copy of it from the same
+/// moment as `seg/` opens again.
+#[test]
+fn a_damaged_manifest_refuses_every_open_until_restored() {
+    let (tmp, db) = temp_db();
+    two_days(&db);
+    let saved = tmp.path().join("MANIFEST");
+    fs::copy(db.join("MANIFEST"), &saved).unwrap();
+    let mut bytes = fs::read(db.join("MANIFEST")).unwrap();
+    bytes[100] ^= 0x01;
+    fs::write(db.join("MANIFEST"), &bytes).unwrap();
+    let out = at("verify", &db, DAY1, &[], b"");
+    assert_exit(&out, 1);
+    assert_stderr_contains(&out, "MANIFEST: corrupt: checksum mismatch: expected 0x");
+    for flags in [&[][..], &["--degraded"][..]] {
+        let out = at("add", &db, DAY1, flags, b"x\n");
+        assert_exit(&out, 2);
+        assert_stderr_contains(&out, "MANIFEST: corrupt");
+    }
+    fs::write(db.join("MANIFEST"), &bytes[..50]).unwrap();
+    let out = at("verify", &db, DAY1, &[], b"");
+    assert_exit(&out, 1);
+    assert_stderr_contains(&out, "MANIFEST: corrupt: body length: header says");
+    fs::copy(&saved, db.join("MANIFEST")).unwrap();
+    assert_exit(&at("add", &db, DAY1, &[], b"x\n"), 0);
+    assert_exit(&at("check", &db, DAY1, &[], b"a\nd\n"), 0);
+}
+
+/// "A `MANIFEST` older than `seg/` costs keys without a word: an open
+/// deletes the files in `seg/` it does not name ... and only the other
+/// tiers still hold their keys."
+#[test]
+fn an_older_manifest_deletes_the_windows_opened_since() {
+    let (tmp, db) = temp_db();
+    assert_exit(&cmd("create", &db, &["--tiers", "7d,4w"], b""), 0);
+    assert_exit(&cmd("add", &db, &[], b"a\n"), 0);
+    let old = tmp.path().join("MANIFEST");
+    fs::copy(db.join("MANIFEST"), &old).unwrap();
+    assert_exit(&at("add", &db, DAY1, &[], b"b\n"), 0);
+    let day2 = "2026-11-04T12:00:00Z";
+    assert_exit(&at("add", &db, day2, &[], b"c\n"), 0);
+    assert!(db.join("seg").join("d-20261103-0.seg").exists());
+    fs::copy(&old, db.join("MANIFEST")).unwrap();
+    let out = at("add", &db, day2, &[], b"x\n");
+    assert_exit(&out, 0);
+    assert!(!stderr(&out).contains("d-20261103"), "{}", stderr(&out));
+    assert!(!db.join("seg").join("d-20261103-0.seg").exists());
+    assert_exit(&at("verify", &db, day2, &[], b""), 0);
+    // The weekly tier still holds the day's key.
+    assert_exit(&at("check", &db, day2, &[], b"b\n"), 0);
+    let out = at("check", &db, day2, &["--within", "1d"], b"c\n");
+    assert_exit(&out, 1);
+}
