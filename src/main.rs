@@ -725,7 +725,8 @@ fn open_or_create_dir(
 }
 
 /// After a writing open with `--degraded`: names on stderr the windows the
-/// open went on without and those it recovered without their shadow copy.
+/// open went on without, those it recovered without their shadow copy, and
+/// the log damage whose later writes it did not replay.
 /// The manifest stops naming a lost window as live: a later `stats` lists
 /// it only among the windows lost earlier (`lost_earlier`, kept while
 /// other tiers are looked in for it), so this note is the command's word
@@ -747,6 +748,12 @@ fn note_degraded(dir: &std::path::Path, engine: &Engine, degraded: bool) -> CliR
             "{}: opened degraded; recovered without a damaged shadow copy (counts may be off): {}",
             dir.display(),
             s.unrestored_windows.join(", ")
+        ));
+    }
+    if let Some(damage) = &s.log_damage {
+        note(format_args!(
+            "{}: opened degraded past {damage}",
+            dir.display()
         ));
     }
     Ok(())

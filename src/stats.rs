@@ -27,6 +27,14 @@ pub struct Stats {
     /// present) or too low (a key may read absent). See
     /// docs/operations.md, "Checking and recovering".
     pub unrestored_windows: Vec<String>,
+    /// The damage in the middle of the log that this open's recovery went
+    /// past ([`crate::Options::degraded`]): the error naming the log file,
+    /// then that the log's writes after it were not replayed, so keys
+    /// acknowledged after it may read absent and counts may be off (see
+    /// docs/operations.md, "Checking and recovering"). `None` when this
+    /// open replayed the whole log or replayed nothing; the open's
+    /// checkpoint leaves no damage for a later open to report.
+    pub log_damage: Option<String>,
     /// The configured false-positive rate of one query.
     pub fpr: f64,
     /// The configured keys per day.

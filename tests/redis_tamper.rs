@@ -232,7 +232,10 @@ fn a_chain_past_the_longest_fails_naming_the_call() {
         "{check}"
     );
     assert!(!check.contains("check-and-insert"), "{check}");
-    assert!(check.contains("65 sub-filters") && check.contains(":dir:"), "{check}");
+    assert!(
+        check.contains("65 sub-filters") && check.contains(":dir:"),
+        "{check}"
+    );
     let insert = e.insert_batch(&keys).expect_err("an insert").to_string();
     assert!(insert.contains("EVALSHA check-and-insert"), "{insert}");
     assert!(insert.contains("65 sub-filters"), "{insert}");

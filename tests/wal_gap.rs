@@ -162,8 +162,18 @@ fn a_zeroed_log_file_before_another_is_refused_by_name() {
             );
         }
     }
-    // Degraded, the open goes on with what the log holds up to the damage.
+    // Degraded, the open goes on with what the log holds up to the damage,
+    // and its stats name the damage it went past.
     let e = Engine::open_with(&degraded, opts().assume_power_loss(true).degraded(true)).unwrap();
+    let damage = e.stats().unwrap().log_damage;
+    assert!(
+        damage.as_deref().is_some_and(|d| d.contains(&name)),
+        "{damage:?}"
+    );
+    e.close().unwrap();
+    // The next open replays nothing past damage, and says none.
+    let e = Engine::open_with(&degraded, opts().assume_power_loss(true)).unwrap();
+    assert_eq!(e.stats().unwrap().log_damage, None);
     e.close().unwrap();
 }
 

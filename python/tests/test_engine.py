@@ -450,6 +450,7 @@ def test_corrupt_segment_is_a_corrupt_error_naming_the_file(tb_dir):
     # degraded=True goes on without the window, and says so.
     with Engine.open(tb_dir, clock=clock, degraded=True) as e:
         assert e.stats()["lost_windows"] == ["2d 20260310"]
+        assert e.stats()["log_damage"] is None  # no log damage gone past
         assert "b" in e and "a" not in e
     with Engine.open(tb_dir, clock=clock) as e:  # the manifest dropped it
         assert e.stats()["lost_windows"] == []

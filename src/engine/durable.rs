@@ -75,17 +75,19 @@ fn same_boot(wal_dir: &Path) -> bool {
 }
 
 /// A step of `start_durability_with`, before a replay: the log's damage,
-/// if any, unless `degraded`.
-fn refuse_damaged_log(damaged: Option<Error>, degraded: bool) -> Result<()> {
+/// if any, unless `degraded`; degraded, the damage gone past, as
+/// [`crate::Stats::log_damage`] words it.
+fn refuse_damaged_log(damaged: Option<Error>, degraded: bool) -> Result<Option<String>> {
     // Damage in the middle of the log (not a torn tail) would end
     // the replay early and silently drop the acknowledged writes
     // after it: refused, unless opened degraded.
-    if let Some(e) = damaged {
-        if !degraded {
-            return Err(e);
-        }
+    match damaged {
+        Some(e) if !degraded => Err(e),
+        Some(e) => Ok(Some(format!(
+            "{e}; the log's writes after it were not replayed"
+        ))),
+        None => Ok(None),
     }
-    Ok(())
 }
 
 /// A step of `start_durability_with`, under `none`: deletes the log and
@@ -259,7 +261,7 @@ impl Engine {
         // replay the log.
         let same_boot = same_boot(wal_dir);
         if had_log && (assume_power_loss || !same_boot) {
-            refuse_damaged_log(logs.damaged, degraded)?;
+            self.log_damage = refuse_damaged_log(logs.damaged, degraded)?;
             if !records.is_empty() {
                 self.unrestored = self.replay(m, snap, wal_dir, c, &records, degraded)?;
             }

@@ -133,6 +133,9 @@ pub struct Engine {
     /// Windows a degraded open recovered without their damaged shadow
     /// copy (`TIER WINDOW`; see [`crate::Stats::unrestored_windows`]).
     unrestored: Vec<String>,
+    /// The log damage a degraded recovery went past: the log's writes
+    /// after it were not replayed ([`crate::Stats::log_damage`]).
+    log_damage: Option<String>,
     /// Per tier (in the configuration's order), the newest window a
     /// degraded open went on without: the manifest named it, so the engine
     /// had crossed into it, and the clock-jump guard measures from it as

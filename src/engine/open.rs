@@ -566,6 +566,7 @@ impl Engine {
             damaged: Vec::new(),
             unchecked: Vec::new(),
             unrestored: Vec::new(),
+            log_damage: None,
             lost_newest: Vec::new(),
             lost_at: Vec::new(),
             maint: Mutex::new(Maint {

@@ -496,6 +496,7 @@ impl Engine {
             lost_windows: self.lost.clone(),
             lost_earlier,
             unrestored_windows: self.unrestored.clone(),
+            log_damage: self.log_damage.clone(),
             fpr: self.config.fpr,
             expected_items_per_day: self.config.expected_items_per_day,
             generation: self.manifest_generation.load(Ordering::Relaxed),

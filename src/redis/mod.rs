@@ -1582,6 +1582,7 @@ impl RedisEngine {
             lost_windows: Vec::new(),
             lost_earlier: Vec::new(),
             unrestored_windows: Vec::new(),
+            log_damage: None,
             fpr: self.stored.config.fpr,
             expected_items_per_day: self.stored.config.expected_items_per_day,
             generation: 0,
