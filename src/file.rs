@@ -1,7 +1,7 @@
 //! The few file-system operations with a durability meaning, in one place.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -458,6 +458,30 @@ pub(crate) fn write_zeros(file: &File, path: &Path, len: u64) -> Result<()> {
         off += n as u64;
     }
     Ok(())
+}
+
+/// Whether the file `path` holds a byte other than zero from `offset` on
+/// (a segment body into which keys were written: its cells start zero).
+pub(crate) fn body_has_bits(path: &Path, offset: u64) -> Result<bool> {
+    let io = |e| Error::io("read unnamed file", path, e);
+    let mut f = File::open(path).map_err(io)?;
+    f.seek(SeekFrom::Start(offset)).map_err(io)?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = match f.read(&mut buf) {
+            Ok(0) => return Ok(false),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io(e)),
+        };
+        // OR-folded a page at a time, which vectorizes.
+        let set = buf[..n]
+            .chunks(4096)
+            .any(|c| c.iter().fold(0, |a, &b| a | b) != 0);
+        if set {
+            return Ok(true);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -143,7 +143,6 @@ pub(crate) fn label(span: Span, index: i64) -> Option<String> {
 }
 
 /// A non-empty run of ASCII digits as a number; `None` for anything else.
-#[cfg(test)]
 fn digits(s: &str) -> Option<i128> {
     if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -154,7 +153,6 @@ fn digits(s: &str) -> Option<i128> {
 /// The index of the window that `label` names: the inverse of [`label`].
 /// Rejects anything `label` would not produce (bad dates, week 53 of a year
 /// with 52 weeks, signs, spaces, leading zeros, non-ASCII).
-#[cfg(test)]
 pub(crate) fn parse_label(span: Span, label: &str) -> Option<i64> {
     if !label.is_ascii() {
         return None;

@@ -506,7 +506,7 @@ impl Engine {
                     let m = engine.maint.lock();
                     engine.store_manifest(&m, &engine.current.load())?;
                 }
-                engine.remove_unnamed_files(&named)?;
+                engine.remove_unnamed_files(&named, &left_out)?;
                 engine.start_durability(assume_power_loss, degraded)
             })();
             if r.is_err() {
@@ -592,19 +592,45 @@ impl Engine {
         }
     }
 
-    fn remove_unnamed_files(&self, named: &[&str]) -> Result<()> {
+    /// Deletes the files in `seg/` the manifest does not name (`named`):
+    /// what a crash left of a rotation, growth or expiry, and the files of
+    /// the windows this open left out (`left_out`). A file past what the
+    /// manifest names that holds keys is no such leftover (the engine
+    /// names a file in the manifest before a key goes into it): the
+    /// manifest is older than `seg/`, and deleting the file would lose its
+    /// keys, so the open is refused naming it, before anything is deleted.
+    fn remove_unnamed_files(&self, named: &[&str], left_out: &[(usize, i64)]) -> Result<()> {
         let seg = self.dir.join(SEG_DIR);
         let entries = fs::read_dir(&seg).map_err(|e| Error::io("list directory", &seg, e))?;
-        let mut removed = false;
+        let mut unnamed = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|e| Error::io("list directory", &seg, e))?;
             let name = entry.file_name();
             if !named.iter().any(|n| name.to_str() == Some(n)) && entry.path().is_file() {
-                crate::file::check("remove leftover file", &entry.path())?;
-                fs::remove_file(entry.path())
-                    .map_err(|e| Error::io("remove leftover file", entry.path(), e))?;
-                removed = true;
+                unnamed.push((entry.path(), name));
             }
+        }
+        let snap = self.current.load();
+        for (path, name) in &unnamed {
+            let past = name
+                .to_str()
+                .is_some_and(|n| self.past_manifest(&snap, n, left_out));
+            if past && crate::file::body_has_bits(path, crate::segment::BODY_OFFSET)? {
+                return Err(Error::Corrupt {
+                    path: path.clone(),
+                    reason: format!(
+                        "holds keys, but {MANIFEST} does not name it (a {MANIFEST} older than \
+                         seg/, put back alone?); an open would delete it: restore {MANIFEST}, \
+                         seg/ and wal/ from one consistent copy, or move the file out of seg/ \
+                         to go on without its keys"
+                    ),
+                });
+            }
+        }
+        let removed = !unnamed.is_empty();
+        for (path, _) in &unnamed {
+            crate::file::check("remove leftover file", path)?;
+            fs::remove_file(path).map_err(|e| Error::io("remove leftover file", path, e))?;
         }
         let tmp = self.dir.join(MANIFEST).with_extension("tmp");
         if tmp.exists() {
@@ -614,6 +640,41 @@ impl Engine {
             crate::file::fsync_dir(&seg)?;
         }
         Ok(())
+    }
+}
+
+impl Engine {
+    /// Whether `name`, a file in `seg/` the manifest does not name, lies
+    /// past what it names: a sub-filter after a named chain's last, or a
+    /// window of a tier after its oldest live one that no open left out.
+    /// (Older windows' files are what an expiry a crash interrupted left;
+    /// a fingerprint chain's earlier tables expired.)
+    fn past_manifest(&self, snap: &Snapshot, name: &str, left_out: &[(usize, i64)]) -> bool {
+        let Some((rest, index)) = name.strip_suffix(".seg").and_then(|s| s.rsplit_once('-')) else {
+            return false;
+        };
+        let (Ok(index), Some((code, label))) = (index.parse::<u32>(), rest.split_once('-')) else {
+            return false;
+        };
+        let Some((ti, t)) = snap.tiers.iter().enumerate().find(|(_, t)| t.code == code) else {
+            return false;
+        };
+        let window = match t.tier.is_table() {
+            true if label == "table" => 0,
+            true => return false,
+            false => match window::parse_label(t.tier.span, label) {
+                Some(w) => w,
+                None => return false,
+            },
+        };
+        let lost = |l: &LostWindow| l.tier == ti && l.window == window;
+        if left_out.contains(&(ti, window)) || self.lost_at.iter().any(lost) {
+            return false;
+        }
+        match t.segments.iter().find(|s| s.window == window) {
+            Some(seg) => index >= seg.next_index(),
+            None => t.segments.first().is_some_and(|s| window > s.window),
+        }
     }
 }
 
