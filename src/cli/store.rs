@@ -79,6 +79,13 @@ impl Target {
         rest: &mut Vec<T>,
     ) -> CliResult<Target> {
         let Some(url) = flags.redis else {
+            // clap's `requires` lets it through where DIR conflicts with
+            // --redis (`create`, `stats`): refused here, not ignored.
+            if let Some(prefix) = flags.prefix {
+                return Err(CliError(format!(
+                    "--prefix {prefix} needs --redis URL (an engine directory has no prefix)"
+                )));
+            }
             return match dir {
                 Some(dir) => {
                     not_stdin(&dir)?;
