@@ -128,3 +128,118 @@ fn prefix_without_redis_is_refused_by_every_command() {
     }
     assert!(!other.exists(), "create made an engine");
 }
+
+/// The examples of the `--help` texts in docs/cli.md (those without
+/// `--redis`), in the order the doc shows them, each command line taken
+/// from the doc itself.
+fn help_examples() -> Vec<String> {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cli.md")).unwrap();
+    let mut examples = Vec::new();
+    let mut in_examples = false;
+    for line in doc.lines() {
+        if line == "Example:" || line == "Examples:" {
+            in_examples = true;
+        } else if !line.starts_with("  ") {
+            in_examples = false;
+        } else if in_examples && !line.contains("--redis") {
+            examples.push(line.trim().to_string());
+        }
+    }
+    examples
+}
+
+/// `line` (one example) as the arguments of `timebloom`: what comes
+/// before `timebloom` (`crawl |`) and after a `|`, `>` or `&&` (the shell's
+/// part) left out, single quotes removed.
+fn example_args(line: &str) -> Vec<String> {
+    let start = line.find("timebloom ").expect("an example runs timebloom") + "timebloom ".len();
+    let end = [" | ", " > ", " && "]
+        .iter()
+        .filter_map(|s| line[start..].find(s))
+        .min()
+        .map_or(line.len(), |e| start + e);
+    line[start..end]
+        .split_whitespace()
+        .map(|w| w.trim_matches('\'').to_string())
+        .collect()
+}
+
+/// cli.md, "Commands": every example of the `--help` texts runs as
+/// written (at a fixed `--now`, and with 1000 keys a day where `create`
+/// asks for millions, to keep the engine small), in a directory holding
+/// the files they name; `remove`'s needs an engine it can remove from.
+#[test]
+fn the_help_examples_run_as_written() {
+    let examples = help_examples();
+    assert_eq!(examples.len(), 12, "{examples:#?}");
+    let tmp = tempfile::tempdir().unwrap();
+    let urls = b"https://example.com/a\nHTTPS://Example.com:443/b\nhttps://example.com/c\n";
+    std::fs::write(tmp.path().join("seen-urls.txt.gz"), gzip(urls)).unwrap();
+    std::fs::write(
+        tmp.path().join("today.txt.gz"),
+        gzip(b"https://example.com/a\nnew\n"),
+    )
+    .unwrap();
+    let counting = tempfile::tempdir().unwrap();
+    let run_in = |dir: &std::path::Path, args: &[String], input: &[u8]| {
+        let mut child = spawn_piped(std::process::Command::new(BIN).current_dir(dir).args(args));
+        let writer = feed_stdin(&mut child, input.to_vec());
+        let out = child.wait_with_output().unwrap();
+        let _ = writer.join().unwrap();
+        out
+    };
+    for line in &examples {
+        let mut args = example_args(line);
+        if args[0] == "create" {
+            let n = args.iter().position(|a| a == "--items-per-day").unwrap();
+            args[n + 1] = "1000".into();
+        }
+        if !args.contains(&"--now".to_string()) {
+            args.extend(["--now".to_string(), DAY0.to_string()]);
+        }
+        let (dir, input): (&std::path::Path, &[u8]) = match args[0].as_str() {
+            "filter-new" => (
+                tmp.path(),
+                b"https://example.com/b\nhttps://example.com/d\n",
+            ),
+            "remove" => {
+                let setup = [
+                    "add",
+                    "crawl.tb",
+                    "--counting",
+                    "--items-per-day",
+                    "1000",
+                    "--now",
+                    DAY0,
+                ]
+                .map(String::from);
+                assert_exit(
+                    &run_in(counting.path(), &setup, b"https://example.com/retry-me\n"),
+                    0,
+                );
+                (counting.path(), b"")
+            }
+            _ => (tmp.path(), b""),
+        };
+        let out = run_in(dir, &args, input);
+        assert_exit(&out, 0);
+        let text = stdout(&out);
+        match args[0].as_str() {
+            "add" => assert_eq!(text, "added 3 new of 3 keys\n", "{line}"),
+            "filter-new" if args.contains(&"--canonical".to_string()) => {
+                assert_eq!(text, "https://example.com/d\n", "{line}")
+            }
+            "filter-new" if args.contains(&"--dry-run".to_string()) => {
+                assert_eq!(text, "new\n", "{line}")
+            }
+            "check" => assert_eq!(text, "https://example.com/a\tseen\n", "{line}"),
+            "remove" => assert_eq!(text, "removed 1 of 1 keys\n", "{line}"),
+            "stats" => {
+                let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+                assert!(v["tiers"][0]["segments"].is_array(), "{line}");
+            }
+            "verify" => assert_eq!(text, "ok\n", "{line}"),
+            _ => {}
+        }
+    }
+}
