@@ -243,3 +243,117 @@ fn the_help_examples_run_as_written() {
         }
     }
 }
+
+/// cli.md, "Exit status" and "Messages": the rows about input and keys,
+/// for an engine directory, with the words the table shows.
+#[test]
+fn the_messages_table_rows_for_inputs_and_keys() {
+    let (tmp, db) = temp_db();
+    let path = |name: &str| tmp.path().join(name).to_str().unwrap().to_string();
+    // Input problems, before anything is created.
+    std::fs::write(path("bad.gz"), b"not gzip").unwrap();
+    std::fs::write(path("empty.gz"), b"").unwrap();
+    let full = gzip(b"a\nb\nc\n");
+    std::fs::write(path("cut.gz"), &full[..full.len() - 10]).unwrap();
+    for (file, want) in [
+        (path("missing"), "missing: open failed: "),
+        (
+            tmp.path().to_str().unwrap().to_string(),
+            ": is a directory, not a file of keys",
+        ),
+        (
+            path("bad.gz"),
+            "bad.gz: not gzip data (the name ends in .gz",
+        ),
+        (
+            path("empty.gz"),
+            "empty.gz: not gzip data (the name ends in .gz",
+        ),
+    ] {
+        let out = cmd("add", &db, &[&file], b"");
+        assert_exit(&out, 2);
+        assert_stderr_contains(&out, want);
+        assert!(!db.exists(), "{file}: the engine was created");
+    }
+    let out = run(&["add", "-", "--now", DAY0], b"a\n");
+    assert_exit(&out, 2);
+    assert_stderr_contains(&out, "timebloom: -: stdin is not an engine directory; ");
+    // Mid-stream: the lines before it were used.
+    let out = cmd("add", &db, &[&path("cut.gz")], b"");
+    assert_exit(&out, 2);
+    assert_stderr_contains(&out, "cut.gz: read failed at line ");
+    assert_stderr_contains(&out, "timebloom: created new engine at ");
+    // Long lines.
+    let out = cmd("add", &db, &["--max-line-bytes", "3"], b"ab\nabcd\n");
+    assert_exit(&out, 2);
+    assert_stderr_contains(
+        &out,
+        "stdin:2: a line of 4 bytes is longer than the limit of 3 \
+         (--max-line-bytes; --long-lines skip skips such lines)",
+    );
+    assert_eq!(stdout(&out), "added 1 new of 1 keys\n");
+    let out = cmd(
+        "add",
+        &db,
+        &["--max-line-bytes", "3", "--long-lines", "skip"],
+        b"abcd\n",
+    );
+    assert_exit(&out, 0);
+    assert_stderr_contains(&out, "add: skipped 1 line(s) longer than 3 bytes");
+    // Key arguments.
+    let out = cmd("check", &db, &["ab", ""], b"");
+    assert_exit(&out, 2);
+    assert_stderr_contains(&out, "argument 2: an empty key (");
+    assert_eq!(stdout(&out), "");
+    let out = cmd(
+        "check",
+        &db,
+        &["--canonical", "--not-url", "skip", "x"],
+        b"",
+    );
+    assert_exit(&out, 2);
+    assert_stderr_contains(&out, "argument 1: not a URL: ");
+    let out = cmd(
+        "check",
+        &db,
+        &["--canonical", "--not-url", "error"],
+        b"http://a/\nx\n",
+    );
+    assert_exit(&out, 2);
+    assert_stderr_contains(&out, "stdin:2: not a URL: ");
+    assert_stderr_contains(&out, "(--not-url keep or skip goes on)");
+    for (what, word) in [("keep", "kept as they are"), ("skip", "skipped")] {
+        let out = cmd("check", &db, &["--canonical", "--not-url", what], b"x\n");
+        assert_stderr_contains(&out, &format!("check: 1 line(s) were not URLs ({word})"));
+    }
+    // `check`'s answers and exit status; a key holding a tab.
+    let out = cmd("check", &db, &["ab", "x\ty"], b"");
+    assert_exit(&out, 1);
+    assert_eq!(stdout(&out), "ab\tseen\nx\ty\tnew\n");
+    assert_exit(&cmd("check", &db, &["ab"], b""), 0);
+    // `filter-new --stats`, and lines printed as read with `\n` endings.
+    let out = cmd("filter-new", &db, &["--stats"], b"ab\r\nn1\nn1\n\nlast");
+    assert_exit(&out, 0);
+    assert_eq!(stdout(&out), "n1\nlast\n");
+    assert_stderr_contains(
+        &out,
+        "filter-new: read 5 lines: 2 new, 2 repeated, 0 skipped, 1 empty, ",
+    );
+    // `--degraded` where no engine is opened; `remove` on Bloom tiers.
+    for args in [&["plan"][..], &["completions", "bash"]] {
+        let mut args = args.to_vec();
+        args.push("--degraded");
+        let out = run(&args, b"");
+        assert_exit(&out, 2);
+        assert_stderr_contains(
+            &out,
+            &format!("--degraded means nothing to `{}`: ", args[0]),
+        );
+    }
+    let out = cmd("remove", &db, &["ab"], b"");
+    assert_exit(&out, 2);
+    assert_stderr_contains(
+        &out,
+        "(create the engine with --counting, or with fingerprint tiers only)",
+    );
+}
