@@ -357,3 +357,26 @@ fn the_messages_table_rows_for_inputs_and_keys() {
         "(create the engine with --counting, or with fingerprint tiers only)",
     );
 }
+
+/// cli.md, "Messages": `-` where the engine directory goes. The hint that
+/// followed named `filter-new DIR -` whatever the command, also for
+/// `check`, `stats` or `verify`, where `-` reads no stdin.
+#[test]
+fn stdin_as_the_engine_directory_names_no_other_command() {
+    for args in [
+        &["check", "-", "x"][..],
+        &["stats", "-"],
+        &["verify", "-"],
+        &["add", "-"],
+    ] {
+        let out = run(args, b"a\n");
+        assert_exit(&out, 2);
+        assert_stderr_contains(&out, "timebloom: -: stdin is not an engine directory; ");
+        assert_stderr_contains(&out, "./- for a directory named -");
+        assert!(
+            !stderr(&out).contains("filter-new"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}

@@ -130,7 +130,8 @@ impl Target {
 pub fn not_stdin(dir: &std::path::Path) -> CliResult<()> {
     if dir.as_os_str() == "-" {
         return Err(CliError(
-            "-: stdin is not an engine directory; give the directory first (`filter-new DIR -`), \
+            "-: stdin is not an engine directory; give the directory first (stdin is read \
+             after it: when no file or key follows, or as `-` among the files of keys), \
              or ./- for a directory named -"
                 .into(),
         ));
