@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use common::*;
-use timebloom::{Engine, ManualClock, Options, SyncPolicy, Tier};
+use timebloom::{Engine, Error, ManualClock, Options, SyncPolicy, Tier};
 
 fn copy_dir(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
@@ -142,6 +142,27 @@ fn a_copy_whose_manifest_names_a_window_expired_meanwhile_opens() {
         .unwrap_or_else(|err| panic!("the copy does not open read-only: {err}"));
     assert!(ro.contains(&url(1, 1)).unwrap());
     drop(ro);
+    // Step 4 skipped (wal/BOOT kept) on this boot, the open would not
+    // replay the log, and the day-2 window, which the copied manifest
+    // does not name, would be deleted with its key: the open is refused,
+    // naming that file, and deletes nothing.
+    let skipped = tmp.path().join("no-step-4.tb");
+    fs::create_dir_all(&skipped).unwrap();
+    fs::copy(copy.join("MANIFEST"), skipped.join("MANIFEST")).unwrap();
+    copy_dir(&copy.join("seg"), &skipped.join("seg"));
+    copy_dir(&copy.join("wal"), &skipped.join("wal"));
+    fs::copy(dir.join("wal/BOOT"), skipped.join("wal/BOOT")).unwrap();
+    match Engine::open_with(&skipped, Options::default().clock(clock.clone())) {
+        Err(err @ Error::Corrupt { .. }) => {
+            assert!(err.to_string().contains("d-20260107-0.seg"), "{err}");
+            assert!(skipped.join("seg/d-20260107-0.seg").exists());
+        }
+        Err(err) => panic!("refused, but not as damage: {err}"),
+        Ok(w) => panic!(
+            "opened; the day-2 key reads {}",
+            w.contains(&url(1, 2)).unwrap()
+        ),
+    }
     let w = Engine::open_with(&copy, Options::default().clock(clock.clone()))
         .unwrap_or_else(|err| panic!("the copy does not open: {err}"));
     assert!(w.contains(&url(1, 1)).unwrap(), "a key of day 1 is lost");

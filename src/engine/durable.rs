@@ -66,7 +66,7 @@ fn read_logs_since(wal_dir: &Path, had_log: bool, c: u64) -> Result<wal::Logs> {
 
 /// A step of `start_durability_with`: whether the boot recorded in `wal/`
 /// is this one (the operating system has not restarted since).
-fn same_boot(wal_dir: &Path) -> bool {
+pub(super) fn same_boot(wal_dir: &Path) -> bool {
     let recorded = fs::read_to_string(wal_dir.join(BOOT)).ok();
     match (recorded, wal::boot_id()) {
         (Some(a), Some(b)) => a.trim() == b,

@@ -506,7 +506,7 @@ impl Engine {
                     let m = engine.maint.lock();
                     engine.store_manifest(&m, &engine.current.load())?;
                 }
-                engine.remove_unnamed_files(&named, &left_out)?;
+                engine.remove_unnamed_files(&named, &left_out, assume_power_loss)?;
                 engine.start_durability(assume_power_loss, degraded)
             })();
             if r.is_err() {
@@ -597,9 +597,17 @@ impl Engine {
     /// the windows this open left out (`left_out`). A file past what the
     /// manifest names that holds keys is no such leftover (the engine
     /// names a file in the manifest before a key goes into it): the
-    /// manifest is older than `seg/`, and deleting the file would lose its
-    /// keys, so the open is refused naming it, before anything is deleted.
-    fn remove_unnamed_files(&self, named: &[&str], left_out: &[(usize, i64)]) -> Result<()> {
+    /// manifest is older than `seg/`. A copy taken by docs/operations.md's
+    /// "Backup" is such a directory, and its recovery writes those keys
+    /// again from the log kept since the manifest's checkpoint; without
+    /// that replay, deleting the file would lose its keys, so the open is
+    /// refused naming it, before anything is deleted.
+    fn remove_unnamed_files(
+        &self,
+        named: &[&str],
+        left_out: &[(usize, i64)],
+        assume_power_loss: bool,
+    ) -> Result<()> {
         let seg = self.dir.join(SEG_DIR);
         let entries = fs::read_dir(&seg).map_err(|e| Error::io("list directory", &seg, e))?;
         let mut unnamed = Vec::new();
@@ -611,7 +619,8 @@ impl Engine {
             }
         }
         let snap = self.current.load();
-        for (path, name) in &unnamed {
+        let replayed = self.replays_since_checkpoint(assume_power_loss)?;
+        for (path, name) in unnamed.iter().filter(|_| !replayed) {
             let past = name
                 .to_str()
                 .is_some_and(|n| self.past_manifest(&snap, n, left_out));
@@ -644,6 +653,20 @@ impl Engine {
 }
 
 impl Engine {
+    /// Whether this open's recovery will replay the log from the
+    /// manifest's checkpoint on (see `start_durability_with`): a log is
+    /// there, it reaches back to the checkpoint, and the open recovers as
+    /// after a power loss (asked to, or on another boot than the log's).
+    fn replays_since_checkpoint(&self, assume_power_loss: bool) -> Result<bool> {
+        let wal_dir = self.dir.join(WAL_DIR);
+        let checkpoint = self.maint.lock().checkpoint_lsn;
+        let reaches = match crate::wal::list(&wal_dir)?.first() {
+            Some(&(first, _)) => first <= checkpoint,
+            None => false,
+        };
+        Ok(reaches && (assume_power_loss || !super::durable::same_boot(&wal_dir)))
+    }
+
     /// Whether `name`, a file in `seg/` the manifest does not name, lies
     /// past what it names: a sub-filter after a named chain's last, or a
     /// window of a tier after its oldest live one that no open left out.
