@@ -448,7 +448,10 @@ impl Config {
         let off = self.utc_offset_secs;
         let index = |span: Span, t: i64| {
             window::index(span, t, off).ok_or_else(|| Error::WindowUnavailable {
-                reason: format!("no {span:?} window holds instant {t}"),
+                reason: format!(
+                    "no {span:?} window holds instant {}",
+                    crate::clock::rfc3339(t)
+                ),
             })
         };
         let secs = i64::try_from(horizon.as_secs()).unwrap_or(i64::MAX);

@@ -412,6 +412,10 @@ fn review_7_3_a_remove_where_the_key_was_not_inserted_changes_nothing() {
     // An instant older than every tier keeps is an error.
     let err = e.remove_at(b"k", at(T0 - 400 * 86_400)).unwrap_err();
     assert!(matches!(err, Error::WindowUnavailable { .. }), "{err}");
+    // The message gives the instant as a date, not only in seconds.
+    assert!(err.to_string().contains("2024-12-01T00:00:00Z"), "{err}");
+    let err = e.remove_at(b"k", at(T0 + 40 * 86_400)).unwrap_err();
+    assert!(err.to_string().contains("2026-02-14T00:00:00Z"), "{err}");
 }
 
 // ---- 7.4 create never deletes what it did not make ---------------------------

@@ -347,7 +347,10 @@ impl Engine {
     fn window_index(&self, span: window::Span, t: i64) -> Result<i64> {
         window::index(span, t, self.config.utc_offset_secs).ok_or_else(|| {
             Error::WindowUnavailable {
-                reason: format!("no {span:?} window holds instant {t}"),
+                reason: format!(
+                    "no {span:?} window holds instant {}",
+                    crate::clock::rfc3339(t)
+                ),
             }
         })
     }
@@ -365,7 +368,10 @@ impl Engine {
     fn day_of(&self, t: i64) -> Result<u32> {
         let d = self.window_index(window::Span::Day, t)?.max(0);
         u32::try_from(d).map_err(|_| Error::WindowUnavailable {
-            reason: format!("instant {t} lies before the first day a fingerprint table knows"),
+            reason: format!(
+                "instant {} lies before the first day a fingerprint table knows",
+                crate::clock::rfc3339(t)
+            ),
         })
     }
 

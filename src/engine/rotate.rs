@@ -970,7 +970,11 @@ impl Engine {
                 let (day, today) = (self.day_of(t)?, self.table_today(now)?);
                 if day > today {
                     return Err(Error::WindowUnavailable {
-                        reason: format!("instant {t} lies in a future day of tier {}", ts.tier),
+                        reason: format!(
+                            "instant {} lies in a future day of tier {}",
+                            crate::clock::rfc3339(t),
+                            ts.tier
+                        ),
                     });
                 }
                 if today - day <= ts.tier.table_days() {
@@ -988,7 +992,11 @@ impl Engine {
             let newest = ts.segments.last().map_or(cur, |s| s.window.max(cur));
             if w > newest {
                 return Err(Error::WindowUnavailable {
-                    reason: format!("instant {t} lies in a future window of tier {}", ts.tier),
+                    reason: format!(
+                        "instant {} lies in a future window of tier {}",
+                        crate::clock::rfc3339(t),
+                        ts.tier
+                    ),
                 });
             }
             // The live windows are those the newest one keeps: a clock
@@ -1002,7 +1010,10 @@ impl Engine {
         }
         if out.is_empty() {
             return Err(Error::WindowUnavailable {
-                reason: format!("instant {t} is older than every tier keeps"),
+                reason: format!(
+                    "instant {} is older than every tier keeps",
+                    crate::clock::rfc3339(t)
+                ),
             });
         }
         Ok(out)

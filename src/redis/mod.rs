@@ -687,7 +687,10 @@ impl RedisEngine {
     fn window_index(&self, span: window::Span, t: i64) -> Result<i64> {
         window::index(span, t, self.off()).ok_or_else(|| {
             crate::Error::WindowUnavailable {
-                reason: format!("no {span:?} window holds instant {t}"),
+                reason: format!(
+                    "no {span:?} window holds instant {}",
+                    crate::clock::rfc3339(t)
+                ),
             }
             .into()
         })
@@ -1069,7 +1072,10 @@ impl RedisEngine {
             let w = self.window_index(tier.span, t)?;
             if w > cur {
                 return Err(crate::Error::WindowUnavailable {
-                    reason: format!("instant {t} lies in a future window of tier {tier}"),
+                    reason: format!(
+                        "instant {} lies in a future window of tier {tier}",
+                        crate::clock::rfc3339(t)
+                    ),
                 }
                 .into());
             }
@@ -1080,7 +1086,10 @@ impl RedisEngine {
         }
         if !any {
             return Err(crate::Error::WindowUnavailable {
-                reason: format!("instant {t} is older than every tier keeps"),
+                reason: format!(
+                    "instant {} is older than every tier keeps",
+                    crate::clock::rfc3339(t)
+                ),
             }
             .into());
         }
