@@ -598,10 +598,14 @@ impl Engine {
     /// manifest names that holds keys is no such leftover (the engine
     /// names a file in the manifest before a key goes into it): the
     /// manifest is older than `seg/`. A copy taken by docs/operations.md's
-    /// "Backup" is such a directory, and its recovery writes those keys
-    /// again from the log kept since the manifest's checkpoint; without
-    /// that replay, deleting the file would lose its keys, so the open is
-    /// refused naming it, before anything is deleted.
+    /// "Backup" is such a directory (windows opened while it was taken):
+    /// its recovery replays the log from the manifest's checkpoint, which
+    /// gives it what that procedure promises (the writes acknowledged
+    /// before its first step), and such files go as before. Without that
+    /// replay the manifest was put back alone (or the copy kept
+    /// `wal/BOOT`), and deleting the file would lose keys it was
+    /// acknowledged with: the open is refused naming it, before anything
+    /// is deleted.
     fn remove_unnamed_files(
         &self,
         named: &[&str],
