@@ -319,3 +319,22 @@ fn the_longest_chain_stops_by_its_cost_bound_and_within_its_share() {
         );
     }
 }
+
+/// A counting chain at its longest still takes back keys it holds, and
+/// takes another insert of a key it holds: the error says "every write of
+/// a key the window does not hold fails", and such an insert counts in the
+/// older sub-filter that holds the key (its counters all set already),
+/// never in the full tail. It is refused with the chain's error instead.
+#[test]
+#[ignore = "a counting window at its longest refuses inserts of keys it holds; the check is in src/engine/write.rs"]
+fn a_counting_chain_at_its_longest_takes_keys_it_holds() {
+    let (_, acked, _, e, _dir) = fill_to_longest(Tier::daily(7).counting(), 0.5);
+    assert!(acked > 5);
+    assert!(e.remove(&url(120, 3)).unwrap());
+    assert!(
+        e.insert(&url(122, 0)).is_err(),
+        "a new key past the longest"
+    );
+    let held = e.insert(&url(120, 5));
+    assert!(held.is_ok(), "a key the window holds: {held:?}");
+}
