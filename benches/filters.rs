@@ -94,7 +94,9 @@ fn live_bytes() -> usize {
 const CHUNK: usize = 1024;
 /// Ids of negative keys start here; positive ids stay far below.
 const NEG_BASE: u64 = 1 << 48;
-/// Negatives probed for every measured false-positive rate (at least).
+/// Negatives probed for a one-window false-positive rate (at least: n of
+/// them when n is larger) and for the default tiers' (at most: 4n when n is
+/// smaller). The segment and load sweeps probe their own counts.
 const MIN_NEGATIVES: usize = 4_000_000;
 
 fn splitmix(x: &mut u64) -> u64 {
@@ -696,7 +698,8 @@ fn segment_cells(stats: &Stats) -> Vec<(String, String, u64, u64, usize, f64)> {
         .collect()
 }
 
-/// Occupied-cell bits of the engine (all segments), and file bytes.
+/// Cells of the engine (every cell of every segment, set or not: its bit
+/// array's size, not its fill), and file bytes.
 fn engine_size(stats: &Stats) -> (u64, u64) {
     let cells = segment_cells(stats).iter().map(|s| s.2).sum();
     (cells, stats.bytes)

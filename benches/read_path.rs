@@ -257,7 +257,7 @@ fn percentile(sorted: &[u32], q: f64) -> f64 {
 
 fn boundary_part(n: u64, fill: u64, out: &mut Vec<Value>) {
     let tmp = tempfile::tempdir().expect("tempdir");
-    // 2026-01-31 23:59:50 UTC: the next second crosses a day, a month, and
+    // 2026-02-01 00:00:00 UTC: crossing it crosses a day, a month, and
     // (2026-02-02 is a Monday) no week.
     let midnight = 1_769_904_000u64;
     // Two minutes before: within the lead, so the first write starts
