@@ -112,7 +112,11 @@ pub(crate) fn chain_end(kind: Kind) -> String {
         Kind::Fingerprint => {
             "writes of new keys fail until keys expire and free room in the chain's tables"
         }
-        _ => {
+        Kind::Counting => {
+            "every insert into the window fails (each one counts, of a key it holds too; \
+             removes go on) until the window ends and the next one takes writes"
+        }
+        Kind::Bloom => {
             "every write of a key the window does not hold fails until the window ends and \
              the next one takes writes"
         }

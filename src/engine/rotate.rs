@@ -1070,17 +1070,25 @@ pub(super) fn growth_due(seg: &Segment) -> bool {
 
 /// The error of a write that needs another sub-filter in a Bloom or
 /// counting chain that holds [`MAX_CHAIN`] already: nothing is written.
-/// Every later write of a key the window does not hold gets it too, until
-/// the window ends; the plan is fixed at create, so the message says so.
+/// Every later write of a key the window does not hold gets it too (in a
+/// counting window every insert: each one counts), until the window ends;
+/// the plan is fixed at create, so the message says so.
 #[cold]
 fn chain_at_longest(tier: &Tier, seg: &Segment) -> Error {
     let path = seg.tail().map(|s| s.path().display().to_string());
+    let fails = match tier.kind {
+        Kind::Counting => {
+            "every insert into the window fails (each one counts, of a key it holds too; \
+             removes go on)"
+        }
+        _ => "every write of a key the window does not hold fails",
+    };
     Error::config(format!(
         "{}: window {}'s chain holds {MAX_CHAIN} sub-filters, the most it may, and its \
          newest is full: another key would raise its false-positive rate past the configured \
-         one, so every write of a key the window does not hold fails until the window ends \
-         and the next one takes writes (the plan is fixed at create: for this many keys, \
-         create an engine with more planned keys per day or a larger growth factor)",
+         one, so {fails} until the window ends and the next one takes writes (the plan is \
+         fixed at create: for this many keys, create an engine with more planned keys per \
+         day or a larger growth factor)",
         path.unwrap_or_default(),
         window_name(tier, seg.window)
     ))
