@@ -622,22 +622,23 @@ impl Engine {
                 unnamed.push((entry.path(), name));
             }
         }
-        let snap = self.current.load();
-        let replayed = self.replays_since_checkpoint(assume_power_loss)?;
-        for (path, name) in unnamed.iter().filter(|_| !replayed) {
-            let past = name
-                .to_str()
-                .is_some_and(|n| self.past_manifest(&snap, n, left_out));
-            if past && crate::file::body_has_bits(path, crate::segment::BODY_OFFSET)? {
-                return Err(Error::Corrupt {
-                    path: path.clone(),
-                    reason: format!(
-                        "holds keys, but {MANIFEST} does not name it (a {MANIFEST} older than \
-                         seg/, put back alone?); an open would delete it: restore {MANIFEST}, \
-                         seg/ and wal/ from one consistent copy, or move the file out of seg/ \
-                         to go on without its keys"
-                    ),
-                });
+        if !self.replays_since_checkpoint(assume_power_loss)? {
+            let snap = self.current.load();
+            for (path, name) in &unnamed {
+                let past = name
+                    .to_str()
+                    .is_some_and(|n| self.past_manifest(&snap, n, left_out));
+                if past && crate::file::body_has_bits(path, crate::segment::BODY_OFFSET)? {
+                    return Err(Error::Corrupt {
+                        path: path.clone(),
+                        reason: format!(
+                            "holds keys, but {MANIFEST} does not name it (a {MANIFEST} older \
+                             than seg/, put back alone?); an open would delete it: restore \
+                             {MANIFEST}, seg/ and wal/ from one consistent copy, or move the \
+                             file out of seg/ to go on without its keys"
+                        ),
+                    });
+                }
             }
         }
         let removed = !unnamed.is_empty();
@@ -654,9 +655,7 @@ impl Engine {
         }
         Ok(())
     }
-}
 
-impl Engine {
     /// Whether this open's recovery will replay the log from the
     /// manifest's checkpoint on (see `start_durability_with`): a log is
     /// there, it reaches back to the checkpoint, and the open recovers as
