@@ -108,7 +108,17 @@ pub(crate) fn sized_for(kind: Kind, capacity: u64, index: u32) -> u64 {
 /// errors that say why): what happens to the keys of the engine as it is,
 /// and what plan a new engine would need (the plan is fixed at create).
 pub(crate) fn chain_end(kind: Kind) -> String {
-    let then = match kind {
+    format!(
+        "nothing was written and {} (the plan is fixed at create: for this many keys, \
+         create an engine with more planned keys per day, a larger growth factor or a \
+         tightening nearer 1)",
+        after_chain_end(kind)
+    )
+}
+
+/// What fails once a chain of `kind` can grow no more, and until when.
+pub(crate) fn after_chain_end(kind: Kind) -> &'static str {
+    match kind {
         Kind::Fingerprint => {
             "writes of new keys fail until keys expire and free room in the chain's tables"
         }
@@ -120,12 +130,7 @@ pub(crate) fn chain_end(kind: Kind) -> String {
             "every write of a key the window does not hold fails until the window ends and \
              the next one takes writes"
         }
-    };
-    format!(
-        "nothing was written and {then} (the plan is fixed at create: for this many keys, \
-         create an engine with more planned keys per day, a larger growth factor or a \
-         tightening nearer 1)"
-    )
+    }
 }
 
 /// Whether a segment still takes inserts.
@@ -1765,7 +1770,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for (kind, table, then) in [
             (Kind::Bloom, None, "fails until the window ends"),
-            (Kind::Counting, None, "fails until the window ends"),
+            (
+                Kind::Counting,
+                None,
+                "every insert into the window fails (each one counts, of a key it holds too; \
+                 removes go on) until the window ends",
+            ),
             (Kind::Fingerprint, Some((30, 0)), "fail until keys expire"),
         ] {
             let path = dir.path().join(format!("{kind:?}.seg"));

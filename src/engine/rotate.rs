@@ -1076,21 +1076,14 @@ pub(super) fn growth_due(seg: &Segment) -> bool {
 #[cold]
 fn chain_at_longest(tier: &Tier, seg: &Segment) -> Error {
     let path = seg.tail().map(|s| s.path().display().to_string());
-    let fails = match tier.kind {
-        Kind::Counting => {
-            "every insert into the window fails (each one counts, of a key it holds too; \
-             removes go on)"
-        }
-        _ => "every write of a key the window does not hold fails",
-    };
     Error::config(format!(
         "{}: window {}'s chain holds {MAX_CHAIN} sub-filters, the most it may, and its \
          newest is full: another key would raise its false-positive rate past the configured \
-         one, so {fails} until the window ends and the next one takes writes (the plan is \
-         fixed at create: for this many keys, create an engine with more planned keys per \
-         day or a larger growth factor)",
+         one, so {} (the plan is fixed at create: for this many keys, create an engine with \
+         more planned keys per day or a larger growth factor)",
         path.unwrap_or_default(),
-        window_name(tier, seg.window)
+        window_name(tier, seg.window),
+        crate::segment::after_chain_end(tier.kind)
     ))
 }
 

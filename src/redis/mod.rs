@@ -1206,9 +1206,9 @@ impl RedisEngine {
                 .collect::<Result<_>>()?;
             let replies = self.send_calls(&mut st, &calls, mode)?;
             let mut stale = Vec::new();
+            let cmd = mode.command();
             for ((&g, call), reply) in pending.iter().zip(&calls).zip(&replies) {
                 let group = &groups[g];
-                let cmd = mode.command();
                 if !self.take_reply(&mut st, cmd, group, call, reply, &mut out, &mut grown)? {
                     stale.push(g);
                 }
