@@ -467,11 +467,19 @@ impl Engine {
         lost_at.sort_by_key(|l| (l.tier, l.window, std::cmp::Reverse(l.expires)));
         lost_at.dedup_by_key(|l| (l.tier, l.window));
         // With one tier there is no other to look in: nothing to keep (and
-        // batches stay in groups).
-        if manifest.config.tiers.len() < 2 {
-            lost_at.clear();
-        }
+        // batches stay in groups). But the manifest this open stores while
+        // it leaves windows out names them as lost until their files are
+        // deleted (see `remove_unnamed_files`): cleared after that.
+        let one_tier = manifest.config.tiers.len() < 2;
         engine.lost_at = lost_at;
+        // The windows whose files are no leftovers of a manifest put back
+        // alone: those this open leaves out, and those any degraded open
+        // lost (the manifest's list, expired entries too: this open's
+        // expiry, after the deletion, has not yet dropped the windows
+        // before them).
+        let spared: Vec<(usize, i64)> = (left_out.iter().copied())
+            .chain(manifest.lost.iter().map(|l| (l.tier, l.window)))
+            .collect();
         // The tables' newest day: the manifest's, or (written by a build
         // that did not record it) the latest sweep's.
         let swept = engine
@@ -506,7 +514,7 @@ impl Engine {
                     let m = engine.maint.lock();
                     engine.store_manifest(&m, &engine.current.load())?;
                 }
-                engine.remove_unnamed_files(&named, &left_out, assume_power_loss)?;
+                engine.remove_unnamed_files(&named, &spared, assume_power_loss)?;
                 engine.start_durability(assume_power_loss, degraded)
             })();
             if r.is_err() {
@@ -517,6 +525,21 @@ impl Engine {
                 engine.failed.store(true, Ordering::Relaxed);
             }
             r?;
+        }
+        if one_tier {
+            let listed = !engine.lost_at.is_empty() || !manifest.lost.is_empty();
+            engine.lost_at.clear();
+            // The files are gone: the manifest lists no lost window again
+            // (and goes back to a version older builds read).
+            if listed && !read_only {
+                let m = engine.maint.lock();
+                let r = engine.store_manifest(&m, &engine.current.load());
+                drop(m);
+                if r.is_err() {
+                    engine.failed.store(true, Ordering::Relaxed);
+                }
+                r?;
+            }
         }
         engine.maintain_at(now, engine.allow_clock_jump, false)?;
         Ok(engine)
@@ -594,7 +617,9 @@ impl Engine {
 
     /// Deletes the files in `seg/` the manifest does not name (`named`):
     /// what a crash left of a rotation, growth or expiry, and the files of
-    /// the windows this open left out (`left_out`). A file past what the
+    /// the windows this open left out or a degraded open lost (`left_out`:
+    /// a crash of that open between its manifest and the deletion leaves
+    /// them, and its manifest names them lost). A file past what the
     /// manifest names that holds keys is no such leftover (the engine
     /// names a file in the manifest before a key goes into it): the
     /// manifest is older than `seg/`. A copy taken by docs/operations.md's
