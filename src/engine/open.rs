@@ -617,7 +617,7 @@ impl Engine {
 
     /// Deletes the files in `seg/` the manifest does not name (`named`):
     /// what a crash left of a rotation, growth or expiry, and the files of
-    /// the windows this open left out or a degraded open lost (`left_out`:
+    /// the windows this open left out or a degraded open lost (`spared`:
     /// a crash of that open between its manifest and the deletion leaves
     /// them, and its manifest names them lost). A file past what the
     /// manifest names that holds keys is no such leftover (the engine
@@ -634,7 +634,7 @@ impl Engine {
     fn remove_unnamed_files(
         &self,
         named: &[&str],
-        left_out: &[(usize, i64)],
+        spared: &[(usize, i64)],
         assume_power_loss: bool,
     ) -> Result<()> {
         let seg = self.dir.join(SEG_DIR);
@@ -652,7 +652,7 @@ impl Engine {
             for (path, name) in &unnamed {
                 let past = name
                     .to_str()
-                    .is_some_and(|n| self.past_manifest(&snap, n, left_out));
+                    .is_some_and(|n| self.past_manifest(&snap, n, spared));
                 if past && crate::file::body_has_bits(path, crate::segment::BODY_OFFSET)? {
                     return Err(Error::Corrupt {
                         path: path.clone(),
@@ -697,10 +697,11 @@ impl Engine {
 
     /// Whether `name`, a file in `seg/` the manifest does not name, lies
     /// past what it names: a sub-filter after a named chain's last, or a
-    /// window of a tier after its oldest live one that no open left out.
-    /// (Older windows' files are what an expiry a crash interrupted left;
-    /// a fingerprint chain's earlier tables expired.)
-    fn past_manifest(&self, snap: &Snapshot, name: &str, left_out: &[(usize, i64)]) -> bool {
+    /// window of a tier after its oldest live one, not one of the windows
+    /// `spared` (left out or lost by a degraded open). (Older windows'
+    /// files are what an expiry a crash interrupted left; a fingerprint
+    /// chain's earlier tables expired.)
+    fn past_manifest(&self, snap: &Snapshot, name: &str, spared: &[(usize, i64)]) -> bool {
         let Some((rest, index)) = name.strip_suffix(".seg").and_then(|s| s.rsplit_once('-')) else {
             return false;
         };
@@ -718,8 +719,7 @@ impl Engine {
                 None => return false,
             },
         };
-        let lost = |l: &LostWindow| l.tier == ti && l.window == window;
-        if left_out.contains(&(ti, window)) || self.lost_at.iter().any(lost) {
+        if spared.contains(&(ti, window)) {
             return false;
         }
         match t.segments.iter().find(|s| s.window == window) {
