@@ -64,9 +64,18 @@ fn read_logs_since(wal_dir: &Path, had_log: bool, c: u64) -> Result<wal::Logs> {
     }
 }
 
-/// A step of `start_durability_with`: whether the boot recorded in `wal/`
-/// is this one (the operating system has not restarted since).
-pub(super) fn same_boot(wal_dir: &Path) -> bool {
+/// Whether an open recovers from the log in `wal_dir` as after a power
+/// loss (shadow copies restored, the log replayed from the checkpoint):
+/// when asked to (`assume_power_loss`), or on another boot than the log's.
+/// `start_durability_with` acts on it, and the open's check of files the
+/// manifest does not name asks it ahead.
+pub(super) fn recovers_as_after_power_loss(wal_dir: &Path, assume_power_loss: bool) -> bool {
+    assume_power_loss || !same_boot(wal_dir)
+}
+
+/// Whether the boot recorded in `wal/` is this one (the operating system
+/// has not restarted since).
+fn same_boot(wal_dir: &Path) -> bool {
     let recorded = fs::read_to_string(wal_dir.join(BOOT)).ok();
     match (recorded, wal::boot_id()) {
         (Some(a), Some(b)) => a.trim() == b,
@@ -259,8 +268,7 @@ impl Engine {
         // (a power loss, perhaps), the bodies are whatever reached the
         // disk: restore counting windows from their shadow copies and
         // replay the log.
-        let same_boot = same_boot(wal_dir);
-        if had_log && (assume_power_loss || !same_boot) {
+        if had_log && recovers_as_after_power_loss(wal_dir, assume_power_loss) {
             self.log_damage = refuse_damaged_log(logs.damaged, degraded)?;
             if !records.is_empty() {
                 self.unrestored = self.replay(m, snap, wal_dir, c, &records, degraded)?;

@@ -692,7 +692,7 @@ impl Engine {
             Some(&(first, _)) => first <= checkpoint,
             None => false,
         };
-        Ok(reaches && (assume_power_loss || !super::durable::same_boot(&wal_dir)))
+        Ok(reaches && super::durable::recovers_as_after_power_loss(&wal_dir, assume_power_loss))
     }
 
     /// Whether `name`, a file in `seg/` the manifest does not name, lies
