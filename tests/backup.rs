@@ -124,13 +124,7 @@ fn a_live_copy_opens_with_every_write_acknowledged_before_it() {
         let copy = tmp.path().join(format!("copy{attempt}"));
         fs::create_dir_all(&copy).unwrap();
         fs::copy(dir.join("MANIFEST"), copy.join("MANIFEST")).unwrap();
-        copy_dir(&dir.join("seg"), &copy.join("seg"));
-        copy_dir(&dir.join("wal"), &copy.join("wal"));
-        let _ = fs::remove_file(copy.join("wal/BOOT"));
-        let manifest = fs::read(copy.join("MANIFEST")).unwrap();
-        let body: serde_json::Value = serde_json::from_slice(&manifest[20..]).unwrap();
-        let c = body["checkpoint_lsn"].as_u64().unwrap_or(0);
-        if !copy.join(format!("wal/{c:016x}.log")).exists() {
+        if !finish_copy(&dir, &copy) {
             continue; // a checkpoint ran during the copy: the procedure copies again
         }
         let clock = ManualClock::new(day(0));
@@ -234,16 +228,113 @@ fn finish_copy(dir: &Path, copy: &Path) -> bool {
     copy_dir(&dir.join("seg"), &copy.join("seg"));
     copy_dir(&dir.join("wal"), &copy.join("wal"));
     let _ = fs::remove_file(copy.join("wal/BOOT"));
+    step_5(dir, copy)
+}
+
+/// The `checkpoint_lsn` of the `MANIFEST` in `dir`.
+fn checkpoint_of(dir: &Path) -> u64 {
+    let manifest = fs::read(dir.join("MANIFEST")).unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&manifest[20..]).unwrap();
+    body["checkpoint_lsn"].as_u64().unwrap_or(0)
+}
+
+/// Whether the checks of step 5 pass for `copy`, taken from `dir`: the
+/// copied `wal/` holds the log of the copied checkpoint, the writer's
+/// `MANIFEST` still names that checkpoint (no checkpoint ran during the
+/// copy), and the copied `seg/` holds every file the copied manifest
+/// names.
+fn step_5(dir: &Path, copy: &Path) -> bool {
     let manifest = fs::read(copy.join("MANIFEST")).unwrap();
     let body: serde_json::Value = serde_json::from_slice(&manifest[20..]).unwrap();
-    let c = body["checkpoint_lsn"].as_u64().unwrap_or(0);
+    let c = checkpoint_of(copy);
     let named = body["segments"]
         .as_array()
         .unwrap()
         .iter()
         .flat_map(|e| e["files"].as_array().unwrap().iter())
         .all(|f| copy.join("seg").join(f.as_str().unwrap()).exists());
-    copy.join(format!("wal/{c:016x}.log")).exists() && named
+    copy.join(format!("wal/{c:016x}.log")).exists() && checkpoint_of(dir) == c && named
+}
+
+/// A checkpoint that runs while `wal/` is copied, after the log files were
+/// copied and before the shadow copies were (a copy program's order is
+/// the directory's), deletes the shadow copies at the copied manifest's
+/// checkpoint: the copy has that checkpoint's log but no shadows, and its
+/// recovery takes each counting window's body as copied (every write up
+/// to step 2) and replays the log since the checkpoint onto it, counting
+/// those writes twice. Step 5 catches it: the writer's `MANIFEST` names
+/// another checkpoint after the copy than the one copied.
+#[test]
+fn a_checkpoint_while_wal_is_copied_is_caught_by_step_5() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("live.tb");
+    let clock = ManualClock::new(day(0));
+    let mut cfg = config(&[Tier::daily(3).counting()], 1_000, 0.001);
+    cfg.sync = SyncPolicy::Always;
+    let e = Engine::create_with(&dir, cfg, Options::default().clock(clock.clone())).unwrap();
+    e.insert(&url(1, 0)).unwrap();
+    e.flush().unwrap();
+    let k = url(1, 1);
+    e.insert(&k).unwrap();
+    let copy = tmp.path().join("copy.tb");
+    fs::create_dir_all(copy.join("wal")).unwrap();
+    // 1. MANIFEST; 2. seg/.
+    fs::copy(dir.join("MANIFEST"), copy.join("MANIFEST")).unwrap();
+    copy_dir(&dir.join("seg"), &copy.join("seg"));
+    // 3. wal/: the log files first, then a checkpoint, then the rest.
+    let listed: Vec<_> = fs::read_dir(dir.join("wal"))
+        .unwrap()
+        .map(|f| f.unwrap().path())
+        .collect();
+    let (logs, rest): (Vec<_>, Vec<_>) = listed
+        .iter()
+        .partition(|p| p.extension().is_some_and(|x| x == "log"));
+    for p in logs {
+        fs::copy(p, copy.join("wal").join(p.file_name().unwrap())).unwrap();
+    }
+    e.flush().unwrap();
+    for p in rest {
+        let _ = fs::copy(p, copy.join("wal").join(p.file_name().unwrap()));
+    }
+    // 4.
+    let _ = fs::remove_file(copy.join("wal/BOOT"));
+    let shadows = fs::read_dir(copy.join("wal"))
+        .unwrap()
+        .filter(|f| {
+            f.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "shadow")
+        })
+        .count();
+    assert_eq!(shadows, 0, "the checkpoint left the copied shadow copies");
+    // The copy is not the engine's state at any instant: the key taken
+    // back once is still there.
+    let wrong = tmp.path().join("wrong.tb");
+    copy_tree(&copy, &wrong);
+    let w = Engine::open_with(&wrong, Options::default().clock(clock.clone())).unwrap();
+    assert!(w.remove(&k).unwrap());
+    assert!(
+        w.contains(&k).unwrap(),
+        "the copy counts the key once: the check below has no case"
+    );
+    drop(w);
+    assert!(
+        !step_5(&dir, &copy),
+        "step 5 passes a copy across a checkpoint"
+    );
+    // Copied again with no checkpoint meanwhile, the key taken back is gone.
+    fs::remove_dir_all(&copy).unwrap();
+    fs::create_dir_all(&copy).unwrap();
+    fs::copy(dir.join("MANIFEST"), copy.join("MANIFEST")).unwrap();
+    assert!(finish_copy(&dir, &copy));
+    let w = Engine::open_with(&copy, Options::default().clock(clock.clone())).unwrap();
+    assert!(w.contains(&url(1, 0)).unwrap());
+    assert!(w.remove(&k).unwrap());
+    assert!(!w.contains(&k).unwrap(), "the copy counts the key twice");
+    drop(w);
+    drop(e);
 }
 
 /// The copy's `MANIFEST` is taken first; the writer then drops the
