@@ -321,12 +321,22 @@ fn read_logs_listed(dir: &Path, from: u64, below: u64, vanished: Vanished) -> Re
     };
     let listed = list(dir)?;
     crate::file::pause("logs listed", dir);
+    // Where the records before the next file end, when known: at first the
+    // checkpoint, where the log a recovery needs begins.
+    let mut end = Some(below);
     for (i, (named, path)) in listed.iter().enumerate() {
         let next = listed.get(i + 1).map(|(next, _)| *next);
         let superseded = superseded(*named, next, below);
+        if let Some(e) = end.filter(|&e| next.is_some() && *named > below && e < *named) {
+            reader.note_missing(path, e, *named);
+        }
+        end = None;
         let Some(scan) = reader.scan_file(*named, path, superseded, next.is_none())? else {
             continue;
         };
+        if scan.trailing == 0 && !scan.damaged_middle {
+            end = scan.first_lsn.checked_add(scan.records.len() as u64);
+        }
         reader.note_damaged_middle(path, &scan, superseded);
         if !reader.ended {
             reader.keep_records(scan);
@@ -413,6 +423,30 @@ impl LogReader {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Notes that the records from LSN `from` up to `named`, the first of
+    /// the log file `path`, are in no file, and ends the records kept
+    /// there. A switch syncs the older file before any record of the next
+    /// counts as durable, and only a checkpoint deletes log files (those
+    /// below its position): a gap before a file that is not the last is a
+    /// log file deleted or not copied, and the acknowledged records from
+    /// `path` on cannot be replayed past it. (Before the last file, a gap
+    /// is what a power loss during a switch leaves: see `next_position` in
+    /// the engine.)
+    fn note_missing(&mut self, path: &Path, from: u64, named: u64) {
+        self.out.damaged.get_or_insert_with(|| {
+            Error::corrupt(
+                path,
+                format!(
+                    "the log records from LSN {from:016x} up to this file's first, \
+                     {named:016x}, are in no file: a log file before this one is missing \
+                     (deleted, or not copied with the rest of wal/), and replay cannot go \
+                     past it to the acknowledged records of this file and the ones after it"
+                ),
+            )
+        });
+        self.ended = true;
     }
 
     /// Notes damage in the middle of `path` (a valid record after an
@@ -1157,6 +1191,68 @@ mod tests {
                 Op::Insert
             },
         }
+    }
+
+    /// A log of `n` files written by switches, the first from LSN 10, each
+    /// of 10 records but the last, of 5.
+    fn log_files(dir: &Path, n: u64) -> Vec<PathBuf> {
+        let wal = Wal::create(dir, 10).unwrap();
+        for i in 10..5 + 10 * n {
+            let r = rec(i);
+            assert_eq!(wal.append(r.op, r.t, r.h).unwrap(), i);
+            if i % 10 == 9 {
+                assert_eq!(wal.switch().unwrap(), Some(i + 1));
+            }
+        }
+        wal.sync_appended().unwrap();
+        let files: Vec<PathBuf> = list(dir).unwrap().into_iter().map(|(_, p)| p).collect();
+        assert_eq!(files.len() as u64, n, "{files:?}");
+        files
+    }
+
+    /// A log file missing before two others (deleted, or not copied with
+    /// the rest of `wal/`) is damage: a switch syncs the older file before
+    /// any record of the next counts as durable, and only a checkpoint
+    /// deletes log files, the oldest first. The replay ends before the gap
+    /// and `damaged` names the file after it; so does verification.
+    /// Before, the replay ended there without a word, and the records of
+    /// the files after the gap, acknowledged, were dropped.
+    #[test]
+    fn a_log_file_missing_before_two_others_is_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = log_files(dir.path(), 4);
+        let whole = read_logs(dir.path(), 10).unwrap();
+        assert_eq!(whole.records, (10..45).map(rec).collect::<Vec<_>>());
+        assert!(whole.damaged.is_none());
+        fs::remove_file(&files[1]).unwrap();
+        let logs = read_logs(dir.path(), 10).unwrap();
+        assert_eq!(logs.records, (10..20).map(rec).collect::<Vec<_>>());
+        let name = files[2].file_name().unwrap().to_string_lossy().into_owned();
+        let err = logs.damaged.expect("a missing log file is no damage");
+        assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+        assert!(err.to_string().contains(&name), "{err}");
+        assert!(verify_logs(dir.path(), 10).is_err());
+        // Missing below the checkpoint, the gap is nobody's: its records
+        // are in the segments.
+        assert!(read_logs(dir.path(), 30).unwrap().damaged.is_none());
+        assert!(verify_logs(dir.path(), 30).is_ok());
+        // The checkpoint's own file missing, before two others: damage too.
+        let dir = tempfile::tempdir().unwrap();
+        let files = log_files(dir.path(), 3);
+        fs::remove_file(&files[0]).unwrap();
+        let logs = read_logs(dir.path(), 10).unwrap();
+        assert!(logs.records.is_empty());
+        assert!(logs.damaged.is_some(), "the checkpoint's file missing");
+        // A gap before the last file is what a power loss during a switch
+        // leaves (see `next_position` in the engine): no damage. So a
+        // missing file that the last one follows cannot be told from it.
+        let dir = tempfile::tempdir().unwrap();
+        let files = log_files(dir.path(), 2);
+        let bytes = fs::read(&files[0]).unwrap();
+        fs::write(&files[0], &bytes[..FILE_HEADER + 4 * RECORD]).unwrap();
+        let logs = read_logs(dir.path(), 10).unwrap();
+        assert_eq!(logs.records, (10..14).map(rec).collect::<Vec<_>>());
+        assert!(logs.damaged.is_none());
     }
 
     /// A shadow copy whose length field disagrees with its body (the CRC32
