@@ -62,7 +62,7 @@ create_exception!(
     timebloom,
     WindowUnavailableError,
     TimebloomError,
-    "`insert_at` or `remove_at` named an instant whose window has expired in every tier, or lies in the future; or the clock (a `ManualClock` set so) reads before 1970 or after 9999, which every call refuses; or `contains_within` or `insert_within` (or their batches) asked a horizon while the clock is behind every window the tiers keep (stepped back further than they keep, after a rotation at a later time): no horizon is answered until the clock catches up."
+    "`insert_at` or `remove_at` named an instant whose window has expired in every tier, or that lies past a tier's newest window (a later instant of the current window, later today for a daily tier, is taken); or the clock (a `ManualClock` set so) reads before 1970 or after 9999, which every call refuses; or `contains_within` or `insert_within` (or their batches) asked a horizon while the clock is behind every window the tiers keep (stepped back further than they keep, after a rotation at a later time): no horizon is answered until the clock catches up."
 );
 create_exception!(
     timebloom,

@@ -48,7 +48,7 @@ class UnsupportedVersionError(TimebloomError):
     """A file was written by a format version this build does not read."""
 
 class WindowUnavailableError(TimebloomError):
-    """``insert_at`` or ``remove_at`` named an instant whose window has expired, or lies in the future; or the clock (a ``ManualClock`` set so) reads before 1970 or after 9999, which every call refuses; or a horizon was asked while the clock is behind every window the tiers keep."""
+    """``insert_at`` or ``remove_at`` named an instant whose window has expired in every tier, or that lies past a tier's newest window (a later instant of the current window is taken); or the clock (a ``ManualClock`` set so) reads before 1970 or after 9999, which every call refuses; or a horizon was asked while the clock is behind every window the tiers keep."""
 
 class HorizonTooLongError(TimebloomError):
     """``contains_within`` or ``insert_within`` (or their batches) asked for a horizon longer than any tier keeps."""
