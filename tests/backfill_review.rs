@@ -268,3 +268,45 @@ fn a_later_instant_of_the_newest_window_is_taken() {
     assert!(matches!(r, Err(Error::WindowUnavailable { .. })), "{r:?}");
     e.close().unwrap();
 }
+
+#[test]
+fn backfills_that_grow_a_sealed_window_keep_their_keys_after_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(day(0));
+    let cfg = timebloom::Config {
+        sync: timebloom::SyncPolicy::Always,
+        ..config(&[Tier::daily(7), Tier::weekly(2).counting()], 200, 0.01)
+    };
+    let e = create(dir.path(), cfg, &clock);
+    for i in 0..200 {
+        e.insert(&url(1, i)).unwrap();
+    }
+    clock.set(day(2));
+    e.insert(b"today").unwrap();
+    for i in 0..600 {
+        e.insert_at(&url(2, i), day(0)).unwrap();
+    }
+    std::mem::forget(e);
+    let lost = tempfile::tempdir().unwrap();
+    copy_tree(dir.path(), lost.path());
+    let e = timebloom::Engine::open_with(
+        lost.path(),
+        timebloom::Options::default()
+            .clock(clock.clone())
+            .assume_power_loss(true),
+    )
+    .unwrap();
+    let d = Duration::from_secs(DAY_SECS);
+    for (set, n) in [(1, 200), (2, 600)] {
+        for i in 0..n {
+            assert!(e.contains_within(&url(set, i), 2 * d).unwrap(), "{set} {i}");
+        }
+    }
+    e.verify().unwrap();
+    e.close().unwrap();
+    let e = open(lost.path(), &clock);
+    for i in 0..600 {
+        assert!(e.contains_within(&url(2, i), 2 * d).unwrap(), "{i}");
+    }
+    e.close().unwrap();
+}
