@@ -455,29 +455,39 @@ fn remove_deletes_a_key() {
     let dir = tempfile::tempdir().unwrap();
     let (e, clock) = table_engine(dir.path(), 30, 1_000, 0.001);
     assert!(e.supports_remove());
-    for i in 0..1_000 {
-        e.insert(&key(0, i)).unwrap();
-    }
+    // A key whose insert answered "seen" shares its fingerprint and bucket
+    // pair, so its slot, with a key inserted before it (docs/design.md,
+    // "Fingerprint tiers"): a remove of either removes both, so such a key
+    // is neither removed (its remove would find nothing once the other was
+    // removed, or take a kept key) nor counted lost when absent. At 3% load
+    // a pair of the 1,000 keys shares a slot about once in 100 runs (28 of
+    // 2,500; a remove answered false in 11 of them before these keys were
+    // left out); more than two is an insert answering "seen" wrongly.
+    let shared: std::collections::HashSet<u64> = (0..1_000)
+        .filter(|&i| !e.insert(&key(0, i)).unwrap())
+        .collect();
+    assert!(
+        shared.len() <= 2,
+        "{} of 1,000 keys answered seen",
+        shared.len()
+    );
     clock.set(day(2));
-    for i in 0..500 {
+    let removed: Vec<u64> = (0..500).filter(|i| !shared.contains(i)).collect();
+    for &i in &removed {
         assert!(e.remove(&key(0, i)).unwrap(), "key {i}");
     }
-    let left = (0..500)
-        .filter(|&i| e.contains(&key(0, i)).unwrap())
+    let left = removed
+        .iter()
+        .filter(|&&i| e.contains(&key(0, i)).unwrap())
         .count();
     assert!(left <= 2, "{left} removed keys still present");
-    // A kept key that shares its fingerprint and bucket pair with a removed
-    // one shared its slot and went with it (docs/design.md, "Fingerprint
-    // tiers": about the table's false-positive rate per remove, counting
-    // every key; here at 3% load, so 500 removes take about 0.004 kept
-    // keys on average; seen once in CI). More than two is a remove deleting
-    // the wrong slots.
-    let lost = (500..1_000)
-        .filter(|&i| !e.contains(&key(0, i)).unwrap())
-        .count();
-    assert!(lost <= 2, "{lost} kept keys lost to 500 removes");
+    // Every other key holds a slot of its own, which no remove takes.
+    let lost: Vec<u64> = (500..1_000)
+        .filter(|i| !shared.contains(i) && !e.contains(&key(0, *i)).unwrap())
+        .collect();
+    assert!(lost.is_empty(), "kept keys lost to 500 removes: {lost:?}");
     // A backfill moves a key's day forward, never backwards.
-    let k = key(0, 700);
+    let k = key(0, (700..1_000).find(|i| !shared.contains(i)).unwrap());
     let a_day = DAY + Duration::from_secs(3600);
     assert!(!e.contains_within(&k, a_day).unwrap());
     assert!(!e.insert_at(&k, day(1)).unwrap());
