@@ -132,7 +132,10 @@ enum Command {
     /// A key counts as taken back when every window it is taken from holds
     /// it. A counting key inserted 15 times or more has saturated counters,
     /// which are never decremented: it counts as taken back every time and
-    /// stays present. After an error (exit 2) the count covers the keys
+    /// stays present. In a fingerprint table, keys with the same
+    /// fingerprint and bucket pair share one slot (an insert of the second
+    /// answers seen, about the false-positive rate), and taking one back
+    /// takes the other too. After an error (exit 2) the count covers the keys
     /// read before it, the one whose sync failed under `--sync always`
     /// among them (taken back, not known to be durable).
     #[command(

@@ -196,7 +196,7 @@ class Engine:
     def insert_at(self, key: _Key, when: _Instant) -> bool:
         """Records ``key`` as seen at ``when`` (a backfill); True when it was new."""
     def remove(self, key: _Key) -> bool:
-        """Takes back one insert of ``key`` made now (counting and fingerprint tiers): only when every window inserts go to now holds it; whether it did."""
+        """Takes back one insert of ``key`` made now (counting and fingerprint tiers): only when every window inserts go to now holds it; whether it did. In a fingerprint table, a key sharing its slot with another (same fingerprint and bucket pair) takes it along."""
     def remove_at(self, key: _Key, when: _Instant) -> bool:
         """Takes back one insert of ``key`` made at ``when`` (counting and fingerprint tiers)."""
     def maintain(self, now: Optional[_Instant] = None) -> dict[str, list[str]]:
