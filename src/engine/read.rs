@@ -463,6 +463,13 @@ impl Engine {
             let table = t.tier.is_table();
             let mut segments = Vec::new();
             for seg in &t.segments {
+                // A snapshot no rotation has replaced (a read-only engine,
+                // or a rotation that failed) still holds the windows that
+                // expired since: `contains` skips them, and so does this.
+                let end = window::end(t.tier.span, seg.window, off);
+                if !table && end.is_some_and(|end| end <= start) {
+                    continue;
+                }
                 let s = segment_stats(t, seg, today, off);
                 bytes += s.bytes;
                 if !table {
