@@ -47,3 +47,47 @@ fn read_only_stats_leave_out_windows_that_expired_while_open() {
     let fresh = Engine::open_read_only_with(&path, Options::default().clock(clock)).unwrap();
     assert_eq!(fresh.stats().unwrap().bytes, s.bytes);
 }
+
+/// The tier that answers `contains` changes with the clock: with a 6-day
+/// tier beside a 1-week one, the week reaches furthest back on Sundays
+/// (back to Monday, the days back to Tuesday) and the days on every other
+/// day. A read-only engine left open across those days answers from the
+/// tier the clock says (`contains` works it out past the snapshot's
+/// boundary); `stats` must name the same one as a read-only open made at
+/// that instant, not the one of its snapshot.
+#[test]
+fn read_only_stats_name_the_tier_answering_contains_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("e.tb");
+    let clock = ManualClock::new(day(20_000));
+    let e = create(
+        &path,
+        config(&[Tier::daily(6), Tier::weekly(1)], 10_000, 0.01),
+        &clock,
+    );
+    e.insert(&url(1, 1)).unwrap();
+    e.close().unwrap();
+
+    let answering = |e: &Engine| -> Vec<String> {
+        let s = e.stats().unwrap();
+        (s.tiers.iter())
+            .filter(|t| t.answers_contains)
+            .map(|t| t.tier.clone())
+            .collect()
+    };
+    let r = Engine::open_read_only_with(&path, Options::default().clock(clock.clone())).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for d in 0..8 {
+        if d > 0 {
+            clock.advance(Duration::from_secs(86_400));
+        }
+        let fresh =
+            Engine::open_read_only_with(&path, Options::default().clock(clock.clone())).unwrap();
+        let want = answering(&fresh);
+        assert_eq!(want.len(), 1);
+        assert_eq!(answering(&r), want, "day {d}");
+        seen.insert(want[0].clone());
+    }
+    // Both tiers took a turn.
+    assert_eq!(seen.len(), 2, "{seen:?}");
+}

@@ -457,6 +457,14 @@ impl Engine {
         // The newest instant the engine has dated writes at: the tables'
         // day, and the newest window of each Bloom tier (below).
         let mut newest = reach_now;
+        // Past the snapshot's boundary (a read-only engine, or a rotation
+        // that failed) `contains` works out the answering tier from the
+        // clock, and so does this.
+        let full = if now < st.next_boundary {
+            Some(st.full_tier)
+        } else {
+            self.furthest(&st, now)?
+        };
         for (ti, t) in st.tiers.iter().enumerate() {
             let (start, _) = self.tier_reach(t, now)?;
             let covers = reach_now.saturating_sub(start).max(0) as u64;
@@ -489,7 +497,7 @@ impl Engine {
                     window::nominal_secs(t.tier.span)
                 },
                 segment_fpr: self.config.segment_fpr(&t.tier),
-                answers_contains: ti == st.full_tier,
+                answers_contains: full == Some(ti),
                 segments,
             });
         }
