@@ -202,8 +202,11 @@ pub struct Maintenance {
     /// Windows sealed (checksummed; from now on only a backfill or a
     /// remove at an instant they hold reopens them).
     pub sealed: Vec<String>,
-    /// Windows expired (their files deleted), and the drained oldest
-    /// tables a fingerprint chain dropped (named `TIER table N`).
+    /// Windows expired (their files deleted), the drained oldest tables a
+    /// fingerprint chain dropped (named `TIER table N`), and the days whose
+    /// keys a fingerprint tier let go as its day moved, one entry a move
+    /// however many days (`365d:fingerprint day 20261207`,
+    /// `365d:fingerprint days 20261201 to 20261207 (7 days)`).
     pub expired: Vec<String>,
 }
 

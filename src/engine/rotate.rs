@@ -282,7 +282,11 @@ impl Engine {
             drop(made);
         }
         self.set_boundaries(&mut next, now)?;
+        let before = self.table_day.load(Ordering::Relaxed);
         let (today, day_moved) = self.move_table_day(&next, now)?;
+        if day_moved && !self.read_only {
+            expired_days(&next, before, today, &mut done);
+        }
         set_open_from(&mut next, today, self.config.utc_offset_secs);
         self.store_new_set(m, &next, &changes, day_moved)?;
         let to_sweep = self.plan_sweeps(&mut next, today)?;
@@ -1149,6 +1153,36 @@ fn set_open_from(next: &mut Snapshot, today: u32, off: i32) {
         })
         .max()
         .unwrap_or(i64::MIN);
+}
+
+/// A step of `rotate`: names in `done` the days whose keys each fingerprint
+/// tier's table let go when its day moved from `before` to `today` (those
+/// it kept on `before` and keeps no longer): one entry per tier, a range
+/// however many days (`365d:fingerprint days 20260105 to 20260109 (5
+/// days)`). None when the tables took no day before (at creation).
+fn expired_days(next: &Snapshot, before: u32, today: u32, done: &mut Maintenance) {
+    if before == 0 || today <= before {
+        return;
+    }
+    let day =
+        |d: u32| window::label(window::Span::Day, i64::from(d)).unwrap_or_else(|| d.to_string());
+    for t in next.tiers.iter().filter(|t| t.tier.is_table()) {
+        // Kept on day `d`: the days `d - (retention - 1) ..= d`.
+        let keep = t.tier.table_days();
+        let first = before.saturating_sub(keep);
+        let Some(last) = today.checked_sub(keep + 1) else {
+            continue;
+        };
+        let last = last.min(before);
+        if last < first {
+            continue;
+        }
+        let n = last - first + 1;
+        done.expired.push(match n {
+            1 => format!("{} day {}", t.tier, day(first)),
+            _ => format!("{} days {} to {} ({n} days)", t.tier, day(first), day(last)),
+        });
+    }
 }
 
 /// The name `Maintenance` gives window `w` of a tier.
