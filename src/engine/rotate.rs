@@ -42,6 +42,11 @@ impl Engine {
     /// even one that expires every window (the other way is opening with
     /// [`crate::Options::allow_clock_jump`]).
     ///
+    /// An engine opened read-only refuses it ([`Error::ReadOnly`], nothing
+    /// changed): the writer rotates, and lookups skip expired windows by
+    /// the clock. A fingerprint tier's keys expire by day, not by file: the
+    /// days it let go are named in [`Maintenance::expired`] as a range.
+    ///
     /// ```
     /// use std::time::{Duration, SystemTime};
     /// use timebloom::{Config, Engine, Tier};
