@@ -317,8 +317,11 @@ impl PyEngine {
 
     /// Rotates and expires windows as of `now` (default: the engine's
     /// clock) and returns what changed: `{"opened": [...], "sealed": [...],
-    /// "expired": [...]}`, window labels per tier. Calls do this by
-    /// themselves; call it to move across a clock jump on purpose.
+    /// "expired": [...]}`, windows as `TIER LABEL` (a fingerprint tier's
+    /// dropped tables as `TIER table N`, the days whose keys it let go as
+    /// `TIER day D` or `TIER days D to E (N days)`). Calls do this by
+    /// themselves; call it to move across a clock jump on purpose. A
+    /// `read_only=True` engine raises `ReadOnlyError`.
     #[pyo3(signature = (now=None))]
     fn maintain<'py>(
         &self,
