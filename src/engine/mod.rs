@@ -20,7 +20,6 @@
 //! any lock. Rotation, growth, unsealing and checkpoints take the
 //! maintenance lock (one at a time); none of them blocks a lookup.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -95,7 +94,7 @@ pub struct Engine {
     dir: PathBuf,
     /// The exclusive directory lock; `None` for a read-only engine (or
     /// once a forked child let go of it: `Engine::leave_lock_after_fork`).
-    lock: Mutex<Option<File>>,
+    lock: Mutex<Option<open::DirLock>>,
     /// The process that opened the engine (see `Engine::leave_after_fork`).
     pid: u32,
     /// Opened with [`Engine::open_read_only`]: nothing is ever written.

@@ -25,7 +25,36 @@ use crate::window;
 use super::snapshot::{Snapshot, TierState};
 use super::{window_name, Engine, Maint, LOCK, MANIFEST, QUARANTINE, SEG_DIR, WAL_DIR};
 
-fn lock_dir(dir: &Path) -> Result<File> {
+/// The exclusive lock of an engine directory: `LOCK` (what earlier
+/// versions lock, and what docs/operations.md names) and, on Unix, the
+/// directory itself. A `LOCK` deleted by hand while a writer ran let the
+/// next writer make a new one and lock it beside the first; the
+/// directory cannot be deleted while it holds the engine's files, and any
+/// path that reaches it (a symlink, `dir/.`, a bind mount) reaches the same
+/// inode.
+pub(super) struct DirLock {
+    _file: File,
+    _dir: Option<File>,
+}
+
+impl DirLock {
+    /// A second descriptor of each open file, holding the same locks.
+    fn try_clone(&self, dir: &Path) -> Result<DirLock> {
+        let dup = |f: &File, p: PathBuf| {
+            f.try_clone()
+                .map_err(|e| Error::io("duplicate lock descriptor", p, e))
+        };
+        Ok(DirLock {
+            _file: dup(&self._file, dir.join(LOCK))?,
+            _dir: match &self._dir {
+                Some(d) => Some(dup(d, dir.to_path_buf())?),
+                None => None,
+            },
+        })
+    }
+}
+
+fn lock_dir(dir: &Path) -> Result<DirLock> {
     let path = dir.join(LOCK);
     let f = OpenOptions::new()
         .read(true)
@@ -34,13 +63,38 @@ fn lock_dir(dir: &Path) -> Result<File> {
         .truncate(false)
         .open(&path)
         .map_err(|e| Error::io("open lock file", &path, e))?;
+    let locked = || Error::Locked {
+        path: dir.to_path_buf(),
+    };
     match f.try_lock() {
-        Ok(()) => Ok(f),
-        Err(fs::TryLockError::WouldBlock) => Err(Error::Locked {
-            path: dir.to_path_buf(),
-        }),
-        Err(fs::TryLockError::Error(e)) => Err(Error::io("lock", &path, e)),
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => return Err(locked()),
+        Err(fs::TryLockError::Error(e)) => return Err(Error::io("lock", &path, e)),
     }
+    Ok(DirLock {
+        _file: f,
+        _dir: lock_dir_itself(dir).map_err(|_| locked())?,
+    })
+}
+
+/// Locks the directory's own inode: `Err` when another writer holds it,
+/// `None` where a directory cannot be locked (a file system without
+/// `flock` on directories: `LOCK` alone guards it there).
+#[cfg(unix)]
+fn lock_dir_itself(dir: &Path) -> std::result::Result<Option<File>, ()> {
+    let Ok(d) = File::open(dir) else {
+        return Ok(None);
+    };
+    match d.try_lock() {
+        Ok(()) => Ok(Some(d)),
+        Err(fs::TryLockError::WouldBlock) => Err(()),
+        Err(fs::TryLockError::Error(_)) => Ok(None),
+    }
+}
+
+#[cfg(not(unix))]
+fn lock_dir_itself(_dir: &Path) -> std::result::Result<Option<File>, ()> {
+    Ok(None)
 }
 
 /// Moves a segment file that failed its checks to `quarantine/`, so that
@@ -249,9 +303,7 @@ impl Engine {
         check_empty(dir)?;
         // The lock travels into the engine; a second descriptor of the same
         // open file keeps it held while a failed create cleans up.
-        let guard = lock
-            .try_clone()
-            .map_err(|e| Error::io("duplicate lock descriptor", dir.join(LOCK), e))?;
+        let guard = lock.try_clone(dir)?;
         let made = Made {
             dir: made_dir,
             seg: !dir.join(SEG_DIR).exists(),
@@ -271,7 +323,7 @@ impl Engine {
     /// syncs the directory entries.
     fn create_locked(
         dir: &Path,
-        lock: File,
+        lock: DirLock,
         config: Config,
         options: Options,
         now: i64,
@@ -548,7 +600,7 @@ impl Engine {
     #[allow(clippy::too_many_arguments)]
     fn assemble(
         dir: &Path,
-        lock: Option<File>,
+        lock: Option<DirLock>,
         read_only: bool,
         seed: u64,
         config: Config,
