@@ -283,7 +283,7 @@ impl fmt::Display for Error {
             Error::InvalidConfig { reason } => write!(f, "invalid configuration: {reason}"),
             Error::Locked { path } => write!(
                 f,
-                "{}: the engine is open in another process (or handle); one writer at a time",
+                "{}: the engine is open in another process (or handle); one writer at a time: close that writer first, or read beside it with a read-only open (`check`, `stats`, `verify`; `Engine::open_read_only`; `Engine.open(path, read_only=True)` in Python)",
                 path.display()
             ),
             Error::AlreadyExists { path } => {

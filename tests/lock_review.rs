@@ -69,3 +69,22 @@ fn a_deleted_lock_file_does_not_let_a_second_cli_writer_in() {
     assert!(err.contains("open in another process"), "{err}");
     drop(e);
 }
+
+/// `Locked` names the directory and says what to do: close the other
+/// writer, or read beside it with a read-only open. It said only "one
+/// writer at a time".
+#[test]
+fn locked_says_what_to_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("e.tb");
+    let clock = ManualClock::new(day(0));
+    let e = create(&dir, config(&[Tier::daily(3)], 1_000, 0.01), &clock);
+    let Err(err) = Engine::open_with(&dir, Options::default().clock(clock.clone())) else {
+        panic!("a second writer opened");
+    };
+    let msg = err.to_string();
+    assert!(msg.contains(&dir.display().to_string()), "{msg}");
+    assert!(msg.contains("close"), "{msg}");
+    assert!(msg.contains("read-only"), "{msg}");
+    drop(e);
+}

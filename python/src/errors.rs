@@ -26,7 +26,7 @@ create_exception!(
     timebloom,
     LockedError,
     TimebloomError,
-    "Another process (or another open `Engine`) holds the directory: one writer at a time."
+    "Another process (or another open `Engine`) holds the directory: one writer at a time. Close that writer first, or read beside it with `Engine.open(path, read_only=True)`."
 );
 create_exception!(
     timebloom,

@@ -27,7 +27,7 @@ class InvalidConfigError(TimebloomError):
     """The configuration given to ``Engine.create`` or ``RedisEngine.create`` (or the ``sync`` policy given to ``Engine.open``, or the prefix given to ``RedisEngine``) is not valid; nothing was written."""
 
 class LockedError(TimebloomError):
-    """Another process (or another open ``Engine``) holds the directory."""
+    """Another process (or another open ``Engine``) holds the directory: close it, or open with ``read_only=True`` beside it."""
 
 class AlreadyExistsError(TimebloomError):
     """``Engine.create`` found an engine in the directory already (``RedisEngine.create``: under the prefix, without ``exist_ok=True``)."""
