@@ -217,3 +217,36 @@ fn a_killed_writer_leaves_no_lock() {
     let e = open_past_spawns(&dir, Options::default().clock(clock)).unwrap();
     assert!(e.contains(b"a").unwrap());
 }
+
+/// The lock holds whatever path reaches the directory: a symlink, `dir/.`,
+/// a path through `..`, a relative path (from the tests' working
+/// directory).
+#[test]
+fn every_path_to_the_directory_meets_the_lock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("e.tb");
+    let clock = ManualClock::new(day(0));
+    let e = create(&dir, config(&[Tier::daily(3)], 1_000, 0.01), &clock);
+    std::os::unix::fs::symlink(&dir, tmp.path().join("link")).unwrap();
+    std::fs::create_dir(tmp.path().join("sub")).unwrap();
+    let cwd = std::env::current_dir().unwrap();
+    let up = cwd.components().count() - 1;
+    let relative = std::iter::repeat_n("..", up)
+        .collect::<std::path::PathBuf>()
+        .join(dir.strip_prefix("/").unwrap());
+    for p in [
+        tmp.path().join("link"),
+        dir.join("."),
+        tmp.path().join("sub/../e.tb"),
+        relative,
+    ] {
+        let r = Engine::open_with(&p, Options::default().clock(clock.clone()));
+        assert!(
+            matches!(r, Err(Error::Locked { .. })),
+            "{}: {:?}",
+            p.display(),
+            r.as_ref().map(|_| ())
+        );
+    }
+    drop(e);
+}
