@@ -1693,7 +1693,7 @@ impl RedisEngine {
         let segments = windows
             .range(oldest..=cur)
             .map(|(&w, per)| self.window_stats(ti, t, w, cur, per))
-            .collect();
+            .collect::<Result<_>>()?;
         Ok(TierStats {
             tier: t.to_string(),
             kind: t.kind,
@@ -1710,7 +1710,9 @@ impl RedisEngine {
     /// A step of `stats`: window `w` of tier `ti` (`t`), open when it is
     /// `cur`, from each shard's `(chain length, bits set per sub-filter)`
     /// (`per`): the sizes, fill and estimates of its sub-filters, summed
-    /// over the shards, the rate averaged over them.
+    /// over the shards, the rate averaged over them. A count of bits set
+    /// past its sub-filter's cells, which no engine writes (an edited
+    /// directory), is an error naming the shard's directory.
     fn window_stats(
         &self,
         ti: usize,
@@ -1718,22 +1720,33 @@ impl RedisEngine {
         w: i64,
         cur: i64,
         per: &[(u32, Vec<u64>)],
-    ) -> SegmentStats {
+    ) -> Result<SegmentStats> {
         let shards = self.stored.shards;
         let state = if w == cur { "open" } else { "sealed" };
         let mut s = SegmentStats::window(t.span, w, self.off(), state);
         let mut items = 0.0;
-        for (n, fills) in per {
+        for (shard, (n, fills)) in per.iter().enumerate() {
             let n = self.held(ti, *n);
             s.subfilters = s.subfilters.max(n as usize);
             for i in 0..n {
                 let g = self.geom(ti, i);
                 let plan = g.shard_plan();
                 let occ = fills.get(i as usize).copied().unwrap_or(0);
+                let cells = plan
+                    .nblocks
+                    .saturating_mul(u64::from(t.kind.cells_per_block()));
+                if occ > cells {
+                    let dir = self.names.dir(shard as u32, &self.codes[ti]);
+                    let why = format!(
+                        "field {w}:{i} says {occ} bits are set in sub-filter {i} of window \
+                         {w} of tier {t}, which has {cells} (an edited directory)"
+                    );
+                    return Err(RedisError::bad_reply("HGETALL", &dir, why));
+                }
                 let est = sizing::estimate_items(t.kind, plan, occ);
                 items += est;
                 s.bytes += plan.nblocks * 64;
-                s.cells += plan.nblocks * u64::from(t.kind.cells_per_block());
+                s.cells += cells;
                 s.occupied = s.occupied.saturating_add(occ);
                 s.estimated_fpr +=
                     sizing::fpr(t.kind, plan.k, est / plan.nblocks as f64) / f64::from(shards);
@@ -1745,7 +1758,7 @@ impl RedisEngine {
             0 => 0.0,
             n => (s.bytes * 8) as f64 / n as f64,
         };
-        s
+        Ok(s)
     }
 
     /// Whether this engine talks to a Redis Cluster (fixed at open: it
