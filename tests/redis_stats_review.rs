@@ -6,6 +6,8 @@
 
 mod redis_support;
 
+use std::time::Duration;
+
 use redis_support::*;
 use timebloom::redis::{RedisEngine, RedisOptions};
 use timebloom::ManualClock;
@@ -94,4 +96,93 @@ fn a_count_past_the_cells_is_an_error_naming_the_directory() {
         .expect("contains")
         .iter()
         .all(|&f| f));
+}
+
+/// Two clients whose clocks straddle midnight: the one ahead inserts into
+/// the new window, which the lagging one's lookups read (the next window
+/// is read too). The lagging one's `stats` lists that window as well, and
+/// nothing past it; before, it left the window out, so its stats showed
+/// fewer windows, bytes and keys than its lookups read.
+#[test]
+fn stats_list_the_next_window_that_lookups_read() {
+    if !require("stats_list_the_next_window_that_lookups_read") {
+        return;
+    }
+    let server = Server::start();
+    let midnight = day(2) - Duration::from_secs(12 * 3600);
+    let ahead = ManualClock::new(midnight + Duration::from_secs(5));
+    let behind = ManualClock::new(midnight - Duration::from_secs(5));
+    let pre = prefix("nextwin");
+    let a = RedisEngine::create_with(
+        &server.url(),
+        &pre,
+        daily(7, 10_000),
+        RedisOptions::default().clock(ahead),
+    )
+    .expect("create");
+    let b = RedisEngine::open_with(&server.url(), &pre, RedisOptions::default().clock(behind))
+        .expect("open");
+    // The lagging client writes its own window first, then the one ahead
+    // writes the next.
+    let old: Vec<Vec<u8>> = (0..300).map(|i| url(181, i)).collect();
+    assert!(b.insert_batch(&old).expect("insert").iter().all(|&n| n));
+    let keys: Vec<Vec<u8>> = (0..2000).map(|i| url(182, i)).collect();
+    assert!(a.insert_batch(&keys).expect("insert").iter().all(|&n| n));
+    assert!(
+        b.contains_batch(&keys)
+            .expect("contains")
+            .iter()
+            .all(|&f| f),
+        "the lagging client's lookups do not read the next window"
+    );
+
+    let ahead_stats = a.stats().expect("stats ahead");
+    let next = ahead_stats.tiers[0]
+        .segments
+        .last()
+        .expect("a segment")
+        .clone();
+    let s = b.stats().expect("stats behind");
+    let t = &s.tiers[0];
+    let labels: Vec<&str> = t.segments.iter().map(|g| g.window.as_str()).collect();
+    assert!(
+        labels.contains(&next.window.as_str()),
+        "the lagging client's stats leave out window {} that its lookups read: {labels:?}",
+        next.window
+    );
+    let listed = t
+        .segments
+        .iter()
+        .find(|g| g.window == next.window)
+        .expect("listed");
+    assert_eq!(listed.estimated_items, next.estimated_items);
+    assert_eq!(listed.state, "open", "a window clients write is open");
+    assert_eq!(s.bytes, ahead_stats.bytes, "both read the same windows");
+    // Oldest first.
+    let starts: Vec<i64> = t.segments.iter().map(|g| g.window_start).collect();
+    assert!(starts.windows(2).all(|p| p[0] < p[1]), "{starts:?}");
+
+    // A window two days past the lagging clock is not read by its
+    // lookups, nor listed by its stats.
+    let far = ManualClock::new(midnight + Duration::from_secs(86_400 + 5));
+    let c = RedisEngine::open_with(&server.url(), &pre, RedisOptions::default().clock(far))
+        .expect("open");
+    let later: Vec<Vec<u8>> = (0..200).map(|i| url(183, i)).collect();
+    assert!(c.insert_batch(&later).expect("insert").iter().all(|&n| n));
+    let found = b.contains_batch(&later).expect("contains");
+    assert!(
+        found.iter().filter(|&&f| f).count() < 20,
+        "the lagging client reads a window two days ahead"
+    );
+    let far_label = c.stats().expect("stats").tiers[0]
+        .segments
+        .last()
+        .expect("a segment")
+        .window
+        .clone();
+    let s = b.stats().expect("stats behind");
+    assert!(
+        s.tiers[0].segments.iter().all(|g| g.window != far_label),
+        "the lagging client's stats list window {far_label}, which its lookups do not read"
+    );
 }

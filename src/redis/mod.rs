@@ -1676,8 +1676,10 @@ impl RedisEngine {
     }
 
     /// A step of `stats`: the figures of tier `ti` (`t`) read from its
-    /// directories (`windows`), as one segment per live window present;
-    /// `contains` is whether the tier answers `contains`.
+    /// directories (`windows`), as one segment per window present of those
+    /// lookups read (see [`reads`]): the live ones and the next, which a
+    /// shard has when a client whose clock is ahead has passed the
+    /// boundary already; `contains` is whether the tier answers `contains`.
     fn tier_stats(
         &self,
         ti: usize,
@@ -1690,8 +1692,9 @@ impl RedisEngine {
         let oldest = t.oldest_live(cur);
         let covers = window::start(t.span, oldest, self.off())
             .map_or(0, |s| now.saturating_sub(s).max(0) as u64);
+        let newest = reads(t.span, oldest, cur).last().map_or(cur, |r| r.0);
         let segments = windows
-            .range(oldest..=cur)
+            .range(oldest..=newest)
             .map(|(&w, per)| self.window_stats(ti, t, w, cur, per))
             .collect::<Result<_>>()?;
         Ok(TierStats {
@@ -1708,7 +1711,7 @@ impl RedisEngine {
     }
 
     /// A step of `stats`: window `w` of tier `ti` (`t`), open when it is
-    /// `cur`, from each shard's `(chain length, bits set per sub-filter)`
+    /// `cur` or later, from each shard's `(chain length, bits set per sub-filter)`
     /// (`per`): the sizes, fill and estimates of its sub-filters, summed
     /// over the shards, the rate averaged over them. A count of bits set
     /// past its sub-filter's cells, which no engine writes (an edited
@@ -1722,7 +1725,8 @@ impl RedisEngine {
         per: &[(u32, Vec<u64>)],
     ) -> Result<SegmentStats> {
         let shards = self.stored.shards;
-        let state = if w == cur { "open" } else { "sealed" };
+        // The next window (see `reads`) is open for the clients ahead.
+        let state = if w >= cur { "open" } else { "sealed" };
         let mut s = SegmentStats::window(t.span, w, self.off(), state);
         let mut items = 0.0;
         for (shard, (n, fills)) in per.iter().enumerate() {
