@@ -12,6 +12,8 @@ root=$(pwd)
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# The CLI's build tree (scripts/test.sh's `cargo test` built the binary there).
+cli_target=${CARGO_TARGET_DIR:-$root/target}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/python/target}
 export CARGO_TERM_COLOR=never
 
@@ -36,6 +38,11 @@ echo "== python: build the wheel and install it"
 # The installed package, not the source folder, is what the tests import.
 # The wheel has the Redis engine (the crate builds timebloom with `redis`).
 (cd "$work" && "$py" -c 'import timebloom, timebloom.scrapy; timebloom.RedisEngine; print("installed", timebloom.__file__)')
+
+echo "== python: the timebloom CLI (tests/test_lock_cross.py runs it beside the package)"
+# Built already by the Rust tests (then this does nothing), else built here.
+CARGO_TARGET_DIR=$cli_target cargo build --quiet --all-features --bin timebloom
+export TIMEBLOOM_BIN=$cli_target/debug/timebloom
 
 echo "== python: the type stubs match the module (mypy stubtest)"
 (cd "$work" && "$py" -m mypy.stubtest timebloom)
