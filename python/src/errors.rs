@@ -86,7 +86,7 @@ create_exception!(
     timebloom,
     ReadOnlyError,
     TimebloomError,
-    "A write on an engine opened with `read_only=True`."
+    "A write, or `maintain`, on an engine opened with `read_only=True`."
 );
 create_exception!(
     timebloom,

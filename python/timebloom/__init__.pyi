@@ -60,7 +60,7 @@ class IoError(TimebloomError):
     """An I/O call failed, or an earlier one left the engine unusable (reopen it)."""
 
 class ReadOnlyError(TimebloomError):
-    """A write on an engine opened with ``read_only=True``."""
+    """A write, or ``maintain``, on an engine opened with ``read_only=True``."""
 
 class ClockJumpError(TimebloomError):
     """The clock jumped past every window holding keys; nothing changed (see ``Engine.maintain``)."""
