@@ -123,30 +123,20 @@ def prefix() -> str:
 # ---- fork: an engine inherited by a child process ----------------------------
 
 
-def in_forked_child(held: list, let_go) -> tuple[int, int, int]:
-    """Forks. The child calls ``insert`` on the engine ``held[0]`` (which
-    must raise ``ForkedError``, a ``ClosedError`` naming the engine's path
-    or Redis prefix), lets go of it with ``let_go(held)``, tells the parent
-    and waits for its word before exiting with 0 (1 or 2 when a check
-    failed). Returns the child's pid and the pipe ends the parent reads
-    from and writes to (a child that dies early closes its end: the
-    parent's read returns nothing instead of waiting)."""
+def forked(body) -> tuple[int, int, int]:
+    """Forks a child that runs ``body()`` (its exit code: 0 when its checks
+    passed), tells the parent, and waits for the parent's word before
+    exiting. Returns the pid and the pipe ends the parent reads from and
+    writes to."""
     to_child_r, to_child_w = os.pipe()
     to_parent_r, to_parent_w = os.pipe()
     pid = os.fork()
     if pid == 0:
-        code = 1
+        code = 3
         try:
             os.close(to_parent_r)
             os.close(to_child_w)
-            e = held[0]
-            place = e.path if isinstance(e, timebloom.Engine) else e.prefix
-            try:
-                e.insert("https://example.com/child")
-            except timebloom.ForkedError as err:
-                code = 0 if isinstance(err, timebloom.ClosedError) and place in str(err) else 2
-            del e
-            let_go(held)
+            code = body()
             os.write(to_parent_w, b"x")
             os.read(to_child_r, 1)
         finally:
@@ -154,6 +144,27 @@ def in_forked_child(held: list, let_go) -> tuple[int, int, int]:
     os.close(to_child_r)
     os.close(to_parent_w)
     return pid, to_parent_r, to_child_w
+
+
+def in_forked_child(held: list, let_go) -> tuple[int, int, int]:
+    """Forks (see ``forked``). The child calls ``insert`` on the engine
+    ``held[0]`` (which must raise ``ForkedError``, a ``ClosedError`` naming
+    the engine's path or Redis prefix) and lets go of it with
+    ``let_go(held)``; it exits with 0, or 1 or 2 when a check failed."""
+
+    def body() -> int:
+        e = held[0]
+        place = e.path if isinstance(e, timebloom.Engine) else e.prefix
+        code = 1
+        try:
+            e.insert("https://example.com/child")
+        except timebloom.ForkedError as err:
+            code = 0 if isinstance(err, timebloom.ClosedError) and place in str(err) else 2
+        del e
+        let_go(held)
+        return code
+
+    return forked(body)
 
 
 def finish_child(pid: int, to_child_w: int) -> None:

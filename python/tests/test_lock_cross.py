@@ -27,6 +27,8 @@ import pytest
 import timebloom
 from timebloom import Engine
 
+from conftest import forked  # tests/conftest.py
+
 ROOT = Path(__file__).resolve().parents[2]
 # How long a CLI call may take before the test fails (it takes milliseconds).
 TIMEOUT = 20
@@ -228,29 +230,6 @@ def test_a_deleted_lock_file_lets_no_python_writer_in_beside_the_cli(cli_writer,
 
 
 # ---- fork ----------------------------------------------------------------------------
-
-
-def forked(body) -> tuple[int, int, int]:
-    """Forks a child that runs ``body()`` (its exit code: 0 when its checks
-    passed), tells the parent, and waits for the parent's word before
-    exiting. Returns the pid and the pipe ends the parent reads from and
-    writes to."""
-    to_child_r, to_child_w = os.pipe()
-    to_parent_r, to_parent_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 3
-        try:
-            os.close(to_parent_r)
-            os.close(to_child_w)
-            code = body()
-            os.write(to_parent_w, b"x")
-            os.read(to_child_r, 1)
-        finally:
-            os._exit(code)
-    os.close(to_child_r)
-    os.close(to_parent_w)
-    return pid, to_parent_r, to_child_w
 
 
 def end_child(pid: int, to_parent_r: int, to_child_w: int) -> int:
