@@ -62,12 +62,9 @@ fn the_rate_at_the_plan_stays_within_the_configured_bound() {
         .sum();
     let mut bytes = 0u64;
     let mut strings = 0u64;
-    for k in server
-        .cli(&["--scan", "--pattern", &format!("{pre}:*")])
-        .lines()
-    {
+    for k in server.keys(&format!("{pre}:*")) {
         let n: u64 = server
-            .cli(&["MEMORY", "USAGE", k])
+            .cli(&["MEMORY", "USAGE", &k])
             .trim()
             .parse()
             .unwrap_or(0);

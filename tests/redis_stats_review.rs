@@ -12,16 +12,6 @@ use redis_support::*;
 use timebloom::redis::{RedisEngine, RedisOptions};
 use timebloom::ManualClock;
 
-/// The keys of `server` matching `pattern` (`SCAN`, through `redis-cli`).
-fn keys_of(server: &Server, pattern: &str) -> Vec<String> {
-    server
-        .cli(&["--scan", "--pattern", pattern])
-        .lines()
-        .map(|l| l.trim().to_string())
-        .filter(|l| !l.is_empty())
-        .collect()
-}
-
 /// A directory's count of bits set in a sub-filter raised past the
 /// sub-filter's cells (`HSET dir <window>:0 ...`, as an edited directory
 /// may hold). Before, `stats` showed a fill above 1 (and an estimate made
@@ -47,7 +37,7 @@ fn a_count_past_the_cells_is_an_error_naming_the_directory() {
     let seg = &before.tiers[0].segments.last().expect("a segment").clone();
     assert!(seg.fill > 0.0 && seg.fill < 1.0, "{seg:?}");
 
-    let dirs = keys_of(&server, &format!("{pre}:*:dir:*"));
+    let dirs = server.keys(&format!("{pre}:*:dir:*"));
     assert!(!dirs.is_empty());
     let mut edited = Vec::new();
     for d in &dirs {

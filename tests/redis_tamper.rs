@@ -17,16 +17,6 @@ fn config() -> Config {
     daily(7, 100_000)
 }
 
-/// The keys of `server` matching `pattern` (`SCAN`, through `redis-cli`).
-fn keys_of(server: &Server, pattern: &str) -> Vec<String> {
-    server
-        .cli(&["--scan", "--pattern", pattern])
-        .lines()
-        .map(|l| l.trim().to_string())
-        .filter(|l| !l.is_empty())
-        .collect()
-}
-
 /// An engine with 1,000 acknowledged keys, its server and its prefix.
 fn engine_with_keys(test: &str, set: u64) -> (Server, RedisEngine, String, Vec<Vec<u8>>) {
     let server = Server::start();
@@ -53,7 +43,7 @@ fn an_overwritten_filter_string_is_an_error_naming_it() {
         return;
     }
     let (server, e, pre, keys) = engine_with_keys("overwrite", 170);
-    let strings = keys_of(&server, &format!("{pre}:*:d:*"));
+    let strings = server.keys(&format!("{pre}:*:d:*"));
     assert!(!strings.is_empty());
     for s in &strings {
         assert_eq!(server.cli(&["SET", s, "x", "KEEPTTL"]).trim(), "OK");
@@ -90,7 +80,7 @@ fn a_key_of_the_wrong_type_is_an_error_naming_it() {
         return;
     }
     let (server, e, pre, keys) = engine_with_keys("wrongtype", 171);
-    let strings = keys_of(&server, &format!("{pre}:*:d:*"));
+    let strings = server.keys(&format!("{pre}:*:d:*"));
     for s in &strings {
         server.cli(&["DEL", s]);
         server.cli(&["HSET", s, "a", "b"]);
@@ -102,7 +92,7 @@ fn a_key_of_the_wrong_type_is_an_error_naming_it() {
     assert!(strings.iter().any(|s| msg.contains(s.as_str())), "{msg}");
 
     let (server, e, pre, keys) = engine_with_keys("wrongtype-dir", 172);
-    let dirs = keys_of(&server, &format!("{pre}:*:dir:*"));
+    let dirs = server.keys(&format!("{pre}:*:dir:*"));
     assert!(!dirs.is_empty());
     for d in &dirs {
         assert_eq!(server.cli(&["SET", d, "x"]).trim(), "OK");
@@ -122,7 +112,7 @@ fn deleted_directories_lose_no_key() {
         return;
     }
     let (server, e, pre, keys) = engine_with_keys("nodir", 173);
-    let dirs = keys_of(&server, &format!("{pre}:*:dir:*"));
+    let dirs = server.keys(&format!("{pre}:*:dir:*"));
     assert!(!dirs.is_empty());
     for d in &dirs {
         assert_eq!(server.cli(&["DEL", d]).trim(), "1");
@@ -153,7 +143,7 @@ fn a_chain_length_past_any_string_does_not_panic() {
         return;
     }
     let (server, e, pre, keys) = engine_with_keys("longchain", 174);
-    let dirs = keys_of(&server, &format!("{pre}:*:dir:*"));
+    let dirs = server.keys(&format!("{pre}:*:dir:*"));
     assert!(!dirs.is_empty());
     for d in &dirs {
         let code = d.rsplit(':').next().expect("a tier code");
@@ -217,7 +207,7 @@ fn a_chain_past_the_longest_fails_naming_the_call() {
         return;
     }
     let (server, e, pre, keys) = engine_with_keys("pastlongest", 175);
-    let dirs = keys_of(&server, &format!("{pre}:*:dir:*"));
+    let dirs = server.keys(&format!("{pre}:*:dir:*"));
     assert!(!dirs.is_empty());
     for d in &dirs {
         for w in server.cli(&["HKEYS", d]).lines().map(str::trim) {

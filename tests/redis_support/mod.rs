@@ -202,6 +202,16 @@ impl Server {
     pub fn cli(&self, args: &[&str]) -> String {
         cli(self.port, args)
     }
+
+    /// The keys of this server matching `pattern` (`SCAN`, through
+    /// `redis-cli`).
+    pub fn keys(&self, pattern: &str) -> Vec<String> {
+        self.cli(&["--scan", "--pattern", pattern])
+            .lines()
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect()
+    }
 }
 
 impl Drop for Server {
