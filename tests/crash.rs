@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use timebloom::{Config, Engine, ManualClock, Options, SyncPolicy, Tier};
+use timebloom::{Config, ManualClock, Options, SyncPolicy, Tier};
 
 const DIR_ENV: &str = "TIMEBLOOM_CRASH_DIR";
 const START_ENV: &str = "TIMEBLOOM_CRASH_START";
@@ -62,20 +62,11 @@ fn crash_child() {
         // writers all the time, and the kills land in them.
         opts = opts.checkpoint_log_bytes(200 * 40);
     }
-    let e = match open_past_spawns(&dir, opts.clone()) {
-        Ok(e) => e,
-        Err(timebloom::Error::NotFound { .. }) => {
-            let mut cfg = crash_config(table);
-            cfg.sync = sync;
-            Engine::create_with(&dir, cfg, opts).unwrap()
-        }
-        Err(e) => panic!("child open: {e}"),
+    let config = || Config {
+        sync,
+        ..crash_config(table)
     };
-    let mut ack = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("ack.log"))
-        .unwrap();
+    let (e, mut ack) = open_or_create_with_ack(&dir, config, opts);
     for batch in 0u64.. {
         let ids: Vec<u64> = (0..64)
             .map(|j| round * 100_000_000 + batch * 64 + j)

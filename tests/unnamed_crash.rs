@@ -74,20 +74,11 @@ fn writer(dir: &Path, clock: &ManualClock, opts: Options, sync: SyncPolicy) {
     let round: u64 = std::env::var(ROUND_ENV).unwrap().parse().unwrap();
     let tiers = parse_tiers(&std::env::var(TIERS_ENV).unwrap()).unwrap();
     timebloom::testing::set_rewrite_from(Some(0));
-    let e = match open_past_spawns(dir, opts.clone()) {
-        Ok(e) => e,
-        Err(Error::NotFound { .. }) => {
-            let mut cfg = config(&tiers, 150, 0.01);
-            cfg.sync = sync;
-            Engine::create_with(dir, cfg, opts).unwrap()
-        }
-        Err(e) => panic!("child open: {e}"),
+    let cfg = || timebloom::Config {
+        sync,
+        ..config(&tiers, 150, 0.01)
     };
-    let mut ack = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("ack.log"))
-        .unwrap();
+    let (e, mut ack) = open_or_create_with_ack(dir, cfg, opts);
     for batch in 0u64.. {
         let now = clock.now_secs_for_test();
         let mut line = String::new();

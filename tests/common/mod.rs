@@ -137,3 +137,25 @@ pub fn past_spawns<T>(mut f: impl FnMut() -> timebloom::Result<T>) -> timebloom:
 pub fn open_past_spawns(dir: &std::path::Path, opts: Options) -> timebloom::Result<Engine> {
     past_spawns(|| Engine::open_with(dir, opts.clone()))
 }
+
+/// A kill -9 test's child: the engine in `dir` opened (through
+/// [`past_spawns`]), or created with `config` when there is none yet, and
+/// `dir/ack.log` opened for appending, where the child writes a line for
+/// each key once acknowledged.
+pub fn open_or_create_with_ack(
+    dir: &std::path::Path,
+    config: impl FnOnce() -> Config,
+    opts: Options,
+) -> (Engine, std::fs::File) {
+    let e = match open_past_spawns(dir, opts.clone()) {
+        Ok(e) => e,
+        Err(timebloom::Error::NotFound { .. }) => Engine::create_with(dir, config(), opts).unwrap(),
+        Err(e) => panic!("child open: {e}"),
+    };
+    let ack = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("ack.log"))
+        .unwrap();
+    (e, ack)
+}
