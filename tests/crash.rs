@@ -155,23 +155,6 @@ fn run_child(
     drop_torn_ack(dir);
 }
 
-/// A kill during the child's append to `ack.log` can leave the last line
-/// torn (a write crossing a page boundary returns short when SIGKILL is
-/// pending): a prefix of an id, to which the next child's first id would
-/// be glued into a number that was never inserted. The torn line is cut;
-/// every complete line is still checked.
-fn drop_torn_ack(dir: &std::path::Path) {
-    let path = dir.join("ack.log");
-    let Ok(bytes) = std::fs::read(&path) else {
-        return;
-    };
-    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    if keep < bytes.len() {
-        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-        f.set_len(keep as u64).unwrap();
-    }
-}
-
 /// The instant at which the child of a round inserted acknowledged key
 /// `id`: its round's start and 20 s of clock per 64-key batch before it.
 fn inserted_at(starts: &[u64], id: u64) -> u64 {

@@ -255,19 +255,6 @@ fn acked(dir: &Path) -> Vec<(u64, u64)> {
     v
 }
 
-/// Cuts a line a kill tore in `ack.log`.
-fn drop_torn_ack(dir: &Path) {
-    let path = dir.join("ack.log");
-    let Ok(bytes) = std::fs::read(&path) else {
-        return;
-    };
-    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    if keep < bytes.len() {
-        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-        f.set_len(keep as u64).unwrap();
-    }
-}
-
 /// Rounds of writers killed (SIGKILL) at random moments, starting on
 /// Friday 2026-01-30, so that the writers cross day, week (Monday
 /// 2026-02-02) and month (2026-02-01) boundaries, the windows created

@@ -159,3 +159,21 @@ pub fn open_or_create_with_ack(
         .unwrap();
     (e, ack)
 }
+
+/// A kill during the child's append to `ack.log` (see
+/// [`open_or_create_with_ack`]) can leave the last line torn (a write
+/// crossing a page boundary returns short when SIGKILL is pending): a
+/// prefix of an id, to which the next child's first id would be glued
+/// into a number that was never inserted. The torn line is cut; every
+/// complete line is still checked.
+pub fn drop_torn_ack(dir: &std::path::Path) {
+    let path = dir.join("ack.log");
+    let Ok(bytes) = std::fs::read(&path) else {
+        return;
+    };
+    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    if keep < bytes.len() {
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(keep as u64).unwrap();
+    }
+}
