@@ -19,20 +19,7 @@ fn a_lagging_clock_sees_keys_of_the_next_window() {
         return;
     }
     let server = Server::start();
-    let midnight = day(2) - Duration::from_secs(12 * 3600);
-    let ahead = ManualClock::new(midnight + Duration::from_secs(5));
-    let behind = ManualClock::new(midnight - Duration::from_secs(5));
-    let config = daily(7, 10_000);
-    let pre = prefix("clocks");
-    let a = RedisEngine::create_with(
-        &server.url(),
-        &pre,
-        config,
-        RedisOptions::default().clock(ahead.clone()),
-    )
-    .expect("create");
-    let b = RedisEngine::open_with(&server.url(), &pre, RedisOptions::default().clock(behind))
-        .expect("open");
+    let (a, b) = straddling_midnight(&server, &prefix("clocks"));
     let keys: Vec<Vec<u8>> = (0..2000).map(|i| url(90, i)).collect();
     assert!(a.insert_batch(&keys).expect("insert").iter().all(|&n| n));
     assert!(

@@ -99,19 +99,8 @@ fn stats_list_the_next_window_that_lookups_read() {
         return;
     }
     let server = Server::start();
-    let midnight = day(2) - Duration::from_secs(12 * 3600);
-    let ahead = ManualClock::new(midnight + Duration::from_secs(5));
-    let behind = ManualClock::new(midnight - Duration::from_secs(5));
     let pre = prefix("nextwin");
-    let a = RedisEngine::create_with(
-        &server.url(),
-        &pre,
-        daily(7, 10_000),
-        RedisOptions::default().clock(ahead),
-    )
-    .expect("create");
-    let b = RedisEngine::open_with(&server.url(), &pre, RedisOptions::default().clock(behind))
-        .expect("open");
+    let (a, b) = straddling_midnight(&server, &pre);
     // The lagging client writes its own window first, then the one ahead
     // writes the next.
     let old: Vec<Vec<u8>> = (0..300).map(|i| url(181, i)).collect();
@@ -154,7 +143,7 @@ fn stats_list_the_next_window_that_lookups_read() {
 
     // A window two days past the lagging clock is not read by its
     // lookups, nor listed by its stats.
-    let far = ManualClock::new(midnight + Duration::from_secs(86_400 + 5));
+    let far = ManualClock::new(midnight() + Duration::from_secs(86_400 + 5));
     let c = RedisEngine::open_with(&server.url(), &pre, RedisOptions::default().clock(far))
         .expect("open");
     let later: Vec<Vec<u8>> = (0..200).map(|i| url(183, i)).collect();

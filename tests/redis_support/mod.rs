@@ -555,6 +555,33 @@ pub fn daily(days: u32, per_day: u64) -> timebloom::Config {
     }
 }
 
+/// The midnight between days 1 and 2 ([`day`] is noon).
+pub fn midnight() -> SystemTime {
+    day(2) - Duration::from_secs(12 * 3600)
+}
+
+/// Two clients of one engine (`daily(7, 10_000)`, prefix `pre`) on
+/// `server` whose clocks straddle [`midnight`]: the first (which creates
+/// the engine) 5 s past it, the second 5 s before it.
+pub fn straddling_midnight(
+    server: &Server,
+    pre: &str,
+) -> (timebloom::redis::RedisEngine, timebloom::redis::RedisEngine) {
+    use timebloom::redis::{RedisEngine, RedisOptions};
+    let ahead = timebloom::ManualClock::new(midnight() + Duration::from_secs(5));
+    let behind = timebloom::ManualClock::new(midnight() - Duration::from_secs(5));
+    let a = RedisEngine::create_with(
+        &server.url(),
+        pre,
+        daily(7, 10_000),
+        RedisOptions::default().clock(ahead),
+    )
+    .expect("create");
+    let b = RedisEngine::open_with(&server.url(), pre, RedisOptions::default().clock(behind))
+        .expect("open");
+    (a, b)
+}
+
 /// Options on `clock` that wait (`WAIT`) for `replicas` replicas up to
 /// `timeout` after each batch and the create.
 pub fn waiting(
