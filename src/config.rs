@@ -446,14 +446,7 @@ impl Config {
         open_from: i64,
     ) -> Result<(usize, i64)> {
         let off = self.utc_offset_secs;
-        let index = |span: Span, t: i64| {
-            window::index(span, t, off).ok_or_else(|| Error::WindowUnavailable {
-                reason: format!(
-                    "no {span:?} window holds instant {}",
-                    crate::clock::rfc3339(t)
-                ),
-            })
-        };
+        let index = |span: Span, t: i64| window::index_or_unavailable(span, t, off);
         let secs = i64::try_from(horizon.as_secs()).unwrap_or(i64::MAX);
         let since = now.saturating_sub(secs).max(0);
         let table_day = i64::from(table_day);

@@ -80,6 +80,17 @@ pub(crate) fn index(span: Span, t: i64, offset: i32) -> Option<i64> {
     i64::try_from(idx).ok()
 }
 
+/// [`index`], or [`crate::Error::WindowUnavailable`] naming the instant
+/// when no window of `span` holds it.
+pub(crate) fn index_or_unavailable(span: Span, t: i64, offset: i32) -> crate::Result<i64> {
+    index(span, t, offset).ok_or_else(|| crate::Error::WindowUnavailable {
+        reason: format!(
+            "no {span:?} window holds instant {}",
+            crate::clock::rfc3339(t)
+        ),
+    })
+}
+
 /// The UTC instant (seconds) where window `index` of `span` begins at `offset`.
 pub(crate) fn start(span: Span, index: i64, offset: i32) -> Option<i64> {
     let i = i128::from(index);

@@ -344,14 +344,7 @@ impl Engine {
     }
 
     fn window_index(&self, span: window::Span, t: i64) -> Result<i64> {
-        window::index(span, t, self.config.utc_offset_secs).ok_or_else(|| {
-            Error::WindowUnavailable {
-                reason: format!(
-                    "no {span:?} window holds instant {}",
-                    crate::clock::rfc3339(t)
-                ),
-            }
-        })
+        window::index_or_unavailable(span, t, self.config.utc_offset_secs)
     }
 
     /// The day holding instant `t` (days since the epoch in the configured

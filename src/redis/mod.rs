@@ -685,15 +685,7 @@ impl RedisEngine {
     }
 
     fn window_index(&self, span: window::Span, t: i64) -> Result<i64> {
-        window::index(span, t, self.off()).ok_or_else(|| {
-            crate::Error::WindowUnavailable {
-                reason: format!(
-                    "no {span:?} window holds instant {}",
-                    crate::clock::rfc3339(t)
-                ),
-            }
-            .into()
-        })
+        Ok(window::index_or_unavailable(span, t, self.off())?)
     }
 
     fn geom(&self, tier: usize, index: u32) -> Geom {
