@@ -1,9 +1,11 @@
 """What the installed package carries: its metadata (version, Python bound,
-license, extras), its wheel tag and the typing files. Read from the
-installed distribution, against python/Cargo.toml and python/pyproject.toml
-of this checkout."""
+license, extras), its wheel tag, the typing files, and the error of
+``timebloom.scrapy`` without Scrapy. Read from the installed distribution,
+against python/Cargo.toml and python/pyproject.toml of this checkout."""
 
 import re
+import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -83,3 +85,27 @@ def test_typing_files_are_installed_beside_the_package():
     recorded = {str(f).replace("\\", "/") for f in dist().files}
     assert {"timebloom/py.typed", "timebloom/__init__.pyi", "timebloom/scrapy.py"} <= recorded
 
+
+def test_scrapy_module_without_scrapy_names_what_to_install():
+    # A finder first in sys.meta_path makes `import scrapy` fail as when
+    # Scrapy is not installed (ModuleNotFoundError, name "scrapy").
+    code = (
+        "import sys\n"
+        "class NoScrapy:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'scrapy':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, NoScrapy())\n"
+        "try:\n"
+        "    import timebloom.scrapy\n"
+        "except ImportError as e:\n"
+        "    print(type(e).__name__, e, sep=': ')\n"
+        "else:\n"
+        "    print('imported')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(timebloom.__file__).parents[1]
+    ).stdout.strip()
+    assert out.startswith("ModuleNotFoundError: "), out
+    assert "timebloom.scrapy needs Scrapy" in out, out
+    assert "pip install scrapy" in out, out

@@ -112,8 +112,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union
 
-from scrapy.dupefilters import BaseDupeFilter
-from scrapy.utils.request import referer_str
+try:
+    from scrapy.dupefilters import BaseDupeFilter
+    from scrapy.utils.request import referer_str
+except ModuleNotFoundError as e:
+    if (e.name or "").split(".")[0] != "scrapy":
+        raise
+    raise ModuleNotFoundError("timebloom.scrapy needs Scrapy (>= 2.7): pip install scrapy", name="scrapy") from e
 
 from timebloom import Engine, ManualClock, NotFoundError, RedisEngine
 
