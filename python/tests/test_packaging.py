@@ -109,3 +109,13 @@ def test_scrapy_module_without_scrapy_names_what_to_install():
     assert out.startswith("ModuleNotFoundError: "), out
     assert "timebloom.scrapy needs Scrapy" in out, out
     assert "pip install scrapy" in out, out
+
+
+def test_license_texts_are_installed():
+    names = {Path(str(f)).name for f in dist().files if "licenses" in Path(str(f)).parts}
+    assert {"LICENSE-MIT", "LICENSE-APACHE"} <= names, names
+    for name in ("LICENSE-MIT", "LICENSE-APACHE"):
+        installed = next(f for f in dist().files if Path(str(f)).name == name and "licenses" in Path(str(f)).parts)
+        assert Path(installed.locate()).read_text(encoding="utf-8") == (PYTHON_DIR.parent / name).read_text(
+            encoding="utf-8"
+        )
