@@ -1,0 +1,128 @@
+//! Work and memory on hostile input: a URL at the line limit built of the
+//! worst shapes canonicalizes in time linear in its length.
+
+use std::time::{Duration, Instant};
+
+use timebloom::canonical::{canonicalize, canonicalize_strict};
+
+/// About one megabyte: sixteen times the CLI's default line limit.
+const MB: usize = 1 << 20;
+
+/// `unit` repeated to about `bytes` bytes.
+fn repeat_to(unit: &str, bytes: usize) -> String {
+    unit.repeat(bytes / unit.len())
+}
+
+/// Canonicalizes `url` with the default and the strict rules, each within
+/// `limit` (generous: a quadratic step on a megabyte takes minutes), and
+/// returns the default form (or the error, as text).
+#[track_caller]
+fn timed(url: &str, limit: Duration) -> Result<String, String> {
+    let start = Instant::now();
+    let default = canonicalize(url).map_err(|e| e.to_string());
+    let _ = canonicalize_strict(url);
+    let took = start.elapsed();
+    assert!(
+        took < limit,
+        "{} bytes starting {:?} took {took:?}",
+        url.len(),
+        &url[..url.len().min(40)]
+    );
+    default
+}
+
+#[test]
+fn dot_segments_by_the_hundred_thousand_resolve_in_linear_time() {
+    let limit = Duration::from_secs(5);
+    for unit in [
+        "/.",
+        "/..",
+        "/%2e%2e",
+        "/%2E",
+        "/a/..",
+        "\\..",
+        "/.;jsessionid=x",
+    ] {
+        let url = format!("http://a.com{}", repeat_to(unit, MB));
+        assert_eq!(timed(&url, limit).as_deref(), Ok("http://a.com/"), "{unit}");
+    }
+    // Deep, then all the way up again.
+    let url = format!(
+        "http://a.com{}{}",
+        "/a".repeat(MB / 4),
+        "/..".repeat(MB / 4)
+    );
+    assert_eq!(timed(&url, limit).as_deref(), Ok("http://a.com/"));
+}
+
+#[test]
+fn a_query_of_many_parameters_sorts_in_n_log_n() {
+    let limit = Duration::from_secs(5);
+    let n = MB / 12;
+    let params: Vec<String> = (0..n).rev().map(|i| format!("a{i:08}=1")).collect();
+    let url = format!("http://a.com/?{}", params.join("&"));
+    let got = timed(&url, limit).unwrap();
+    let mut sorted = params.clone();
+    sorted.sort();
+    assert_eq!(got, format!("http://a.com/?{}", sorted.join("&")));
+    // Equal parameters, empty ones, parameters the rules remove.
+    let same = timed(&format!("http://a.com/?{}", repeat_to("a&", MB)), limit).unwrap();
+    assert_eq!(same.len(), "http://a.com/?".len() + MB - 1);
+    let amps = format!("http://a.com/?{}", "&".repeat(MB));
+    assert_eq!(timed(&amps, limit).as_deref(), Ok("http://a.com/"));
+    let sids = repeat_to("sid=0123456789abcdef0123456789abcdef&", MB);
+    let url = format!("http://a.com/?{sids}");
+    assert_eq!(timed(&url, limit).as_deref(), Ok("http://a.com/"));
+}
+
+#[test]
+fn escapes_and_encoded_bytes_by_the_megabyte_take_linear_time() {
+    let limit = Duration::from_secs(5);
+    for (unit, out_per_unit) in [("%25", 3), ("%", 3), ("%41", 1), ("%C3", 3), ("é", 6)] {
+        let path = repeat_to(unit, MB);
+        let got = timed(&format!("http://a.com/{path}"), limit).unwrap();
+        let units = path.len() / unit.len();
+        assert_eq!(
+            got.len(),
+            "http://a.com/".len() + units * out_per_unit,
+            "{unit}"
+        );
+    }
+    let got = timed(&format!("http://a.com/?{}", "%".repeat(MB)), limit).unwrap();
+    assert_eq!(got.len(), "http://a.com/?".len() + 3 * MB);
+}
+
+#[test]
+fn hosts_and_authorities_at_the_megabyte_take_linear_time() {
+    let limit = Duration::from_secs(5);
+    let many_labels = format!("http://{}com/", repeat_to("a.", MB));
+    assert_eq!(timed(&many_labels, limit).unwrap(), many_labels);
+    let long_label = format!("http://{}.com/", "a".repeat(MB));
+    assert_eq!(timed(&long_label, limit).unwrap(), long_label);
+    // IDNA: every label goes through punycode.
+    let idna = timed(&format!("http://{}com/", repeat_to("é.", MB)), limit).unwrap();
+    assert!(
+        idna.starts_with("http://xn--9ca.xn--9ca."),
+        "{}",
+        &idna[..40]
+    );
+    for host in [
+        format!("xn--{}.com", "a".repeat(MB)),
+        format!("{}.com", "é".repeat(MB / 2)),
+        format!("{}1", repeat_to("1.", MB)),
+        format!("[{}1]", "0".repeat(MB)),
+        format!("[fe80::1%25{}]", "a".repeat(MB)),
+    ] {
+        let got = timed(&format!("http://{host}/"), limit);
+        assert!(got.is_err(), "{:?}", &host[..20]);
+    }
+    for authority in [
+        format!("{}a.com", "@".repeat(MB)),
+        format!("{}@a.com", ":".repeat(MB)),
+        format!("{}a.com", "\\".repeat(MB)),
+        format!("1.1.1.{}1", "0".repeat(MB)),
+    ] {
+        let got = timed(&format!("http://{authority}/"), limit).unwrap();
+        assert!(got.len() < 20, "{got:?}");
+    }
+}
