@@ -1,5 +1,8 @@
 //! Work and memory on hostile input: a URL at the line limit built of the
-//! worst shapes canonicalizes in time linear in its length.
+//! worst shapes canonicalizes in time linear in its length, and the CLI's
+//! reader holds a bounded number of bytes whatever the lines are.
+
+mod cli_support;
 
 use std::time::{Duration, Instant};
 
@@ -125,4 +128,45 @@ fn hosts_and_authorities_at_the_megabyte_take_linear_time() {
         let got = timed(&format!("http://{authority}/"), limit).unwrap();
         assert!(got.len() < 20, "{got:?}");
     }
+}
+
+/// The reader hands a batch over once its lines hold a few megabytes,
+/// and lets go of a long line's buffer afterwards: lines at the limit
+/// (64 KiB by default) by the thousand, read from a file that never makes
+/// the reader wait, were held a whole batch at once (up to 4096 lines, each
+/// in a buffer of twice the limit: 512 MiB) and kept after.
+#[cfg(target_os = "linux")]
+#[test]
+fn long_lines_by_the_thousand_are_not_held_at_once() {
+    use std::io::{BufRead, BufReader, Write};
+
+    use cli_support::*;
+
+    let (tmp, db) = temp_db();
+    let long = format!("http://a.com/{}\n", "a".repeat(65_536 - 13));
+    let mut data = long.repeat(2000).into_bytes();
+    data.extend_from_slice(b"http://done.example/\n");
+    let file = tmp.path().join("keys.gz");
+    std::fs::write(&file, gzip(&data)).unwrap();
+    // Stdin after the file: the command waits there, alive, once the
+    // file's lines are printed.
+    let mut child = spawn_piped(&mut filter_new_command(&db, &[file.to_str().unwrap(), "-"]));
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while out.read_line(&mut line).unwrap() > 0 && !line.ends_with("done.example/\n") {
+        line.clear();
+    }
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    stdin.write_all(b"http://after.example/\n").unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    let peak_kib: u64 = (status.lines())
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status");
+    assert!(
+        peak_kib < 48 * 1024,
+        "peak resident memory {peak_kib} KiB for 128 MiB of input"
+    );
 }

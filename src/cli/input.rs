@@ -26,6 +26,17 @@ use crate::{note, CliError, CliResult};
 /// Lines per batch handed to the engine.
 pub const CHUNK: usize = 4096;
 
+/// Bytes of lines after which a batch is handed over, whatever its count
+/// of lines: a batch of [`CHUNK`] lines at the limit held 4096 times the
+/// limit (twice that in buffers, more in rewritten keys). Batches of
+/// URLs (16384 lines under `--sync always`) stay whole below it.
+const BATCH_BYTES: usize = 4 << 20;
+
+/// A line or key buffer of a [`Chunk`] larger than this is let go of
+/// before the next batch rather than kept for reuse, so that a few long
+/// lines do not keep their memory for the rest of the input.
+const KEEP_BUFFER: usize = 4096;
+
 /// What to do with a line longer than the limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LongLines {
@@ -483,9 +494,15 @@ impl KeyReader {
 
     /// Refills `chunk` with up to [`CHUNK`] keys (see `with_batch`); `false` once input is
     /// exhausted. Returns a partial batch rather than block for more input,
-    /// so that a slow pipe streams through. An error (a long line, a read
-    /// failure) comes after the keys read before it have been returned.
+    /// so that a slow pipe streams through, and once its lines hold
+    /// [`BATCH_BYTES`]. An error (a long line, a read failure) comes after
+    /// the keys read before it have been returned.
     pub fn fill(&mut self, chunk: &mut Chunk) -> CliResult<bool> {
+        for buf in chunk.lines.iter_mut().chain(&mut chunk.keys) {
+            if buf.capacity() > KEEP_BUFFER {
+                *buf = Vec::new();
+            }
+        }
         chunk.len = 0;
         chunk.transformed = self.rules.transforms();
         if let Some(e) = self.pending.take() {
@@ -514,7 +531,8 @@ impl KeyReader {
             }
             return Ok(chunk.len > 0);
         }
-        while chunk.len < self.batch {
+        let mut held = 0;
+        while chunk.len < self.batch && held < BATCH_BYTES {
             let Some(src) = self.inputs.sources.front_mut() else {
                 break;
             };
@@ -584,6 +602,7 @@ impl KeyReader {
                         self.counts.empty += 1;
                         continue;
                     }
+                    held += buf.len();
                     let (name, line) = (&src.name, src.line);
                     let hint = "keep or skip goes on";
                     let pushed = push_key(&self.rules, &mut self.counts, chunk, hint, &|| {

@@ -259,7 +259,8 @@ impl Store {
     /// Lines per engine call: under `--sync always` each call of the
     /// embedded engine is one fsync, so larger batches (one fsync per 16384
     /// lines) keep throughput; a batch is handed over early whenever the
-    /// input has no more lines ready, so a slow pipe still streams.
+    /// input has no more lines ready, so a slow pipe still streams, and
+    /// once its lines hold 4 MiB.
     pub fn batch_lines(&self, sync: Option<SyncPolicy>) -> usize {
         match self {
             Store::Dir(e) if sync.unwrap_or(e.config().sync) == SyncPolicy::Always => {
