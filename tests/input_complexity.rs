@@ -68,6 +68,15 @@ fn a_query_of_many_parameters_sorts_in_n_log_n() {
     let mut sorted = params.clone();
     sorted.sort();
     assert_eq!(got, format!("http://a.com/?{}", sorted.join("&")));
+    // Parameters that differ only at their end: every comparison of the
+    // sort reads a whole name.
+    let prefix = "p".repeat(1000);
+    let params: Vec<String> = (0..MB / 1010)
+        .rev()
+        .map(|i| format!("{prefix}{i:06}"))
+        .collect();
+    let got = timed(&format!("http://a.com/?{}", params.join("&")), limit).unwrap();
+    assert!(got.ends_with(&params[0]), "{}", &got[got.len() - 20..]);
     // Equal parameters, empty ones, parameters the rules remove.
     let same = timed(&format!("http://a.com/?{}", repeat_to("a&", MB)), limit).unwrap();
     assert_eq!(same.len(), "http://a.com/?".len() + MB - 1);
