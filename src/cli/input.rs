@@ -498,7 +498,11 @@ impl KeyReader {
     /// [`BATCH_BYTES`]. An error (a long line, a read failure) comes after
     /// the keys read before it have been returned.
     pub fn fill(&mut self, chunk: &mut Chunk) -> CliResult<bool> {
-        for buf in chunk.lines.iter_mut().chain(&mut chunk.keys) {
+        // The buffers the last batch used: its lines, and the one after
+        // them (a line skipped, or a key that was not a URL).
+        let used = chunk.len + 1;
+        let lines = chunk.lines.iter_mut().take(used);
+        for buf in lines.chain(chunk.keys.iter_mut().take(used)) {
             if buf.capacity() > KEEP_BUFFER {
                 *buf = Vec::new();
             }
