@@ -110,7 +110,7 @@ import tempfile
 import unicodedata
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
 
 try:
     from scrapy.dupefilters import BaseDupeFilter
@@ -209,9 +209,21 @@ def _number(value: Any, name: str, kind: type, what: str) -> Any:
     as Scrapy's ``getint`` and ``getfloat`` read it); a ``ValueError``
     naming the setting when it is not one."""
     try:
+        # int() cuts a fraction off a float (2.7 items a day read as 2).
+        if kind is int and isinstance(value, float) and not value.is_integer():
+            raise ValueError(f"{value!r} has a fraction")
         return kind(value)
     except (TypeError, ValueError, OverflowError) as e:
         raise ValueError(f"{name} must be {what}: {value!r}") from e
+
+
+def _named(name: str, read: Callable[[Any], _T], value: Any) -> _T:
+    """``read(value)``, whose ``ValueError`` or ``TypeError`` names the
+    setting ``name`` (the parser's own message names only the value)."""
+    try:
+        return read(value)
+    except (TypeError, ValueError) as e:
+        raise (TypeError if isinstance(e, TypeError) else ValueError)(f"{name}: {e}") from e
 
 
 def _instant(value: Union[str, int, float, datetime]) -> Union[datetime, float]:
@@ -311,19 +323,21 @@ class TimebloomDupeFilter(BaseDupeFilter):
             fingerprinter = RequestFingerprinter()
         if not items_per_day >= 1:  # the engine takes no negative number at all
             raise ValueError(f"TIMEBLOOM_ITEMS_PER_DAY must be at least 1: {items_per_day!r}")
+        if items_per_day >= 2**64:  # past what the engine reads (its own error names no setting)
+            raise ValueError(f"TIMEBLOOM_ITEMS_PER_DAY is too large: {items_per_day!r}")
         self.fingerprinter = fingerprinter
         self.debug = debug
         self.logdupes = True
         self.logger = logging.getLogger(__name__)
         self.recrawl_after: Optional[float] = (
-            None if recrawl_after is None else parse_duration(recrawl_after)
+            None if recrawl_after is None else _named("TIMEBLOOM_RECRAWL_AFTER", parse_duration, recrawl_after)
         )
         if tiers is None:
             tiers = _default_tiers(self.recrawl_after)
         self._tempdir: Optional[str] = None
         self.path: Optional[str] = None
         self.redis_url, self.redis_prefix = redis_url, redis_prefix
-        clock = None if now is None else ManualClock(_instant(now))
+        clock = None if now is None else _named("TIMEBLOOM_NOW", lambda v: ManualClock(_instant(v)), now)
         if redis_url:
             if path is not None or sync is not None:
                 raise ValueError(
