@@ -84,3 +84,154 @@ def test_command_line_strings_reach_the_engine(tmp_path):
         assert (s["fpr"], s["expected_items_per_day"], df.recrawl_after) == (0.001, 2000, 7 * 86_400)
     finally:
         df.close("finished")
+
+
+def unusable_dirs(tmp_path: Path) -> dict:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / "MANIFEST").write_bytes(b"garbage")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("x")
+    return {
+        "a file": (a_file, timebloom.IoError),
+        "under a file": (a_file / "sub", timebloom.IoError),
+        "corrupt": (corrupt, timebloom.CorruptError),
+        "other files": (other, timebloom.NotEmptyError),
+    }
+
+
+@pytest.mark.parametrize("case", ["a file", "under a file", "corrupt", "other files"])
+def test_an_unusable_directory_names_the_setting_and_the_path(tmp_path, case):
+    # The engine's error named the path but not the setting that gave it.
+    path, error = unusable_dirs(tmp_path)[case]
+    with pytest.raises(error) as info:
+        make_filter({"TIMEBLOOM_DIR": str(path)})
+    assert "TIMEBLOOM_DIR" in str(info.value) and str(path) in str(info.value)
+    assert info.value.path  # the engine's attributes are kept
+
+
+def test_an_unusable_default_directory_names_jobdir(tmp_path):
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "timebloom").write_text("x")
+    with pytest.raises(timebloom.IoError) as info:
+        make_filter({"JOBDIR": str(job)})
+    assert "JOBDIR" in str(info.value) and str(job / "timebloom") in str(info.value)
+
+
+def test_a_directory_another_crawl_holds_says_what_to_do(tmp_path):
+    # The LockedError advised a read-only open, which a duplicate filter
+    # cannot use, and named no setting.
+    d = tmp_path / "tb"
+    first = make_filter({"TIMEBLOOM_DIR": str(d)})
+    try:
+        with pytest.raises(timebloom.LockedError) as info:
+            make_filter({"TIMEBLOOM_DIR": str(d)})
+        msg = str(info.value)
+        assert str(d) in msg and "TIMEBLOOM_DIR" in msg and "TIMEBLOOM_REDIS_URL" in msg
+        assert "read_only" not in msg
+    finally:
+        first.close("finished")
+    # Closed with the first crawl: a later crawl opens the directory.
+    make_filter({"TIMEBLOOM_DIR": str(d)}).close("finished")
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_the_scheduler_never_asks_about_dont_filter_and_counts_the_filtered(tmp_path, caplog, debug):
+    # Checks, as Scrapy's scheduler uses the filter: a dont_filter request
+    # is enqueued without request_seen (nor recorded), a duplicate is
+    # logged as the built-in filter logs it and counted in the stats.
+    from scrapy import Spider
+    from scrapy.core.scheduler import Scheduler
+    from scrapy.statscollectors import MemoryStatsCollector
+
+    settings = {"DUPEFILTER_CLASS": "timebloom.scrapy.TimebloomDupeFilter", "TIMEBLOOM_DIR": str(tmp_path / "tb")}
+    settings["SCHEDULER_PRIORITY_QUEUE"] = "scrapy.pqueues.ScrapyPriorityQueue"  # needs no engine
+    crawler = get_crawler(Spider, settings_dict={**settings, "DUPEFILTER_DEBUG": debug})
+    crawler.stats = MemoryStatsCollector(crawler)
+    crawler.spider = Spider("s")
+    crawler.spider.crawler = crawler
+    scheduler = Scheduler.from_crawler(crawler)
+    asked = []
+    seen = scheduler.df.request_seen
+    scheduler.df.request_seen = lambda r: asked.append(r.url) or seen(r)
+    scheduler.open(crawler.spider)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="timebloom.scrapy"):
+            assert scheduler.enqueue_request(Request("http://a.example/forced", dont_filter=True))
+            assert scheduler.enqueue_request(Request("http://a.example/forced", dont_filter=True))
+            assert scheduler.enqueue_request(Request("http://a.example/x"))
+            for _ in range(3):
+                assert not scheduler.enqueue_request(Request("http://a.example/x#y"))
+    finally:
+        scheduler.close("finished")
+    assert asked == ["http://a.example/x"] + ["http://a.example/x#y"] * 3
+    assert crawler.stats.get_value("dupefilter/filtered") == 3
+    msgs = [r.getMessage() for r in caplog.records if r.name == "timebloom.scrapy"]
+    assert len(msgs) == (3 if debug else 1) and all("Filtered duplicate request" in m for m in msgs)
+    with timebloom.Engine.open(tmp_path / "tb") as e:  # closed with the scheduler
+        assert not e.contains(scheduler.df.fingerprinter.fingerprint(Request("http://a.example/forced")))
+
+
+TWO_CRAWLS = """
+import json, sys
+from crawl import FollowAll
+from scrapy.crawler import CrawlerProcess
+from twisted.internet import defer
+start, d, mode = sys.argv[1:]
+process = CrawlerProcess({
+    "ROBOTSTXT_OBEY": False, "TELNETCONSOLE_ENABLED": False, "LOG_LEVEL": "ERROR", "RETRY_ENABLED": False,
+    "DUPEFILTER_CLASS": "timebloom.scrapy.TimebloomDupeFilter", "TIMEBLOOM_DIR": d, "TIMEBLOOM_ITEMS_PER_DAY": 1000,
+})
+crawlers = [process.create_crawler(type(n, (FollowAll,), {"name": n})) for n in ("first", "second")]
+if mode == "together":
+    for c in crawlers:
+        process.crawl(c, start_url=start)
+    process.start()
+else:  # one after the other, as a CrawlerRunner script runs them
+    @defer.inlineCallbacks
+    def one_after_the_other():
+        for c in crawlers:
+            yield process.crawl(c, start_url=start)
+    one_after_the_other()
+    process.start()
+print(json.dumps([c.stats.get_value("downloader/response_count", 0) if c.engine else None for c in crawlers]))
+"""
+
+
+def two_crawls(site, d: str, mode: str) -> tuple[list, str]:
+    site.reset()
+    p = subprocess.run(
+        [sys.executable, "-c", TWO_CRAWLS, site.start_url, d, mode],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=HERE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])},
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1]), p.stderr
+
+
+def test_two_spiders_of_one_process_on_one_directory(tmp_path):
+    # Checks: at the same time, the second spider fails at start with a
+    # LockedError naming the setting and what to do, while the first
+    # crawls; one after the other, the first crawl's close releases the
+    # directory and the second finds every page seen.
+    from loopback_site import Site
+
+    site = Site(20)
+    try:
+        d = str(tmp_path / "tb")
+        counts, log = two_crawls(site, d, "together")
+        assert dict(site.hits) == {i: 1 for i in range(20)}
+        assert "LockedError" in log and f"TIMEBLOOM_DIR: {d}: " in log and "TIMEBLOOM_REDIS_URL" in log
+        assert counts[0] == 20
+        counts, log = two_crawls(site, str(tmp_path / "tb2"), "after")
+        assert counts == [20, 0] and dict(site.hits) == {i: 1 for i in range(20)}, log[-3000:]
+        assert "Error" not in log
+    finally:
+        site.stop()

@@ -72,7 +72,11 @@ Settings:
 The filter keys the engine with the request fingerprint of the crawler's
 ``REQUEST_FINGERPRINTER_CLASS`` (the 20 raw bytes), so requests that Scrapy's
 own filter treats as one are one here too. The engine is closed when the
-spider closes. A directory opened again after the clock passed every
+spider closes. One writer at a time: two spiders running at once need
+their own ``TIMEBLOOM_DIR`` (or ``TIMEBLOOM_REDIS_URL``); the second fails
+at start with ``LockedError``. An engine directory that cannot be opened
+fails at start with an error naming the path and the setting that gave it.
+A directory opened again after the clock passed every
 window its tiers keep (10 days later with ``TIMEBLOOM_TIERS = "7d"``, over
 12 months with the default tiers) fails at start with ``ClockJumpError``,
 as the engine refuses such a step: if the clock is right, move the engine
@@ -120,7 +124,19 @@ except ModuleNotFoundError as e:
         raise
     raise ModuleNotFoundError("timebloom.scrapy needs Scrapy (>= 2.7): pip install scrapy", name="scrapy") from e
 
-from timebloom import Engine, ManualClock, NotFoundError, RedisEngine
+from timebloom import (
+    AlreadyExistsError,
+    CorruptError,
+    Engine,
+    IoError,
+    LockedError,
+    ManualClock,
+    NotEmptyError,
+    NotFoundError,
+    ReadOnlyError,
+    RedisEngine,
+    UnsupportedVersionError,
+)
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -177,6 +193,17 @@ def parse_duration(value: Union[str, int, float, timedelta]) -> float:
 
 
 _T = TypeVar("_T")
+
+# The errors of an engine directory that cannot be opened or created.
+_DIR_ERRORS = (
+    IoError,
+    CorruptError,
+    LockedError,
+    NotEmptyError,
+    UnsupportedVersionError,
+    AlreadyExistsError,
+    ReadOnlyError,
+)
 
 _DEFAULT_TIERS = "7d,4w,12m"
 
@@ -377,6 +404,33 @@ class TimebloomDupeFilter(BaseDupeFilter):
         if not path and s.get("JOBDIR") and not redis_url:
             path = str(Path(s.get("JOBDIR"), "timebloom"))
         spider = getattr(crawler, "spider", None) or crawler.spidercls
+        try:
+            return cls._from_settings(crawler, path, redis_url, spider)
+        except _DIR_ERRORS as e:
+            # The engine's error names the path, not the setting that gave
+            # it, and a LockedError advises a read-only open, of no use here.
+            if path and not redis_url:
+                given = (
+                    "TIMEBLOOM_DIR"
+                    if s.get("TIMEBLOOM_DIR")
+                    else "JOBDIR (the default TIMEBLOOM_DIR is <JOBDIR>/timebloom)"
+                )
+                if isinstance(e, LockedError):
+                    e.args = (
+                        f"{given}: {path}: the engine is open in another process or crawl (one writer at a "
+                        "time): give each spider, and each crawl that runs at the same time, its own "
+                        "TIMEBLOOM_DIR, or let them share one filter with TIMEBLOOM_REDIS_URL",
+                    )
+                else:
+                    e.args = (f"{given}: {e}",)
+            raise
+
+    @classmethod
+    def _from_settings(
+        cls, crawler: Crawler, path: Optional[str], redis_url: Optional[str], spider: Any
+    ) -> TimebloomDupeFilter:
+        """The filter of ``from_crawler``, the directory ``path`` chosen."""
+        s = crawler.settings
         return cls(
             path or None,
             # 0 is a value (refused as a horizon, as "0" is), not unset.
