@@ -235,3 +235,44 @@ def test_two_spiders_of_one_process_on_one_directory(tmp_path):
         assert "Error" not in log
     finally:
         site.stop()
+
+
+def test_a_jobdir_crawl_paused_by_a_signal_resumes_without_fetching_a_page_again(tmp_path):
+    # Checks the JOBDIR pause and resume of Scrapy's docs with the filter's
+    # default home <JOBDIR>/timebloom: a crawl stopped by Ctrl-C (SIGINT, a
+    # graceful stop) then started again with the same JOBDIR fetches the
+    # pages it had not, each once; the pending requests come from the
+    # scheduler's disk queue, the rest are filtered as seen.
+    import signal
+    import time
+
+    from loopback_site import Site
+
+    n = 40
+    site = Site(n)
+    job = tmp_path / "job"
+    settings = {
+        "DUPEFILTER_CLASS": "timebloom.scrapy.TimebloomDupeFilter",
+        "JOBDIR": str(job),
+        "CONCURRENT_REQUESTS": 1,
+        "DOWNLOAD_DELAY": 0.02,
+        "LOG_LEVEL": "ERROR",
+    }
+    cmd = [sys.executable, str(HERE / "crawl.py"), site.start_url, json.dumps(settings)]
+    try:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        give_up = time.monotonic() + 60
+        while sum(site.hits.values()) < 10 and time.monotonic() < give_up and p.poll() is None:
+            time.sleep(0.005)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err[-3000:]
+        first = json.loads(out.strip().splitlines()[-1])
+        assert first["finish_reason"] == "shutdown" and first["downloader/response_count"] < n
+        assert (job / "timebloom" / "MANIFEST").exists()
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True).stdout
+        second = json.loads(out.strip().splitlines()[-1])
+        assert second["finish_reason"] == "finished"
+        assert dict(site.hits) == {i: 1 for i in range(n)}, sorted(site.hits.items())
+    finally:
+        site.stop()
