@@ -119,10 +119,10 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
 try:
     from scrapy.dupefilters import BaseDupeFilter
     from scrapy.utils.request import referer_str
-except ModuleNotFoundError as e:
-    if (e.name or "").split(".")[0] != "scrapy":
+except ModuleNotFoundError as _missing:
+    if (_missing.name or "").split(".")[0] != "scrapy":
         raise
-    raise ModuleNotFoundError("timebloom.scrapy needs Scrapy (>= 2.7): pip install scrapy", name="scrapy") from e
+    raise ModuleNotFoundError("timebloom.scrapy needs Scrapy (>= 2.7): pip install scrapy", name="scrapy") from _missing
 
 from timebloom import (
     AlreadyExistsError,
