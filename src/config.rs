@@ -176,9 +176,14 @@ impl FromStr for Tier {
     /// followed by `:counting` or `:bloom`; or `<N>d:fingerprint`, a
     /// fingerprint tier of N days.
     fn from_str(s: &str) -> Result<Tier> {
+        // A spec too long to repeat whole is named by its start.
+        let shown = match s.char_indices().nth(48) {
+            Some((end, _)) if s.len() > 64 => format!("{:?}… ({} bytes)", &s[..end], s.len()),
+            _ => format!("{s:?}"),
+        };
         let bad = |why: &str| {
             Error::config(format!(
-                "tier {s:?}: {why} (examples: 7d, 4w, 12m, 48h, 4x6h, 7d:counting, 365d:fingerprint)"
+                "tier {shown}: {why} (examples: 7d, 4w, 12m, 48h, 4x6h, 7d:counting, 365d:fingerprint)"
             ))
         };
         let (spec, kind) = match s.split_once(':') {
@@ -726,6 +731,21 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_bad_tier_is_named_by_its_start() {
+        // A spec of 100,000 digits gave an error of 100,000 bytes.
+        let spec = format!("{}d", "9".repeat(100_000));
+        let msg = spec.parse::<Tier>().unwrap_err().to_string();
+        assert!(msg.len() < 400, "{} bytes: {}…", msg.len(), &msg[..200]);
+        assert!(msg.contains("\"99999999"), "{msg}");
+        assert!(msg.contains("100001 bytes"), "{msg}");
+        let short = "7y".parse::<Tier>().unwrap_err().to_string();
+        assert!(
+            short.starts_with("invalid configuration: tier \"7y\": "),
+            "{short}"
+        );
+    }
 
     #[test]
     fn parses_tier_lists() {
