@@ -373,9 +373,11 @@ def test_a_bad_items_per_day_or_fpr_names_its_setting(tmp_path):
         with pytest.raises(ValueError, match=match):
             make_filter({"TIMEBLOOM_DIR": str(d), name: value})
         assert not d.exists(), (name, value)
-    # An FPR out of range is the engine's InvalidConfigError, which names fpr.
-    with pytest.raises(timebloom.InvalidConfigError, match="fpr must be strictly between 0 and 1"):
+    # An FPR out of range names its setting too (it was the engine's
+    # InvalidConfigError, which names only fpr).
+    with pytest.raises(ValueError, match="TIMEBLOOM_FPR must be strictly between 0 and 1: 1.5"):
         make_filter({"TIMEBLOOM_DIR": str(tmp_path / "tb-fpr"), "TIMEBLOOM_FPR": 1.5})
+    assert not (tmp_path / "tb-fpr").exists()
 
 
 def test_a_locked_directory_is_a_locked_error(tmp_path):

@@ -57,6 +57,16 @@ def test_an_items_per_day_too_large_for_the_engine_names_its_setting(tmp_path, v
     assert not d.exists()
 
 
+@pytest.mark.parametrize("value", [0, 1, 2.0, -0.1, "nan", "inf"])
+def test_an_fpr_out_of_range_names_its_setting(tmp_path, value):
+    # Was the engine's InvalidConfigError "fpr must be strictly between 0
+    # and 1", which names no setting (and NaN was read as a rate).
+    d = tmp_path / "tb"
+    with pytest.raises(ValueError, match=r"TIMEBLOOM_FPR must be strictly between 0 and 1: "):
+        make_filter({"TIMEBLOOM_DIR": str(d), "TIMEBLOOM_FPR": value})
+    assert not d.exists()
+
+
 @pytest.mark.parametrize("value", [2.7, 0.5, "2.5"])
 def test_an_items_per_day_with_a_fraction_is_refused_not_cut(tmp_path, value):
     # 2.7 (from a settings module) made an engine for 2 items a day, and 0.5

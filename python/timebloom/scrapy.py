@@ -47,7 +47,7 @@ Settings:
     window that receives more grows instead of losing accuracy.
 ``TIMEBLOOM_FPR``
     The false-positive rate bound of one lookup (default 0.001): the share
-    of new requests wrongly dropped as duplicates.
+    of new requests wrongly dropped as duplicates, strictly between 0 and 1.
 ``TIMEBLOOM_TIERS``
     The engine's tiers when it is created (default ``"7d,4w,12m"``, with a
     longer daily tier for a ``TIMEBLOOM_RECRAWL_AFTER`` of 7 to 62 days:
@@ -352,6 +352,8 @@ class TimebloomDupeFilter(BaseDupeFilter):
             raise ValueError(f"TIMEBLOOM_ITEMS_PER_DAY must be at least 1: {items_per_day!r}")
         if items_per_day >= 2**64:  # past what the engine reads (its own error names no setting)
             raise ValueError(f"TIMEBLOOM_ITEMS_PER_DAY is too large: {items_per_day!r}")
+        if not 0 < fpr < 1:  # NaN too; the engine's own error names no setting
+            raise ValueError(f"TIMEBLOOM_FPR must be strictly between 0 and 1: {fpr!r}")
         self.fingerprinter = fingerprinter
         self.debug = debug
         self.logdupes = True
