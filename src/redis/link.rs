@@ -143,6 +143,14 @@ pub(crate) fn retryable(e: &redis::RedisError) -> bool {
         )
 }
 
+/// Whether a Cluster node answered `ASK` to a command (of a pipeline).
+fn asked(e: &redis::RedisError) -> bool {
+    e.clone().into_server_errors().is_some_and(|errs| {
+        errs.iter()
+            .any(|(_, s)| s.kind() == Some(ServerErrorKind::Ask))
+    })
+}
+
 /// Whether a `WAIT` was refused because the node is a replica ("WAIT
 /// cannot be used with replica instances", Redis 6 to 7.2).
 fn now_a_replica(e: &redis::RedisError) -> bool {
@@ -305,10 +313,18 @@ impl Link {
             } else {
                 Duration::ZERO
             };
+            // The Cluster client retries a command sent alone once: enough
+            // to follow one `ASK` or `MOVED` (see `Link::send`), after a
+            // `TRYAGAIN` waiting `backoff` (its own default is 1.28 s or
+            // more). Everything else is retried by `Link::run`, with the
+            // documented backoff.
+            let backoff = u64::try_from(options.backoff.as_millis()).unwrap_or(u64::MAX);
             let mut builder = ClusterClientBuilder::new(urls)
                 .connection_timeout(options.connect_timeout)
                 .response_timeout(options.io_timeout.saturating_add(waits))
-                .retries(options.retries);
+                .retries(1)
+                .min_retry_wait(backoff)
+                .max_retry_wait(backoff.saturating_add(1));
             if let Some(roots) = roots {
                 builder = builder.certs(roots);
             }
@@ -391,7 +407,18 @@ impl Link {
                 for c in cmds {
                     p.add_command(c.clone());
                 }
-                p.query(con)
+                match p.query(con.as_mut()) {
+                    // A key moved ahead of the rest of its slot, which is
+                    // migrating: its node answers `ASK`. The Cluster
+                    // client follows no redirection inside a pipeline, and
+                    // the pipeline sent again would meet the same `ASK`
+                    // until the whole slot has moved, so each command goes
+                    // alone, which the client redirects (`ASKING` to the
+                    // node the key is on). `run`'s commands may be sent
+                    // twice.
+                    Err(e) if asked(&e) => cmds.iter().map(|c| c.query(con.as_mut())).collect(),
+                    r => r,
+                }
             }
         }
     }
