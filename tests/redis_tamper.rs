@@ -230,3 +230,24 @@ fn a_chain_past_the_longest_fails_naming_the_call() {
     assert!(insert.contains("EVALSHA check-and-insert"), "{insert}");
     assert!(insert.contains("65 sub-filters"), "{insert}");
 }
+
+/// The config hash replaced by a string: the read of it that ends every
+/// batch's pipeline fails, and the error names that read, not the batch's
+/// script (it said `EVALSHA check-and-insert` for the `HMGET` that failed).
+#[test]
+fn a_config_hash_of_the_wrong_type_is_an_error_naming_its_read() {
+    if !require("a_config_hash_of_the_wrong_type_is_an_error_naming_its_read") {
+        return;
+    }
+    let (server, e, pre, keys) = engine_with_keys("wrongtype-config", 173);
+    let config = format!("{pre}:config");
+    assert_eq!(server.cli(&["TYPE", &config]).trim(), "hash", "{config}");
+    assert_eq!(server.cli(&["DEL", &config]).trim(), "1");
+    assert_eq!(server.cli(&["SET", &config, "x"]).trim(), "OK");
+    for r in [e.contains_batch(&keys), e.insert_batch(&keys)] {
+        let msg = r.expect_err("a string read as the config hash").to_string();
+        assert!(msg.contains(&config), "{msg}");
+        assert!(msg.contains("HMGET"), "{msg}");
+        assert!(!msg.contains("EVALSHA"), "{msg}");
+    }
+}

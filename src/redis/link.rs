@@ -143,6 +143,14 @@ pub(crate) fn retryable(e: &redis::RedisError) -> bool {
         )
 }
 
+/// The name of `cmd` (its first argument), upper-cased.
+fn name_of(cmd: &Cmd) -> Option<String> {
+    match cmd.args_iter().next()? {
+        redis::Arg::Simple(name) => Some(String::from_utf8_lossy(name).to_ascii_uppercase()),
+        _ => None,
+    }
+}
+
 /// Whether a Cluster node answered `ASK` to a command (of a pipeline).
 fn asked(e: &redis::RedisError) -> bool {
     e.clone().into_server_errors().is_some_and(|errs| {
@@ -471,7 +479,13 @@ impl Link {
                         }
                         _ => self.server(&key_of(idx)),
                     };
-                    return Err(RedisError::redis(what, &key_of(idx), &server, e));
+                    // `what` names the pipeline's scripts; another command
+                    // of it (the config read that ends a batch) by its own name.
+                    let command = match cmds.get(idx).and_then(name_of) {
+                        Some(n) if !what.starts_with("EVAL") || !n.starts_with("EVAL") => n,
+                        _ => what.to_string(),
+                    };
+                    return Err(RedisError::redis(&command, &key_of(idx), &server, e));
                 }
             }
         }
