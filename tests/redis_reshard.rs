@@ -41,18 +41,7 @@ fn big() -> Config {
 /// A master started empty and joined to `cluster` (`--cluster add-node`),
 /// returned once every node knows it and it knows the slots.
 fn add_master(cluster: &Cluster) -> Server {
-    let s = Server::with_args(&[
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--cluster-enabled",
-        "yes",
-        "--cluster-config-file",
-        "nodes.conf",
-        "--cluster-node-timeout",
-        "5000",
-    ]);
+    let s = Server::cluster_node();
     let out = Command::new("redis-cli")
         .arg("--cluster")
         .arg("add-node")
@@ -107,20 +96,50 @@ struct Moved {
     took: Duration,
 }
 
+/// `slot` marked as moving from the master on `from` to the one on `to`
+/// (`IMPORTING` on the target, then `MIGRATING` on the source), as
+/// `redis-cli --cluster reshard` begins.
+fn begin_move(slot: u16, from: u16, to: u16) {
+    let slot_s = slot.to_string();
+    ok(
+        to,
+        &["CLUSTER", "SETSLOT", &slot_s, "IMPORTING", &node_id(from)],
+    );
+    ok(
+        from,
+        &["CLUSTER", "SETSLOT", &slot_s, "MIGRATING", &node_id(to)],
+    );
+}
+
+/// `key` moved from `from` to `to` (`MIGRATE`); false when `from` no
+/// longer had it.
+fn migrate(from: u16, to: u16, key: &str) -> bool {
+    let out = cli(
+        from,
+        &["MIGRATE", "127.0.0.1", &to.to_string(), key, "0", "10000"],
+    );
+    match out.trim() {
+        "OK" => true,
+        "NOKEY" => false,
+        _ => panic!("MIGRATE {key}: {out}"),
+    }
+}
+
+/// A command on `port` that must answer `OK`.
+fn ok(port: u16, args: &[&str]) {
+    let out = cli(port, args);
+    assert_eq!(out.trim(), "OK", "{args:?} on {port}");
+}
+
 /// Moves `slot` from the master on `from` to the one on `to` as
 /// `redis-cli --cluster reshard` does, one key per `MIGRATE`, with
 /// `pause` after each key (a busier network, larger keys), then gives
 /// the slot to `to` on every node.
 fn move_slot(slot: u16, from: u16, to: u16, all: &[u16], pause: Duration) -> Moved {
     let t = Instant::now();
-    let (src, dst) = (node_id(from), node_id(to));
+    let dst = node_id(to);
     let slot_s = slot.to_string();
-    let ok = |port: u16, args: &[&str]| {
-        let out = cli(port, args);
-        assert_eq!(out.trim(), "OK", "{args:?} on {port}");
-    };
-    ok(to, &["CLUSTER", "SETSLOT", &slot_s, "IMPORTING", &src]);
-    ok(from, &["CLUSTER", "SETSLOT", &slot_s, "MIGRATING", &dst]);
+    begin_move(slot, from, to);
     let (mut keys, mut bytes) = (0, 0);
     loop {
         let batch = cli(from, &["CLUSTER", "GETKEYSINSLOT", &slot_s, "10"]);
@@ -137,11 +156,7 @@ fn move_slot(slot: u16, from: u16, to: u16, all: &[u16], pause: Duration) -> Mov
                 .trim()
                 .parse::<u64>()
                 .unwrap_or(0);
-            let out = cli(
-                from,
-                &["MIGRATE", "127.0.0.1", &to.to_string(), k, "0", "10000"],
-            );
-            assert!(matches!(out.trim(), "OK" | "NOKEY"), "MIGRATE {k}: {out}");
+            migrate(from, to, k);
             keys += 1;
             std::thread::sleep(pause);
         }
@@ -156,6 +171,48 @@ fn move_slot(slot: u16, from: u16, to: u16, all: &[u16], pause: Duration) -> Mov
         keys,
         bytes,
         took: t.elapsed(),
+    }
+}
+
+/// An engine of `shards` shards made on a fresh Cluster, with quick
+/// retries (3, 50 ms doubling to 200 ms), that holds `n` keys of `set`;
+/// then a fourth master joined, empty.
+struct Joined {
+    cluster: Cluster,
+    new: Server,
+    /// The ports of the first three masters, and of all four.
+    old: Vec<u16>,
+    all: Vec<u16>,
+    pre: String,
+    opts: RedisOptions,
+    e: RedisEngine,
+    first: Vec<Vec<u8>>,
+}
+
+fn joined(name: &str, shards: u32, n: u64, set: u64) -> Joined {
+    let cluster = Cluster::start();
+    let pre = prefix(name);
+    let mut opts = RedisOptions::default().clock(ManualClock::new(day(0)));
+    opts.shards = shards;
+    opts.retries = 3;
+    opts.backoff = Duration::from_millis(50);
+    opts.max_backoff = Duration::from_millis(200);
+    let e = RedisEngine::create_with(&cluster.url(), &pre, daily(2, 10_000), opts.clone())
+        .expect("create");
+    let first: Vec<Vec<u8>> = (0..n).map(|i| url(set, i)).collect();
+    assert!(e.insert_batch(&first).expect("insert").iter().all(|&n| n));
+    let new = add_master(&cluster);
+    let old: Vec<u16> = cluster.nodes.iter().map(|n| n.port).collect();
+    let all: Vec<u16> = old.iter().copied().chain([new.port]).collect();
+    Joined {
+        cluster,
+        new,
+        old,
+        all,
+        pre,
+        opts,
+        e,
+        first,
     }
 }
 
@@ -433,31 +490,6 @@ fn slots_moved_to_a_new_master_under_writers() {
     );
 }
 
-/// The master that serves `slot`, as the node on `port` sees it.
-fn owner_of(port: u16, slot: u16) -> u16 {
-    let nodes = cli(port, &["CLUSTER", "NODES"]);
-    for line in nodes.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 9 || !f[2].contains("master") {
-            continue;
-        }
-        let serves = f[8..].iter().any(|r| {
-            let (lo, hi) = r.split_once('-').unwrap_or((r, r));
-            matches!((lo.parse::<u16>(), hi.parse::<u16>()),
-                     (Ok(lo), Ok(hi)) if (lo..=hi).contains(&slot))
-        });
-        if serves {
-            return f[1]
-                .split(['@', ':'])
-                .nth(1)
-                .expect("a port")
-                .parse()
-                .expect("a port");
-        }
-    }
-    panic!("no master for slot {slot}:\n{nodes}");
-}
-
 /// A slot left half-migrated (`MIGRATING` on its master, `IMPORTING` on
 /// the new one, some of its keys moved): no script of its shard can run
 /// (`TRYAGAIN`), so a batch fails once its `retries` are used, after
@@ -471,53 +503,22 @@ fn a_stuck_migration_fails_after_the_documented_retries() {
     if !require("a_stuck_migration_fails_after_the_documented_retries") {
         return;
     }
-    let cluster = Cluster::start();
-    let clock = ManualClock::new(day(0));
-    let pre = prefix("stuck");
-    let mut opts = RedisOptions::default().clock(clock.clone());
-    opts.shards = 1;
-    opts.retries = 3;
-    opts.backoff = Duration::from_millis(50);
-    opts.max_backoff = Duration::from_millis(200);
-    let e = RedisEngine::create_with(&cluster.url(), &pre, daily(2, 10_000), opts.clone())
-        .expect("create");
-    let first: Vec<Vec<u8>> = (0..100).map(|i| url(5, i)).collect();
-    assert!(e.insert_batch(&first).expect("insert").iter().all(|&n| n));
-
-    let new = add_master(&cluster);
-    let old: Vec<u16> = cluster.nodes.iter().map(|n| n.port).collect();
-    let all: Vec<u16> = old.iter().copied().chain([new.port]).collect();
+    let Joined {
+        cluster,
+        new,
+        old,
+        all,
+        pre,
+        opts,
+        e,
+        first,
+    } = joined("stuck", 1, 100, 5);
     let slot = slot_of(old[0], &format!("{{{pre}:0}}"));
     let from = owner_of(old[0], slot);
-    let slot_s = slot.to_string();
-    cli(
-        new.port,
-        &["CLUSTER", "SETSLOT", &slot_s, "IMPORTING", &node_id(from)],
-    );
-    cli(
-        from,
-        &[
-            "CLUSTER",
-            "SETSLOT",
-            &slot_s,
-            "MIGRATING",
-            &node_id(new.port),
-        ],
-    );
+    begin_move(slot, from, new.port);
     // The shard's directory moves; its strings stay.
     let dir = format!("{pre}:{{{pre}:0}}:dir:d");
-    let out = cli(
-        from,
-        &[
-            "MIGRATE",
-            "127.0.0.1",
-            &new.port.to_string(),
-            &dir,
-            "0",
-            "5000",
-        ],
-    );
-    assert_eq!(out.trim(), "OK", "MIGRATE {dir}");
+    assert!(migrate(from, new.port, &dir), "MIGRATE {dir}");
 
     let more: Vec<Vec<u8>> = (0..100).map(|i| url(6, i)).collect();
     let t = Instant::now();
@@ -563,57 +564,26 @@ fn a_config_hash_moved_ahead_of_its_slot_is_followed() {
     if !require("a_config_hash_moved_ahead_of_its_slot_is_followed") {
         return;
     }
-    let cluster = Cluster::start();
-    let clock = ManualClock::new(day(0));
-    let pre = prefix("ask");
-    let mut opts = RedisOptions::default().clock(clock.clone());
-    opts.shards = 4;
-    opts.retries = 3;
-    opts.backoff = Duration::from_millis(50);
-    opts.max_backoff = Duration::from_millis(200);
-    let e = RedisEngine::create_with(&cluster.url(), &pre, daily(2, 10_000), opts.clone())
-        .expect("create");
-    let first: Vec<Vec<u8>> = (0..500).map(|i| url(7, i)).collect();
-    assert!(e.insert_batch(&first).expect("insert").iter().all(|&n| n));
-
-    let new = add_master(&cluster);
-    let old: Vec<u16> = cluster.nodes.iter().map(|n| n.port).collect();
-    let all: Vec<u16> = old.iter().copied().chain([new.port]).collect();
+    let Joined {
+        cluster,
+        new,
+        old,
+        all,
+        pre,
+        opts,
+        e,
+        first,
+    } = joined("ask", 4, 500, 7);
     let config = format!("{pre}:config");
     let slot = slot_of(old[0], &config);
     let from = owner_of(old[0], slot);
-    let slot_s = slot.to_string();
     // Another key of the slot (its hash tag is the config hash's name),
     // which stays on the source for now.
     let other = format!("{{{config}}}:other-app");
     assert_eq!(slot_of(old[0], &other), slot);
     assert_eq!(cli(from, &["SET", &other, "x"]).trim(), "OK");
-    cli(
-        new.port,
-        &["CLUSTER", "SETSLOT", &slot_s, "IMPORTING", &node_id(from)],
-    );
-    cli(
-        from,
-        &[
-            "CLUSTER",
-            "SETSLOT",
-            &slot_s,
-            "MIGRATING",
-            &node_id(new.port),
-        ],
-    );
-    let out = cli(
-        from,
-        &[
-            "MIGRATE",
-            "127.0.0.1",
-            &new.port.to_string(),
-            &config,
-            "0",
-            "5000",
-        ],
-    );
-    assert_eq!(out.trim(), "OK", "MIGRATE {config}");
+    begin_move(slot, from, new.port);
+    assert!(migrate(from, new.port, &config), "MIGRATE {config}");
 
     let more: Vec<Vec<u8>> = (0..500).map(|i| url(8, i)).collect();
     let r = e.insert_batch(&more);

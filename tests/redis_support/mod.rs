@@ -104,6 +104,23 @@ impl Server {
         ])
     }
 
+    /// A server started as a node of a Cluster still to be formed
+    /// (cluster mode, no persistence, a node timeout of 5 s).
+    pub fn cluster_node() -> Server {
+        Server::with_args(&[
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "5000",
+        ])
+    }
+
     pub fn with_args(extra: &[&str]) -> Server {
         let tmp = tempfile::tempdir().expect("temp dir");
         let mut s = Server {
@@ -230,6 +247,30 @@ pub fn cli(port: u16, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The port of the master that serves `slot`, as the Cluster node on
+/// `port` sees it (the slot ranges of its `CLUSTER NODES`).
+pub fn owner_of(port: u16, slot: u16) -> u16 {
+    let nodes = cli(port, &["CLUSTER", "NODES"]);
+    // `<id> <ip:port@bus> <flags> <master> <ping> <pong> <epoch> <link>
+    // <slot or lo-hi>...`
+    for line in nodes.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 9 || !f[2].contains("master") {
+            continue;
+        }
+        let serves = f[8..].iter().any(|r| {
+            let (lo, hi) = r.split_once('-').unwrap_or((r, r));
+            matches!((lo.parse::<u16>(), hi.parse::<u16>()),
+                     (Ok(lo), Ok(hi)) if (lo..=hi).contains(&slot))
+        });
+        if serves {
+            let port = f[1].split(['@', ':']).nth(1).expect("a port");
+            return port.parse().expect("a port");
+        }
+    }
+    panic!("no master for slot {slot} in CLUSTER NODES:\n{nodes}");
+}
+
 /// Waits until `child` answers on `port`: true then, false when it exited
 /// (its port was taken). The answer must come from `child` itself (its
 /// process id), not from another test's server that took the port.
@@ -331,20 +372,7 @@ impl Cluster {
     /// to its master is up and every node knows every other.
     pub fn with_replicas(replicas: usize) -> Cluster {
         let nodes: Vec<Server> = (0..3 * (1 + replicas))
-            .map(|_| {
-                Server::with_args(&[
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "5000",
-                ])
-            })
+            .map(|_| Server::cluster_node())
             .collect();
         let addrs: Vec<String> = nodes
             .iter()
@@ -452,25 +480,7 @@ impl Cluster {
             .trim()
             .parse()
             .expect("a slot");
-        let nodes = self.nodes[0].cli(&["CLUSTER", "NODES"]);
-        // `<id> <ip:port@bus> <flags> <master> <ping> <pong> <epoch> <link>
-        // <slot or lo-hi>...`
-        for line in nodes.lines() {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            if f.len() < 9 || !f[2].contains("master") {
-                continue;
-            }
-            let serves = f[8..].iter().any(|r| {
-                let (lo, hi) = r.split_once('-').unwrap_or((r, r));
-                matches!((lo.parse::<u16>(), hi.parse::<u16>()),
-                         (Ok(lo), Ok(hi)) if (lo..=hi).contains(&slot))
-            });
-            if serves {
-                let port = f[1].split(['@', ':']).nth(1).expect("a port");
-                return port.parse().expect("a port");
-            }
-        }
-        panic!("no master for slot {slot} in CLUSTER NODES:\n{nodes}");
+        owner_of(self.nodes[0].port, slot)
     }
 
     /// `CLUSTER FAILOVER` on the replica on `replica`: returns once it is a
