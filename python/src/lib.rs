@@ -30,6 +30,7 @@ use redis::PyRedisEngine;
 #[pymodule]
 fn _timebloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<PyEngine>()?;
     m.add_class::<PyRedisEngine>()?;
     m.add_class::<PyManualClock>()?;

@@ -43,7 +43,7 @@ def test_version_is_the_crates():
     version = dist().version
     assert version == toml_value(PYTHON_DIR / "Cargo.toml", "package", "version")
     assert version == toml_value(PYTHON_DIR / "pyproject.toml", "project", "version")
-    assert getattr(timebloom, "__version__", version) == version
+    assert timebloom.__version__ == version
 
 
 def test_requires_python_matches_abi3_py39():

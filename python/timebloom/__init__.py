@@ -52,6 +52,7 @@ from timebloom._timebloom import (
     UnsupportedError,
     UnsupportedVersionError,
     WindowUnavailableError,
+    __version__,
 )
 
 __all__ = [

@@ -5,6 +5,9 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Iterable, Literal, Optional, Type, Union, final
 
+__version__: str
+"""The package's version (that of its distribution, and of the Rust crate it is built from)."""
+
 _Key = Union[str, bytes]
 """A key: ``str`` (encoded as UTF-8) or ``bytes``."""
 
