@@ -479,10 +479,11 @@ impl Link {
                         }
                         _ => self.server(&key_of(idx)),
                     };
-                    // `what` names the pipeline's scripts; another command
-                    // of it (the config read that ends a batch) by its own name.
+                    // A script call is named by `what` (which says which
+                    // script); any other command (the config read that
+                    // ends a batch) by its own name.
                     let command = match cmds.get(idx).and_then(name_of) {
-                        Some(n) if !what.starts_with("EVAL") || !n.starts_with("EVAL") => n,
+                        Some(n) if !n.starts_with("EVAL") => n,
                         _ => what.to_string(),
                     };
                     return Err(RedisError::redis(&command, &key_of(idx), &server, e));
