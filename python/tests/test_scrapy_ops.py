@@ -80,6 +80,56 @@ def test_an_items_per_day_with_a_fraction_is_refused_not_cut(tmp_path, value):
         df.close("finished")
 
 
+@pytest.mark.parametrize(
+    "settings, names",
+    [
+        ({"TIMEBLOOM_TIERS": "7x"}, "TIMEBLOOM_TIERS"),
+        ({"TIMEBLOOM_TIERS": "0d"}, "TIMEBLOOM_TIERS"),
+        ({"TIMEBLOOM_TIERS": "7d,7d"}, "TIMEBLOOM_TIERS"),
+        ({"TIMEBLOOM_TIERS": "7d,30d:fingerprint,60d:fingerprint"}, "TIMEBLOOM_TIERS"),
+        ({"TIMEBLOOM_SYNC": "sometimes"}, "TIMEBLOOM_SYNC"),
+        ({"TIMEBLOOM_SYNC": "interval=0s"}, "TIMEBLOOM_SYNC"),
+        # The size of a window follows from all three: each is named.
+        ({"TIMEBLOOM_TIERS": "7d", "TIMEBLOOM_ITEMS_PER_DAY": 10**15}, "TIMEBLOOM_TIERS, TIMEBLOOM_ITEMS_PER_DAY, TIMEBLOOM_FPR"),
+        ({"TIMEBLOOM_TIERS": "30d:fingerprint", "TIMEBLOOM_FPR": 1e-12}, "TIMEBLOOM_TIERS, TIMEBLOOM_FPR"),
+    ],
+)
+def test_a_bad_tier_or_sync_setting_names_its_setting(tmp_path, settings, names):
+    # The engine's InvalidConfigError quotes the tier or the policy but names
+    # no setting: `-s TIMEBLOOM_SYNC=sometimes` said only "sync policy
+    # "sometimes": expected always, ...".
+    d = tmp_path / "tb"
+    with pytest.raises(timebloom.InvalidConfigError) as info:
+        make_filter({"TIMEBLOOM_DIR": str(d), **settings})
+    assert str(info.value).startswith(names + ": "), str(info.value)
+    assert str(d) in str(info.value)  # the engine's message follows
+    assert not d.exists()
+
+
+def test_a_bad_sync_setting_for_an_existing_directory_names_its_setting(tmp_path):
+    d = tmp_path / "tb"
+    make_filter({"TIMEBLOOM_DIR": str(d)}).close("finished")
+    with pytest.raises(timebloom.InvalidConfigError, match=r"^TIMEBLOOM_SYNC: .*sync policy \"sometimes\""):
+        make_filter({"TIMEBLOOM_DIR": str(d), "TIMEBLOOM_SYNC": "sometimes"})
+
+
+@pytest.mark.parametrize(
+    "settings, names",
+    [
+        ({"TIMEBLOOM_REDIS_PREFIX": "my prefix"}, "TIMEBLOOM_REDIS_PREFIX"),
+        ({"TIMEBLOOM_TIERS": "7x"}, "TIMEBLOOM_TIERS"),
+        # A tier kind Redis does not keep: an UnsupportedError.
+        ({"TIMEBLOOM_TIERS": "7d:counting"}, "TIMEBLOOM_TIERS"),
+        ({"TIMEBLOOM_TIERS": "30d:fingerprint"}, "TIMEBLOOM_TIERS"),
+    ],
+)
+def test_a_bad_redis_setting_names_its_setting(redis_server, prefix, settings, names):
+    settings = {"TIMEBLOOM_REDIS_URL": redis_server.url, "TIMEBLOOM_REDIS_PREFIX": prefix, **settings}
+    with pytest.raises((timebloom.InvalidConfigError, timebloom.UnsupportedError)) as info:
+        make_filter(settings)
+    assert str(info.value).startswith(names + ": "), str(info.value)
+
+
 def test_command_line_strings_reach_the_engine(tmp_path):
     df = make_filter(
         {

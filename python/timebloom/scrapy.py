@@ -128,6 +128,7 @@ from timebloom import (
     AlreadyExistsError,
     CorruptError,
     Engine,
+    InvalidConfigError,
     IoError,
     LockedError,
     ManualClock,
@@ -135,6 +136,7 @@ from timebloom import (
     NotFoundError,
     ReadOnlyError,
     RedisEngine,
+    UnsupportedError,
     UnsupportedVersionError,
 )
 
@@ -279,6 +281,35 @@ def _open_dir(
         return Engine.create(path, tiers, items_per_day, fpr, clock=clock, sync=sync)
 
 
+# The engine's names of its configuration's fields, as an InvalidConfigError
+# quotes them, and the settings that give them.
+_CONFIG_FIELDS = (
+    ("tier", "TIMEBLOOM_TIERS"),
+    ("expected_items_per_day", "TIMEBLOOM_ITEMS_PER_DAY"),
+    ("fpr", "TIMEBLOOM_FPR"),
+    ("sync", "TIMEBLOOM_SYNC"),
+    ("prefix", "TIMEBLOOM_REDIS_PREFIX"),
+)
+
+
+def _name_settings(e: Exception) -> None:
+    """Starts ``e``'s message (an ``InvalidConfigError``, or the
+    ``UnsupportedError`` of a tier kind Redis does not keep) with the
+    settings whose fields it names: the engine quotes the tier, the policy
+    or the prefix it refused, but not the setting that gave it. A message
+    naming none of them is about the tiers (the only other input of a
+    create whose numbers were checked before it)."""
+    message = str(e)
+    what = message
+    for marker in ("invalid configuration: ", "not supported on Redis: "):
+        _, found, rest = message.partition(marker)
+        if found:
+            what = rest
+            break
+    names = [setting for field, setting in _CONFIG_FIELDS if field in what] or ["TIMEBLOOM_TIERS"]
+    e.args = (f"{', '.join(names)}: {message}",)
+
+
 def _default_prefix(name: str, check: bool) -> str:
     """``timebloom:<name>``, the default Redis prefix of a spider. With
     ``check``, a name that makes a prefix ``RedisEngine`` refuses (a brace,
@@ -390,10 +421,12 @@ class TimebloomDupeFilter(BaseDupeFilter):
                 # engine's durations hold (2**64 s, a ValueError there) is
                 # asked as 2**63 s: no tier keeps that either.
                 engine.contains_within(b"", min(self.recrawl_after, _LONGEST_HORIZON))
-        except BaseException:
+        except BaseException as e:
             if engine is not None:
                 engine.close()
             self._remove_tempdir()
+            if isinstance(e, (InvalidConfigError, UnsupportedError)):
+                _name_settings(e)
             raise
         self.engine: Union[Engine, RedisEngine] = engine
 
