@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::time::SystemTime;
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
@@ -421,6 +421,21 @@ impl PyEngine {
     fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
         self.close(py)?;
         Ok(false)
+    }
+
+    /// Refused with a `TypeError` saying why: `pickle`, `copy.copy` and
+    /// `copy.deepcopy` all ask for it. An open engine holds its
+    /// directory's lock and mapped files, which a copy would share (or, in
+    /// another process, hold twice); the other process opens the directory
+    /// again by path.
+    fn __reduce__(&self) -> PyResult<()> {
+        Err(PyTypeError::new_err(format!(
+            "cannot pickle or copy a timebloom.Engine ({}): an open engine holds \
+             its directory's lock and mapped files, which a copy would share; \
+             pass the path and call Engine.open(path) where it is needed \
+             (one writing process at a time, or read_only=True)",
+            self.slot.place().display()
+        )))
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {

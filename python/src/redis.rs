@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -383,6 +383,19 @@ impl PyRedisEngine {
     fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
         self.close(py)?;
         Ok(false)
+    }
+
+    /// Refused with a `TypeError` saying why: `pickle`, `copy.copy` and
+    /// `copy.deepcopy` all ask for it. The engine holds a connection to
+    /// Redis, which a copy would share; the other process connects again
+    /// with the URL and prefix.
+    fn __reduce__(&self) -> PyResult<()> {
+        Err(PyTypeError::new_err(format!(
+            "cannot pickle or copy a timebloom.RedisEngine ({} prefix {}): it holds \
+             a connection to Redis, which a copy would share; pass the URL and \
+             prefix and call RedisEngine.open(url, prefix) where it is needed",
+            self.url, self.prefix
+        )))
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
