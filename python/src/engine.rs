@@ -49,7 +49,7 @@ fn sync_policy(s: &str, path: &Path) -> PyResult<SyncPolicy> {
 /// `Engine.open(path)`. Use it as a context manager (`with ... as engine:`)
 /// or call `close()`; an engine that is never closed is recovered at the
 /// next open. Safe to share between threads.
-#[pyclass(module = "timebloom", name = "Engine", frozen)]
+#[pyclass(module = "timebloom", name = "Engine", frozen, weakref)]
 pub(crate) struct PyEngine {
     slot: Slot<timebloom::Engine>,
     /// The injected clock, if any (`maintain()` reads it).

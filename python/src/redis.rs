@@ -69,7 +69,7 @@ fn redis_options(
 /// new key, exactly one is told it is new. Use it as a context manager or
 /// call `close()`, which closes the connection; the filters stay in Redis
 /// and expire by themselves. Safe to share between threads.
-#[pyclass(module = "timebloom", name = "RedisEngine", frozen)]
+#[pyclass(module = "timebloom", name = "RedisEngine", frozen, weakref)]
 pub(crate) struct PyRedisEngine {
     slot: Slot<RedisEngine>,
     /// The URL, password masked.

@@ -1,5 +1,5 @@
 """How engines and exceptions behave under Python's object protocols:
-pickling and copying, repr, hashing, subclassing, the
+pickling and copying, weak references, repr, hashing, subclassing, the
 key types a call takes, and the end of an engine left to the garbage
 collector."""
 
@@ -132,7 +132,33 @@ def test_an_exception_raised_in_a_pool_worker_reaches_the_parent(tb_dir):
             pool.apply(_raise_locked, (tb_dir,))
 
 
-# ---- repr, hash, subclassing ------------------------------------------
+# ---- weakref, repr, hash, subclassing ------------------------------------------
+
+
+def test_an_engine_can_be_weakly_referenced(tb_dir):
+    e = Engine.create(tb_dir, tiers="7d", items_per_day=100)
+    ref = weakref.ref(e)
+    assert ref() is e
+    cache = weakref.WeakValueDictionary()
+    cache[tb_dir] = e
+    e.close()
+    del e
+    gc.collect()
+    assert ref() is None
+    assert tb_dir not in cache
+
+
+def test_a_weakly_referenced_engine_lets_go_of_its_lock_when_dropped(tb_dir):
+    e = Engine.create(tb_dir, tiers="7d", items_per_day=100)
+    ref = weakref.ref(e)
+    del e
+    assert ref() is None
+    Engine.open(tb_dir).close()
+
+
+def test_a_redis_engine_can_be_weakly_referenced(redis_server, prefix):
+    with RedisEngine.create(redis_server.url, prefix, tiers="7d", items_per_day=100) as e:
+        assert weakref.ref(e)() is e
 
 
 def test_repr_names_the_path_and_state(tb_dir):
