@@ -317,3 +317,26 @@ def test_an_engine_dropped_while_another_thread_is_in_insert_many_does_not_hang(
     gc.collect()
     with Engine.open(tb_dir) as again:
         assert again.contains_many(keys[-3:]) == [True] * 3
+
+
+def test_a_redis_engine_takes_the_same_keys_and_iterables(redis_server, prefix):
+    def broken():
+        yield "r1"
+        raise RuntimeError("feed broke")
+
+    with RedisEngine.create(redis_server.url, prefix, tiers="7d", items_per_day=100) as e:
+        for key in (bytearray(b"k"), memoryview(b"k"), 1, None):
+            with pytest.raises(TypeError, match="str or bytes, not"):
+                e.insert(key)
+            with pytest.raises(TypeError, match="str or bytes, not"):
+                e.insert_many(["a", key])
+        with pytest.raises(UnicodeEncodeError):
+            e.insert("\ud800")
+        with pytest.raises(UnicodeEncodeError):
+            e.insert_many(["a", "\ud800"])
+        with pytest.raises(RuntimeError, match="feed broke"):
+            e.insert_many(broken())
+        assert e.contains_many(("a", "r1")) == [False, False]
+        assert e.insert_many(x for x in ["m1", b"m1", "m2"]) == [True, False, True]
+        assert e.contains_many({b"m1", "m2"}) == [True, True]
+        assert e.contains_many(dict.fromkeys(["m1"]).keys()) == [True]
