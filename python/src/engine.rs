@@ -438,11 +438,14 @@ impl PyEngine {
         )))
     }
 
-    fn __repr__(&self, py: Python<'_>) -> String {
+    /// `<timebloom.Engine '/data/seen.tb' open>`: the directory as the
+    /// `path` attribute names it (Python's repr of it: a name that is not
+    /// UTF-8 shows its surrogate escapes), and whether it is open.
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let state = if self.closed(py) { "closed" } else { "open" };
-        format!(
-            "<timebloom.Engine {:?} {state}>",
-            self.slot.place().display().to_string()
-        )
+        Ok(format!(
+            "<timebloom.Engine {} {state}>",
+            self.path(py).repr()?
+        ))
     }
 }

@@ -5,6 +5,7 @@ collector."""
 
 import copy
 import gc
+import os
 import pickle
 import threading
 import weakref
@@ -163,10 +164,19 @@ def test_a_redis_engine_can_be_weakly_referenced(redis_server, prefix):
 
 def test_repr_names_the_path_and_state(tb_dir):
     e = Engine.create(tb_dir, tiers="7d", items_per_day=100)
-    assert repr(e) == f"<timebloom.Engine {tb_dir!r} open>".replace("'", '"')
+    assert repr(e) == f"<timebloom.Engine {tb_dir!r} open>"
     e.close()
-    assert repr(e).endswith(" closed>")
-    assert tb_dir in repr(e)
+    assert repr(e) == f"<timebloom.Engine {tb_dir!r} closed>"
+
+
+def test_repr_names_a_path_that_is_not_utf8_as_the_path_attribute_does(tmp_path):
+    # The byte 0xff is kept as the surrogate escape "\udcff" (os.fsdecode),
+    # not replaced by U+FFFD, which names another directory.
+    raw = os.fsencode(tmp_path) + b'/seen\xff"q.tb'
+    with Engine.create(raw, tiers="7d", items_per_day=100) as e:
+        assert e.path == os.fsdecode(raw)
+        assert repr(e) == f"<timebloom.Engine {e.path!r} open>"
+        assert "\ufffd" not in repr(e)
 
 
 def test_hash_and_equality_are_identity(tb_dir):
