@@ -4,7 +4,8 @@
 //! except writes that wait: under the `always` sync policy for an fsync,
 //! and writes that first rotate or grow windows (new files); backfills
 //! (`insert_at`, `remove_at`), batch calls, `maintain`, `stats`, `verify`,
-//! `flush`, `close`, `open` and `create` release it.
+//! `flush`, `close`, `open` and `create` release it, and so does the end
+//! of an engine never closed (see `Slot`'s `Drop`).
 
 use std::path::Path;
 use std::time::SystemTime;

@@ -37,7 +37,7 @@ pub(crate) fn after_fork_in_child() {
 }
 
 /// How an engine inherited through `fork` is let go of in the child.
-pub(crate) trait Leave {
+pub(crate) trait Leave: Send {
     /// Lets go without writing or joining anything.
     fn leave(self);
 
@@ -113,13 +113,24 @@ impl<E: Leave> Slot<E> {
     }
 }
 
+/// An engine never closed ends with its Python object, whenever the last
+/// reference goes or the garbage collector reaches it, in any thread:
+/// dropping it closes it (an `Engine` syncs and unmaps its files, half a
+/// second or more for large windows; a `RedisEngine` ends its
+/// connection), with the GIL released as `close` does, so that the other
+/// Python threads run meanwhile. Nothing else can reach the object then
+/// (no reference is left, and a weak reference to it answers `None`).
 impl<E: Leave> Drop for Slot<E> {
     fn drop(&mut self) {
-        if self.forked() {
-            let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
-            if let Some(engine) = inner.take() {
-                engine.leave();
-            }
+        let forked = self.forked();
+        let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
+        let Some(engine) = inner.take() else {
+            return;
+        };
+        if forked {
+            engine.leave();
+        } else {
+            Python::attach(|py| py.detach(move || drop(engine)));
         }
     }
 }

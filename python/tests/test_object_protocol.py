@@ -8,6 +8,7 @@ import gc
 import os
 import pickle
 import threading
+import time
 import weakref
 
 import pytest
@@ -350,3 +351,44 @@ def test_a_redis_engine_takes_the_same_keys_and_iterables(redis_server, prefix):
         assert e.insert_many(x for x in ["m1", b"m1", "m2"]) == [True, False, True]
         assert e.contains_many({b"m1", "m2"}) == [True, True]
         assert e.contains_many(dict.fromkeys(["m1"]).keys()) == [True]
+
+
+def _stall_of_other_threads(end) -> tuple[float, float]:
+    """How long `end()` took, and the longest another Python thread, waking
+    every millisecond, went without running meanwhile."""
+    gaps = []
+    stop = threading.Event()
+
+    def tick():
+        last = time.perf_counter()
+        while not stop.is_set():
+            time.sleep(0.001)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    t = threading.Thread(target=tick)
+    t.start()
+    time.sleep(0.05)
+    gaps.clear()
+    t0 = time.perf_counter()
+    end()
+    took = time.perf_counter() - t0
+    time.sleep(0.02)
+    stop.set()
+    t.join()
+    return took, max(gaps)
+
+
+@pytest.mark.parametrize("how", ["close", "drop"])
+def test_other_threads_run_while_an_engine_is_closed_or_dropped(tb_dir, how):
+    # The close of an engine syncs and unmaps its files (about half a
+    # second here): close() releases the GIL meanwhile, and so must the
+    # end of an engine left unclosed, which the garbage collector may
+    # reach in any thread at any time.
+    holder = [Engine.create(tb_dir, items_per_day=1_000_000)]
+    holder[0].insert_many([f"https://example.com/{i}" for i in range(200_000)])
+    end = holder[0].close if how == "close" else holder.clear
+    took, stall = _stall_of_other_threads(end)
+    assert stall < max(0.05, took / 2), f"{how} took {took:.3f} s, other threads stalled {stall:.3f} s"
+    Engine.open(tb_dir).close()
