@@ -33,12 +33,28 @@ impl Clock for SystemClock {
     /// a precise read costs on virtual machines. Window boundaries need no
     /// better; every insert and lookup reads the clock.
     fn now(&self) -> SystemTime {
-        let ts = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+        let ts = coarse_realtime();
         match (u64::try_from(ts.tv_sec), u32::try_from(ts.tv_nsec)) {
             (Ok(s), Ok(ns)) => UNIX_EPOCH + Duration::new(s, ns),
             _ => SystemTime::now(),
         }
     }
+}
+
+/// The system's real-time clock, read coarsely where the kernel offers
+/// that (`CLOCK_REALTIME_COARSE` on Linux and Android).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[inline]
+fn coarse_realtime() -> rustix::time::Timespec {
+    rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse)
+}
+
+/// The system's real-time clock: other systems (macOS, the BSDs) have no
+/// coarse one here, and read the precise `CLOCK_REALTIME`.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+#[inline]
+fn coarse_realtime() -> rustix::time::Timespec {
+    rustix::time::clock_gettime(rustix::time::ClockId::Realtime)
 }
 
 /// A clock that moves only when told to (whole seconds); clones share it.
@@ -107,8 +123,7 @@ impl TimeSource {
     pub(crate) fn now_secs(&self) -> Result<i64> {
         match self {
             TimeSource::System => {
-                let secs =
-                    rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse).tv_sec;
+                let secs = coarse_realtime().tv_sec;
                 if (0..=MAX_INSTANT).contains(&secs) {
                     Ok(secs)
                 } else {

@@ -1269,6 +1269,9 @@ impl SubFilter {
     /// Works in steps of 8 MiB and stops early once `stop` is set: a
     /// rotation that needs the file does not wait for the rest.
     pub(crate) fn prefault(&self, stop: &AtomicBool) {
+        // Elsewhere (no `MADV_POPULATE_WRITE`) there is nothing to stop.
+        #[cfg(not(target_os = "linux"))]
+        let _ = stop;
         #[cfg(target_os = "linux")]
         if let Map::Writable(m) = &self.map {
             const STEP: usize = 8 << 20;
