@@ -46,6 +46,27 @@
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used)]
 
+// The targets the engine refuses (README.md, "Platforms"). Segment bodies,
+// and their shadow copies, are mapped and read and written as native
+// 64-bit words, while docs/format.md defines them as little-endian: a
+// big-endian build would write files that differ from the format and read
+// files from other machines wrong, without an error.
+#[cfg(target_endian = "big")]
+compile_error!(
+    "timebloom supports little-endian targets only: its segment files are little-endian \
+     (docs/format.md) and are mapped and accessed as native 64-bit words, so on a big-endian \
+     target they would be written and read wrong; see README.md, \"Platforms\""
+);
+// Segment files of several GB are mapped whole, and their 64-bit sizes,
+// offsets and block indexes become `usize`: on a 32-bit target they would
+// be cut short (a wrong block, not an error).
+#[cfg(not(target_pointer_width = "64"))]
+compile_error!(
+    "timebloom supports 64-bit targets only: segment files of several GB are mapped whole \
+     and their 64-bit sizes, offsets and block indexes are used as usize, which a 32-bit \
+     target would truncate; see README.md, \"Platforms\""
+);
+
 pub mod canonical;
 mod chain;
 mod clock;
