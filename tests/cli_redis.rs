@@ -637,6 +637,26 @@ fn without_the_redis_feature_redis_is_refused() {
     );
 }
 
+/// Without the `redis` feature the help of every command that lists
+/// `--redis` says that this build refuses it, rather than offering a flag
+/// that can only fail.
+#[cfg(not(feature = "redis"))]
+#[test]
+fn without_the_redis_feature_the_help_says_redis_is_refused() {
+    for command in ["create", "add", "filter-new", "check", "stats"] {
+        for help in ["-h", "--help"] {
+            let out = run(&[command, help], b"");
+            assert_eq!(code(&out), 0, "{command} {help}: {}", stderr(&out));
+            let text = cli_support::stdout(&out);
+            assert!(text.contains("--redis <URL>"), "{command} {help}: {text}");
+            assert!(
+                text.contains("this build has no Redis support (feature redis)"),
+                "{command} {help}: {text}"
+            );
+        }
+    }
+}
+
 /// `filter-new --within` with a horizon that the engine it would create
 /// does not keep is refused before the engine is made in Redis, as with a
 /// directory: the refused command left a new engine under the prefix.

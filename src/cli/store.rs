@@ -19,6 +19,15 @@ pub struct RedisFlags {
     /// comma-separated URLs (the seed nodes of a Cluster), or
     /// redis+sentinel://host:port[,host:port...]/MASTER
     #[arg(long, value_name = "URL")]
+    // A build without the feature keeps the flag only to refuse it (see
+    // `no_redis`): its help says so instead of offering it.
+    #[cfg_attr(
+        not(feature = "redis"),
+        arg(
+            help = NO_REDIS_HELP,
+            long_help = NO_REDIS_HELP
+        )
+    )]
     pub redis: Option<String>,
     /// The key prefix of the engine in Redis (its keys are P:config and
     /// P:{P:s}:...) [default: timebloom]
@@ -138,6 +147,11 @@ pub fn not_stdin(dir: &std::path::Path) -> CliResult<()> {
     }
     Ok(())
 }
+
+/// The help of `--redis` in a build without the `redis` feature.
+#[cfg(not(feature = "redis"))]
+const NO_REDIS_HELP: &str = "Refused: this build has no Redis support (feature redis). \
+    With it: the engine in Redis at this URL instead of a directory";
 
 /// The error of `--redis` in a build without the `redis` feature.
 pub fn no_redis(url: &str) -> CliError {
