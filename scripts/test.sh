@@ -17,6 +17,11 @@ scripts/install-redis.sh
 echo "== cargo test --all-features"
 CI="${CI:-1}" cargo test --all-features
 
+# The build without the redis feature: its command line refuses --redis and
+# says so in --help (the rest of the suite is the same code).
+echo "== cargo test --no-default-features --test cli_redis"
+CI="${CI:-1}" cargo test --no-default-features --test cli_redis
+
 if [ -z "${SKIP_PYTHON:-}" ] && [ -f .ci/python.sh ]; then
     echo "== python package"
     bash .ci/python.sh
