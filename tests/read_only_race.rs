@@ -55,19 +55,26 @@ fn expired(tiers: &[Tier], d: u64, w: u64) -> bool {
     }
 }
 
-/// One writer run of `days` days; readers open after each acknowledged
-/// day and check its keys. Returns the failures.
-fn run_once(tiers: Vec<Tier>, days: u64, readers: usize, checked: &AtomicU64) -> Vec<String> {
+/// A new engine of `tiers` (100 keys a day planned, `sync always`) at
+/// noon of day 0 of a manual clock, in a temporary directory.
+fn writer_at_day_0(tiers: &[Tier]) -> (tempfile::TempDir, std::path::PathBuf, ManualClock, Engine) {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
     let clock = ManualClock::new(noon(0));
     let config = Config {
-        tiers: tiers.clone(),
+        tiers: tiers.to_vec(),
         expected_items_per_day: 100,
         sync: SyncPolicy::Always,
         ..Config::default()
     };
     let w = Engine::create_with(&db, config, Options::default().clock(clock.clone())).unwrap();
+    (tmp, db, clock, w)
+}
+
+/// One writer run of `days` days; readers open after each acknowledged
+/// day and check its keys. Returns the failures.
+fn run_once(tiers: Vec<Tier>, days: u64, readers: usize, checked: &AtomicU64) -> Vec<String> {
+    let (_tmp, db, clock, w) = writer_at_day_0(&tiers);
     let acked = AtomicU64::new(u64::MAX);
     // The day the writer's clock is at (set before its rotation).
     let moving = AtomicU64::new(0);
@@ -211,16 +218,7 @@ fn a_reader_behind_the_writers_day_reads_what_the_writer_keeps() {
         (vec![Tier::fingerprint(3)], false),
         (vec![Tier::daily(3), Tier::weekly(2)], true),
     ] {
-        let tmp = tempfile::tempdir().unwrap();
-        let db = tmp.path().join("db");
-        let clock = ManualClock::new(noon(0));
-        let config = Config {
-            tiers: tiers.clone(),
-            expected_items_per_day: 100,
-            sync: SyncPolicy::Always,
-            ..Config::default()
-        };
-        let w = Engine::create_with(&db, config, Options::default().clock(clock.clone())).unwrap();
+        let (_tmp, db, clock, w) = writer_at_day_0(&tiers);
         for day in 0..10 {
             clock.set(noon(day));
             w.insert_batch(&keys(day)).unwrap();
