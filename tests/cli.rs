@@ -6,6 +6,7 @@ use std::process::{Command, Output, Stdio};
 use std::thread;
 
 mod cli_support;
+mod common;
 
 use cli_support::{
     assert_exit, assert_stderr_contains, feed_stdin, filter_new_command, read_stderr, run,
@@ -521,13 +522,9 @@ fn read_only_commands_beside_a_rotating_writer_see_every_acknowledged_key() {
         // is read as of its newest day, and the writer's sweep clears what
         // it no longer keeps; an expired window's files are deleted), so
         // a reader that a busy machine held up until then rightly finds
-        // them new (docs/operations.md, "Read-only opens"). The table keeps
-        // 2 days before today; the weekly tier, the week before this one.
-        let table = tiers[0].kind == timebloom::Kind::Fingerprint;
-        let expired = move |d: u64, w: u64| match table {
-            true => w >= d + 3,
-            false => w >= 7 * (d / 7 + 2),
-        };
+        // them new (docs/operations.md, "Read-only opens").
+        let kept = tiers.clone();
+        let expired = move |d: u64, w: u64| common::expired_by_writer_day(&kept, d, w);
         let label = format!("{tiers:?}");
         let (_tmp, db) = temp_db();
         let d = db.to_str().unwrap();

@@ -7,6 +7,9 @@ use std::thread;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 use timebloom::{Config, Engine, ManualClock, Options, SyncPolicy, Tier};
 
+mod common;
+use common::expired_by_writer_day;
+
 const T0: u64 = 1_767_571_200; // 2026-01-05T00:00:00Z, a Monday
 
 fn noon(d: u64) -> std::time::SystemTime {
@@ -42,16 +45,6 @@ fn describe(e: &Engine) -> String {
             .collect::<Vec<_>>()
             .join("; "),
         Err(e) => format!("stats failed: {e}"),
-    }
-}
-
-/// Whether the writer, on day `w`, has expired the keys of day `d`: a
-/// fingerprint table of 3 days keeps 2 days before today; a weekly tier of
-/// 2, the week before this one (T0 is a Monday).
-fn expired(tiers: &[Tier], d: u64, w: u64) -> bool {
-    match tiers[0].kind == timebloom::Kind::Fingerprint {
-        true => w >= d + 3,
-        false => w >= 7 * (d / 7 + 2),
     }
 }
 
@@ -123,7 +116,7 @@ fn run_once(tiers: Vec<Tier>, days: u64, readers: usize, checked: &AtomicU64) ->
                     let batch = e.contains_batch(&ks).unwrap();
                     for (j, k) in ks.iter().enumerate() {
                         let one = e.contains(k).unwrap();
-                        if (!one || !batch[j]) && !expired(tiers, day, moving.load(Ordering::SeqCst)) {
+                        if (!one || !batch[j]) && !expired_by_writer_day(tiers, day, moving.load(Ordering::SeqCst)) {
                             failures.lock().unwrap().push(format!(
                                 "{tiers:?} day {day} key {} (reader {r}, fresh open, writer at day {}): contains {one} batch {}; {}",
                                 String::from_utf8_lossy(k),
@@ -134,7 +127,7 @@ fn run_once(tiers: Vec<Tier>, days: u64, readers: usize, checked: &AtomicU64) ->
                             break;
                         }
                     }
-                    if !expired(tiers, day, moving.load(Ordering::SeqCst)) {
+                    if !expired_by_writer_day(tiers, day, moving.load(Ordering::SeqCst)) {
                         checked.fetch_add(1, Ordering::Relaxed);
                     }
                     if r == 0 {
@@ -143,7 +136,7 @@ fn run_once(tiers: Vec<Tier>, days: u64, readers: usize, checked: &AtomicU64) ->
                         if let Some((kd, ke)) = slot.as_ref() {
                             let ks = keys(*kd);
                             let batch = ke.contains_batch(&ks).unwrap();
-                            let gone = expired(tiers, *kd, moving.load(Ordering::SeqCst));
+                            let gone = expired_by_writer_day(tiers, *kd, moving.load(Ordering::SeqCst));
                             if let Some(j) = batch.iter().position(|b| !b).filter(|_| !gone) {
                                 failures.lock().unwrap().push(format!(
                                     "{tiers:?} day {kd} key k{kd}-{j} (kept open, writer at {}): {}",

@@ -177,3 +177,16 @@ pub fn drop_torn_ack(dir: &std::path::Path) {
         f.set_len(keep as u64).unwrap();
     }
 }
+
+/// Whether a writer whose clock is on day `w` since T0 (a Monday) has
+/// expired the keys it inserted on day `d`, for the two tier sets the
+/// read-only tests beside a rotating writer use: a 3-day fingerprint
+/// table keeps the 2 days before today; daily(3) with weekly(2) keeps a
+/// key until its week is two weeks old. A reader asked about day `d`
+/// reads what the writer keeps (docs/operations.md, "Read-only opens").
+pub fn expired_by_writer_day(tiers: &[Tier], d: u64, w: u64) -> bool {
+    match tiers[0].kind == timebloom::Kind::Fingerprint {
+        true => w >= d + 3,
+        false => w >= 7 * (d / 7 + 2),
+    }
+}
