@@ -108,6 +108,33 @@ def test_jobdir_is_the_default_home_and_a_rerun_fetches_nothing(site, tmp_path):
         assert e.stats()["expected_items_per_day"] == 10_000
 
 
+def test_a_jobdir_keeps_the_filter_apart_from_scrapys_requests_seen(tmp_path):
+    # Scrapy's RFPDupeFilter keeps its fingerprints in <JOBDIR>/requests.seen;
+    # this filter keeps its own in <JOBDIR>/timebloom and neither reads nor
+    # writes that file: a job begun with Scrapy's filter and resumed with
+    # this one starts with nothing seen, and the file stays as it was.
+    from scrapy.dupefilters import RFPDupeFilter
+
+    job = tmp_path / "job"
+    settings = {"JOBDIR": str(job)}
+    seen_before, other = Request("http://a.example/seen"), Request("http://a.example/other")
+    rfp = RFPDupeFilter.from_crawler(get_crawler(settings_dict=settings))
+    assert not rfp.request_seen(seen_before)
+    rfp.close("shutdown")
+    file = job / "requests.seen"
+    before = file.read_bytes()
+    assert before
+    df = make_filter(settings)
+    assert Path(df.path) == job / "timebloom"
+    assert not df.request_seen(seen_before)  # requests.seen was not read
+    assert not df.request_seen(other)
+    df.close("shutdown")
+    assert file.read_bytes() == before  # nor written
+    rfp = RFPDupeFilter.from_crawler(get_crawler(settings_dict=settings))
+    assert rfp.request_seen(seen_before) and not rfp.request_seen(other)
+    rfp.close("finished")
+
+
 @pytest.fixture
 def clocks(monkeypatch):
     """The ManualClock of each filter made with TIMEBLOOM_NOW from here on,
