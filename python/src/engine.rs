@@ -12,7 +12,7 @@ use std::time::SystemTime;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
+use pyo3::types::{PyDict, PyString, PyTuple};
 
 use timebloom::{Config, SyncPolicy};
 
@@ -109,6 +109,19 @@ impl PyEngine {
 
 #[pymethods]
 impl PyEngine {
+    /// Refused with a `TypeError` naming `Engine.create` and `Engine.open`,
+    /// the two ways to make an engine (in place of PyO3's "No constructor
+    /// defined"): nothing is created or opened.
+    #[new]
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        Err(PyTypeError::new_err(
+            "timebloom.Engine has no constructor: create an engine with \
+             Engine.create(path, tiers=..., items_per_day=..., fpr=...) \
+             or open an existing one with Engine.open(path)",
+        ))
+    }
+
     /// Creates a new engine in `path` (created if missing).
     ///
     /// `tiers`: comma-separated windows and retentions, default `7d,4w,12m`

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyDict, PyTuple};
 
 use timebloom::redis::{RedisEngine, RedisError as LibRedisError, RedisOptions};
 
@@ -115,6 +115,19 @@ impl PyRedisEngine {
 
 #[pymethods]
 impl PyRedisEngine {
+    /// Refused with a `TypeError` naming `RedisEngine.create` and
+    /// `RedisEngine.open`, the two ways to make an engine (in place of
+    /// PyO3's "No constructor defined"): nothing is created or opened.
+    #[new]
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        Err(PyTypeError::new_err(
+            "timebloom.RedisEngine has no constructor: create an engine with \
+             RedisEngine.create(url, prefix, tiers=..., exist_ok=True) \
+             or open an existing one with RedisEngine.open(url, prefix)",
+        ))
+    }
+
     /// Creates a new engine in the Redis at `url`, its keys under `prefix`.
     ///
     /// `url`: `redis://[user:password@]host:6379[/db]`, `rediss://` for

@@ -199,6 +199,25 @@ def test_subclassing_is_a_clear_type_error(cls):
         type("My", (cls,), {})
 
 
+@pytest.mark.parametrize("cls", [Engine, RedisEngine])
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [((), {}), (("some/dir",), {}), (("redis://127.0.0.1", "p"), {"tiers": "7d"})],
+    ids=["no-args", "a-path", "args-and-keywords"],
+)
+def test_calling_the_class_is_a_type_error_naming_its_constructors(cls, args, kwargs):
+    # Engine() or RedisEngine(url, prefix) is a guess a reader makes; the
+    # answer names the two static methods instead of PyO3's "No constructor
+    # defined", and nothing is created or opened.
+    name = cls.__name__
+    with pytest.raises(TypeError) as info:
+        cls(*args, **kwargs)
+    msg = str(info.value)
+    assert "No constructor" not in msg
+    assert f"{name}.create(" in msg
+    assert f"{name}.open(" in msg
+
+
 # ---- key types -----------------------------------------------------------------
 
 

@@ -146,6 +146,10 @@ class ManualClock:
 class Engine:
     """An open timebloom engine: a directory of time-windowed Bloom filters."""
 
+    def __new__(cls, *_args: object, **_kwargs: object) -> "Engine":
+        """Not a constructor: always a ``TypeError`` naming ``Engine.create``
+        and ``Engine.open``, the ways to make an engine."""
+
     @staticmethod
     def create(
         path: Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"],
@@ -247,6 +251,11 @@ class Engine:
 class RedisEngine:
     """A timebloom engine kept in Redis, shared by every process that uses the
     same URL and prefix. Every call that talks to Redis releases the GIL."""
+
+    def __new__(cls, *_args: object, **_kwargs: object) -> "RedisEngine":
+        """Not a constructor: always a ``TypeError`` naming
+        ``RedisEngine.create`` and ``RedisEngine.open``, the ways to make an
+        engine."""
 
     @staticmethod
     def create(
