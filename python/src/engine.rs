@@ -110,8 +110,8 @@ impl PyEngine {
 #[pymethods]
 impl PyEngine {
     /// Refused with a `TypeError` naming `Engine.create` and `Engine.open`,
-    /// the two ways to make an engine (in place of PyO3's "No constructor
-    /// defined"): nothing is created or opened.
+    /// the two ways to make an engine (in place of Python's bare "cannot
+    /// create instances"): nothing is created or opened.
     #[new]
     #[pyo3(signature = (*_args, **_kwargs))]
     fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {

@@ -117,7 +117,7 @@ impl PyRedisEngine {
 impl PyRedisEngine {
     /// Refused with a `TypeError` naming `RedisEngine.create` and
     /// `RedisEngine.open`, the two ways to make an engine (in place of
-    /// PyO3's "No constructor defined"): nothing is created or opened.
+    /// Python's bare "cannot create instances"): nothing is created or opened.
     #[new]
     #[pyo3(signature = (*_args, **_kwargs))]
     fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
