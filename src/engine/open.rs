@@ -135,6 +135,30 @@ fn quarantine(dir: &Path, name: &str, err: &Error, read_only: bool) -> Result<Op
     Ok(Some(to))
 }
 
+/// Whether `name` is one the engine gives a file in `seg/`: a sub-filter
+/// (`<tier>-<label>-<index>.seg`) or its copy in large pages (`.large`),
+/// with no leading dot. Only such files are deleted as leftovers.
+fn made_in_seg(name: &str) -> bool {
+    let Some(stem) = name
+        .strip_suffix(".seg")
+        .or_else(|| name.strip_suffix(".large"))
+    else {
+        return false;
+    };
+    let mut parts = stem.rsplitn(2, '-');
+    let (Some(index), Some(rest)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    !index.is_empty()
+        && index.bytes().all(|b| b.is_ascii_digit())
+        && rest.split_once('-').is_some_and(|(code, label)| {
+            !code.is_empty()
+                && !label.is_empty()
+                && code.bytes().all(|b| b.is_ascii_alphanumeric())
+                && label.bytes().all(|b| b.is_ascii_alphanumeric())
+        })
+}
+
 /// Makes `dir` (and missing parents); true when this call made `dir` itself.
 ///
 /// Each missing parent is made and its entry synced (an fsync of the
@@ -667,7 +691,9 @@ impl Engine {
         }
     }
 
-    /// Deletes the files in `seg/` the manifest does not name (`named`):
+    /// Deletes the files in `seg/` the manifest does not name (`named`)
+    /// and that the engine makes ([`made_in_seg`]; any other file there,
+    /// an editor's backup or an NFS `.nfs*` file, is left alone):
     /// what a crash left of a rotation, growth or expiry, and the files of
     /// the windows this open left out or a degraded open lost (`spared`:
     /// a crash of that open between its manifest and the deletion leaves
@@ -695,7 +721,10 @@ impl Engine {
         for entry in entries {
             let entry = entry.map_err(|e| Error::io("list directory", &seg, e))?;
             let name = entry.file_name();
-            if !named.iter().any(|n| name.to_str() == Some(n)) && entry.path().is_file() {
+            let ours = name
+                .to_str()
+                .is_some_and(|n| made_in_seg(n) && !named.contains(&n));
+            if ours && entry.path().is_file() {
                 unnamed.push((entry.path(), name));
             }
         }
