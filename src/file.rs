@@ -362,6 +362,21 @@ pub mod testing {
     }
 }
 
+/// Opens `path` for writing as a new, empty file: whatever has that name
+/// (a leftover of an earlier attempt, or a symlink someone put there) is
+/// unlinked first, and the file is made with `O_CREAT | O_EXCL`, which
+/// never follows a symlink. So nothing a link at the name points to (a
+/// file outside the engine's directory) is ever truncated or written; a
+/// link put back between the two steps makes the call fail instead.
+pub(crate) fn create_fresh(path: &Path) -> std::io::Result<File> {
+    match fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    OpenOptions::new().write(true).create_new(true).open(path)
+}
+
 /// Replaces `path` with `bytes` atomically: write a temporary file, fsync it,
 /// rename it over `path`, fsync the directory. A crash leaves either the old
 /// or the new file, never a mix.
@@ -369,12 +384,7 @@ pub(crate) fn rewrite_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = path.with_extension("tmp");
     check("create", &tmp)?;
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)
-        .map_err(|e| Error::io("create", &tmp, e))?;
+    let mut f = create_fresh(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
     if let Some((n, e)) = check_write("write", &tmp, bytes.len())? {
         let _ = f.write_all(&bytes[..n]);
         return Err(e);

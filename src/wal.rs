@@ -1025,12 +1025,8 @@ fn new_file(dir: &Path, next_lsn: u64) -> Result<(File, PathBuf)> {
 fn new_file_unsynced(dir: &Path, next_lsn: u64) -> Result<(File, PathBuf)> {
     let path = dir.join(log_name(next_lsn));
     crate::file::check("create log", &path)?;
-    let mut file = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(&path)
-        .map_err(|e| Error::io("create log", &path, e))?;
+    let mut file =
+        crate::file::create_fresh(&path).map_err(|e| Error::io("create log", &path, e))?;
     file.write_all(&file_header(next_lsn))
         .map_err(|e| Error::io("write log", &path, e))?;
     Ok((file, path))
@@ -1078,7 +1074,7 @@ pub(crate) fn shadow_path(dir: &Path, seg_name: &str, lsn: u64) -> PathBuf {
 pub(crate) fn write_shadow(path: &Path, body: &[u8], swept: Option<u32>) -> Result<()> {
     let tmp = path.with_extension("tmp");
     crate::file::check("create shadow", &tmp)?;
-    let mut f = File::create(&tmp).map_err(|e| Error::io("create shadow", &tmp, e))?;
+    let mut f = crate::file::create_fresh(&tmp).map_err(|e| Error::io("create shadow", &tmp, e))?;
     let mut head = [0u8; SHADOW_HEADER];
     head[0..8].copy_from_slice(&SHADOW_MAGIC);
     head[8..16].copy_from_slice(&(body.len() as u64).to_le_bytes());

@@ -233,3 +233,32 @@ fn a_symlinked_manifest_is_replaced_not_written_through() {
         .unwrap()
         .is_symlink());
 }
+
+/// A symlink at `MANIFEST.tmp` (left there by anyone who can write the
+/// directory, while a writer runs) is never written through: the next
+/// manifest is made as a new file, so the file the link points to keeps
+/// its bytes and `MANIFEST` does not become a link to it.
+#[test]
+fn a_new_manifest_is_never_written_through_a_symlink() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("e.tb");
+    let outside = tmp.path().join("precious");
+    fs::write(&outside, b"precious").unwrap();
+    let clock = ManualClock::new(day(0));
+    let e = create(&dir, counting_config(), &clock);
+    e.insert(b"k").unwrap();
+    symlink(&outside, dir.join("MANIFEST.tmp")).unwrap();
+    clock.set(day(1));
+    e.maintain(day(1)).unwrap();
+    e.insert(b"k1").unwrap();
+    e.close().unwrap();
+    assert!(
+        fs::read(&outside).unwrap() == b"precious",
+        "the link's target was overwritten"
+    );
+    assert!(!fs::symlink_metadata(dir.join("MANIFEST"))
+        .unwrap()
+        .is_symlink());
+    let e = open(&dir, &clock);
+    assert!(e.contains(b"k1").unwrap());
+}

@@ -33,7 +33,7 @@ fn keep_damaged_shadow(dir: &Path, shadow: &Path, len: u64) -> Result<()> {
     fs::create_dir_all(&qdir).map_err(|e| Error::io("create directory", &qdir, e))?;
     let to = qdir.join(shadow.file_name().unwrap_or_default());
     let copied = fs::File::open(shadow).and_then(|from| {
-        let mut out = fs::File::create(&to)?;
+        let mut out = crate::file::create_fresh(&to)?;
         std::io::copy(&mut std::io::Read::take(from, len), &mut out)?;
         out.sync_all()
     });
