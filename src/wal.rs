@@ -1143,14 +1143,26 @@ pub(crate) fn read_shadow(path: &Path, body_len: usize) -> Result<(Vec<u8>, Opti
     Err(bad("shadow copy checksum mismatch"))
 }
 
+/// Whether `name` is one [`shadow_path`] makes (`ext` `.shadow`) or
+/// [`write_shadow`]'s temporary file of one (`.tmp`): `<segment file>.<16
+/// hex digits><ext>`. Only such files are deleted: another file in `wal/`
+/// (`notes.tmp`) is not the engine's.
+fn made_as_shadow(name: &str, ext: &str) -> bool {
+    name.strip_suffix(ext)
+        .and_then(|s| s.rsplit_once('.'))
+        .is_some_and(|(seg, lsn)| {
+            seg.ends_with(".seg") && lsn.len() == 16 && lsn.bytes().all(|b| b.is_ascii_hexdigit())
+        })
+}
+
 /// Deletes the shadow copies (and leftover temporary files) of every
-/// checkpoint but `keep`.
+/// checkpoint but `keep`; other files are left alone.
 pub(crate) fn remove_shadows_except(dir: &Path, keep: u64) -> Result<()> {
     let suffix = format!(".{keep:016x}.shadow");
     let mut removed = false;
     for (name, path) in entries(dir)? {
-        let stale =
-            (name.ends_with(".shadow") && !name.ends_with(&suffix)) || name.ends_with(".tmp");
+        let stale = (made_as_shadow(&name, ".shadow") && !name.ends_with(&suffix))
+            || made_as_shadow(&name, ".tmp");
         if stale {
             fs::remove_file(&path).map_err(|err| Error::io("delete old shadow", &path, err))?;
             removed = true;

@@ -135,6 +135,8 @@ fn files_the_engine_did_not_make_are_left_alone() {
         "seg/.nfs000000000001".to_string(),
         "seg/README".to_string(),
         "wal/notes.txt".to_string(),
+        "wal/notes.tmp".to_string(),
+        format!("wal/{seg0}.tmp"),
     ];
     for s in &strays {
         fs::write(dir.join(s), b"mine").unwrap();
@@ -154,6 +156,22 @@ fn files_the_engine_did_not_make_are_left_alone() {
             Some(&b"mine"[..]),
             "{s}"
         );
+    }
+    // What the engine does make there goes: a shadow copy's temporary
+    // file and a segment file left by a crash.
+    let ours = [
+        format!("wal/{seg0}.0000000000000001.tmp"),
+        "seg/d-20260101-0.seg".to_string(),
+    ];
+    for s in &ours {
+        fs::write(dir.join(s), b"").unwrap();
+    }
+    let e = open(&dir, &clock);
+    clock.set(day(21));
+    e.maintain(day(21)).unwrap();
+    e.close().unwrap();
+    for s in &ours {
+        assert!(!dir.join(s).exists(), "{s}");
     }
 }
 
