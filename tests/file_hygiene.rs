@@ -280,3 +280,28 @@ fn a_new_manifest_is_never_written_through_a_symlink() {
     let e = open(&dir, &clock);
     assert!(e.contains(b"k1").unwrap());
 }
+
+/// `LOCK` replaced by a symlink (dangling, to a path outside the
+/// directory): the open does not make the file the link points to, and
+/// refuses with an error naming `LOCK`.
+#[test]
+fn a_symlinked_lock_file_is_refused_not_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("e.tb");
+    let outside = tmp.path().join("made-through-the-link");
+    let clock = ManualClock::new(day(0));
+    let e = create(&dir, counting_config(), &clock);
+    e.close().unwrap();
+    fs::remove_file(dir.join("LOCK")).unwrap();
+    symlink(&outside, dir.join("LOCK")).unwrap();
+    let r = Engine::open_with(&dir, Options::default().clock(clock.clone()));
+    assert!(!outside.exists(), "the open made the link's target");
+    let err = match r {
+        Ok(_) => panic!("opened through a symlinked LOCK"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains("LOCK") && err.contains("symbolic links"),
+        "{err}"
+    );
+}

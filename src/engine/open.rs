@@ -56,11 +56,17 @@ impl DirLock {
 
 fn lock_dir(dir: &Path) -> Result<DirLock> {
     let path = dir.join(LOCK);
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
+    let mut options = OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(false);
+    // A `LOCK` that is a symlink is refused (ELOOP, naming the file), not
+    // followed: opening it would make, or lock, a file outside the
+    // directory.
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        rustix::fs::OFlags::NOFOLLOW.bits() as i32,
+    );
+    let f = options
         .open(&path)
         .map_err(|e| Error::io("open lock file", &path, e))?;
     let locked = || Error::Locked {
