@@ -1053,3 +1053,54 @@ impl Reading<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::made_in_seg;
+    use crate::manifest::file_name;
+    use crate::window::Span;
+
+    /// Every name the engine gives a sub-filter (each span, windows before
+    /// and after the epoch, chain positions) and its large-page copy count
+    /// as the engine's, so a crash's leftovers are still deleted; names
+    /// close to them that the engine never makes do not.
+    #[test]
+    fn the_engines_own_names_and_only_those_are_its_leftovers() {
+        let spans = [
+            ("d", Span::Day),
+            ("w", Span::Week),
+            ("m", Span::Month),
+            ("c3600", Span::Custom(3600)),
+            ("c90", Span::Custom(90)),
+            ("f", Span::Day),
+        ];
+        let mut checked = 0;
+        for (code, span) in spans {
+            for window in [-40_000i64, -1, 0, 1, 20_795, 20_800, 24_300, 600_000] {
+                for index in [0u32, 1, 17, u32::MAX] {
+                    let Some(name) = file_name(code, span, window, index) else {
+                        continue;
+                    };
+                    assert!(made_in_seg(&name), "{name}");
+                    let large = name.replace(".seg", ".large");
+                    assert!(made_in_seg(&large), "{large}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 100, "{checked} names");
+        for other in [
+            "d-20261207-0.seg~",
+            ".d-20261207-0.seg.swp",
+            ".nfs000000000012abcd00000001",
+            "README",
+            "d-20261207.seg",
+            "d-20261207-.seg",
+            "-20261207-0.seg",
+            "d--0.seg",
+            "d-2026_12-0.seg",
+        ] {
+            assert!(!made_in_seg(other), "{other}");
+        }
+    }
+}
