@@ -13,4 +13,4 @@ cargo clippy --all-targets --all-features -- -D warnings
 echo "== cargo test --features redis (conformance, Cluster, AOF, retries, Sentinel)"
 # CI set: a missing redis-server fails these tests instead of skipping them.
 CI="${CI:-1}" cargo test --release --features redis --lib --test conformance \
-    --test redis_aof --test redis_retry --test redis_connect --test redis_clocks --test redis_growth --test redis_wait --test redis_sentinel --test redis_eviction --test redis_reset --test redis_fpr --test redis_reshard
+    --test redis_aof --test redis_retry --test redis_connect --test redis_clocks --test redis_growth --test redis_wait --test redis_sentinel --test redis_eviction --test redis_reset --test redis_fpr --test redis_reshard --test redis_keys
