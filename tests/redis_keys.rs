@@ -371,6 +371,8 @@ fn the_command_line_refuses_bad_prefixes() {
         ("".into(), "1 to 128 bytes"),
         ("a b".into(), "spaces"),
         ("a\nb".into(), "control"),
+        ("abcdef\rX".into(), "control"),
+        ("a\u{1b}[2Jb".into(), "control"),
         ("a{b}c".into(), "braces"),
     ];
     #[cfg(unix)]
@@ -396,8 +398,31 @@ fn the_command_line_refuses_bad_prefixes() {
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(!out.status.success(), "{pre:?} {command:?}: succeeded");
             assert!(err.contains(why), "{pre:?} {command:?}: {err}");
+            if why != "UTF-8" {
+                // One line, the prefix's control characters escaped: a
+                // newline or a carriage return does not cut or overwrite
+                // the message.
+                let line = err.strip_suffix('\n').unwrap_or(&err);
+                assert!(
+                    !line.chars().any(char::is_control),
+                    "{pre:?} {command:?}: {err:?}"
+                );
+            }
         }
     }
+    // Without --redis the prefix is refused before it is checked: shown
+    // escaped as well.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = Command::new(bin)
+        .args(["stats", "--prefix", "a\nb"])
+        .arg(dir.path())
+        .output()
+        .expect("run timebloom");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("needs --redis"), "{err}");
+    let line = err.strip_suffix('\n').unwrap_or(&err);
+    assert!(!line.chars().any(char::is_control), "{err:?}");
     assert!(server.keys("*").is_empty(), "{:?}", server.keys("*"));
 }
 

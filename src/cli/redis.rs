@@ -31,7 +31,11 @@ impl<'a> Place<'a> {
             url,
             prefix,
             options,
-            label: format!("{} (prefix {prefix})", timebloom::redact_url(url)),
+            label: format!(
+                "{} (prefix {})",
+                timebloom::redact_url(url),
+                super::store::shown_prefix(prefix)
+            ),
             now,
         }
     }

@@ -68,6 +68,22 @@ pub enum Target {
     },
 }
 
+/// `prefix` as messages show it: its control characters escaped, so a
+/// refused prefix with a newline or a carriage return neither cuts nor
+/// overwrites the message; the empty prefix as `""`.
+pub fn shown_prefix(prefix: &str) -> String {
+    if prefix.is_empty() {
+        return "\"\"".into();
+    }
+    prefix
+        .chars()
+        .map(|c| match c.is_control() {
+            true => c.escape_default().to_string(),
+            false => c.to_string(),
+        })
+        .collect()
+}
+
 /// The default `--prefix`.
 pub const DEFAULT_PREFIX: &str = "timebloom";
 
@@ -92,7 +108,8 @@ impl Target {
             // --redis (`create`, `stats`): refused here, not ignored.
             if let Some(prefix) = flags.prefix {
                 return Err(CliError(format!(
-                    "--prefix {prefix} needs --redis URL (an engine directory has no prefix)"
+                    "--prefix {} needs --redis URL (an engine directory has no prefix)",
+                    shown_prefix(&prefix)
                 )));
             }
             return match dir {
