@@ -99,13 +99,13 @@ fn everything(server: &Server) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// An engine's whole life under `pre`: created, keys inserted over six
+/// An engine's whole life under `pre` at `to`: created, keys inserted over six
 /// days (windows rotate past the daily tier's retention), read back,
 /// claimed within a horizon, stats, opened and created again. Returns
 /// whether every one of `keys` was new on the first day.
-fn exercise(server: &Server, pre: &str, keys: &[Vec<u8>]) -> bool {
+fn exercise(to: &str, pre: &str, keys: &[Vec<u8>]) -> bool {
     let clock = ManualClock::new(day(0));
-    let e = RedisEngine::create_with(&server.url(), pre, config(), opts(&clock))
+    let e = RedisEngine::create_with(to, pre, config(), opts(&clock))
         .unwrap_or_else(|e| panic!("create {pre:?}: {e}"));
     let first = e.insert_batch(keys).expect("insert");
     assert!(e.contains_batch(keys).expect("contains").iter().all(|&c| c));
@@ -117,12 +117,12 @@ fn exercise(server: &Server, pre: &str, keys: &[Vec<u8>]) -> bool {
             .expect("insert within");
         e.stats().expect("stats");
     }
-    let again = RedisEngine::create_or_open_with(&server.url(), pre, config(), opts(&clock))
+    let again = RedisEngine::create_or_open_with(to, pre, config(), opts(&clock))
         .expect("create_or_open an existing engine");
     again.stats().expect("stats");
-    let opened = RedisEngine::open_with(&server.url(), pre, opts(&clock)).expect("open");
+    let opened = RedisEngine::open_with(to, pre, opts(&clock)).expect("open");
     opened.contains_batch(keys).expect("contains");
-    match RedisEngine::create_with(&server.url(), pre, config(), opts(&clock)) {
+    match RedisEngine::create_with(to, pre, config(), opts(&clock)) {
         Err(RedisError::AlreadyExists { key }) => assert_eq!(key, format!("{pre}:config")),
         Err(e) => panic!("create {pre:?} again: {e}"),
         Ok(_) => panic!("create {pre:?} again succeeded"),
@@ -140,7 +140,7 @@ fn an_engine_makes_only_the_documented_keys() {
     let server = Server::start();
     let pre = prefix("layout");
     let keys: Vec<Vec<u8>> = (0..200).map(|i| url(1, i)).collect();
-    assert!(exercise(&server, &pre, &keys));
+    assert!(exercise(&server.url(), &pre, &keys));
     let mut kinds = BTreeSet::new();
     for k in server.keys("*") {
         let kind = kind_of(&k, &pre).unwrap_or_else(|| panic!("{k:?} is not a documented name"));
@@ -212,7 +212,7 @@ fn overlapping_prefixes_share_and_touch_no_key() {
     for p in &prefixes {
         let before = everything(&server);
         assert!(
-            exercise(&server, p, &keys),
+            exercise(&server.url(), p, &keys),
             "{p:?}: a key another engine holds read as seen"
         );
         let after = everything(&server);
@@ -312,7 +312,7 @@ fn long_and_non_ascii_prefixes_work() {
         "a\\b*c?[d]",
     ] {
         let keys: Vec<Vec<u8>> = (0..100).map(|i| url(3, i)).collect();
-        assert!(exercise(&server, pre, &keys), "{pre:?}");
+        assert!(exercise(&server.url(), pre, &keys), "{pre:?}");
         let e = RedisEngine::open(&server.url(), pre).expect("open");
         assert_eq!(e.prefix(), pre);
     }
@@ -479,4 +479,65 @@ fn an_acl_key_pattern_of_the_prefix_covers_the_engine() {
 
 fn url_key(n: u64, i: u64) -> Vec<u8> {
     url(40 + n, i)
+}
+
+/// The same in a Cluster: engines on overlapping prefixes beside a user's
+/// keys make only their own names, every key of shard `s` sits in the slot
+/// of its tag `P:s`, and the user's keys are as they were.
+#[test]
+fn in_a_cluster_overlapping_prefixes_keep_apart_and_each_shard_in_one_slot() {
+    if !require("in_a_cluster_overlapping_prefixes_keep_apart_and_each_shard_in_one_slot") {
+        return;
+    }
+    let cluster = Cluster::start();
+    let base = prefix("cluster");
+    let prefixes = [base.clone(), format!("{base}:x"), format!("{base}*")];
+    let user = [
+        base.clone(),
+        format!("{base}:notes"),
+        format!("{base}:{{x}}"),
+    ];
+    for k in &user {
+        cli(cluster.master_for(k), &["SET", k, "user value"]);
+    }
+    let keys: Vec<Vec<u8>> = (0..200).map(|i| url(8, i)).collect();
+    for p in &prefixes {
+        assert!(exercise(&cluster.url(), p, &keys), "{p:?}");
+    }
+    let slot = |k: &str| cli(cluster.masters()[0], &["CLUSTER", "KEYSLOT", k]);
+    let mut seen = 0;
+    for port in cluster.masters() {
+        for k in cli(port, &["--scan"]).lines().map(str::trim) {
+            if user.iter().any(|u| u == k) {
+                continue;
+            }
+            seen += 1;
+            let owners: Vec<&String> = prefixes
+                .iter()
+                .filter(|p| kind_of(k, p).is_some())
+                .collect();
+            assert_eq!(owners.len(), 1, "{k:?}: {owners:?}");
+            let p = owners[0];
+            if k != format!("{p}:config") {
+                let shard = k[p.len() + 2 + p.len() + 1..]
+                    .split('}')
+                    .next()
+                    .expect("a tag");
+                assert_eq!(slot(k), slot(&format!("{p}:{shard}")), "{k:?}");
+            }
+        }
+    }
+    assert!(seen > 3 * (1 + 2 * SHARDS as usize), "{seen} keys");
+    for k in &user {
+        assert_eq!(
+            cli(cluster.master_for(k), &["GET", k]).trim(),
+            "user value",
+            "{k:?}"
+        );
+        assert_eq!(
+            cli(cluster.master_for(k), &["TTL", k]).trim(),
+            "-1",
+            "{k:?}"
+        );
+    }
 }
