@@ -235,6 +235,25 @@ fn overlapping_prefixes_share_and_touch_no_key() {
             }
         }
     }
+    // The documented way to list exactly one engine's keys (to delete
+    // them): `P:config` and the `SCAN` pattern `P:{P:*`, glob characters of
+    // `P` escaped. `P:*` would take the user's keys and other engines'.
+    for p in &prefixes {
+        let e = glob_escape(p);
+        let mut listed: BTreeSet<String> =
+            server.keys(&format!("{e}:{{{e}:*")).into_iter().collect();
+        listed.insert(format!("{p}:config"));
+        let own: BTreeSet<String> = server
+            .keys("*")
+            .into_iter()
+            .filter(|k| kind_of(k, p).is_some())
+            .collect();
+        assert_eq!(listed, own, "{p:?}");
+    }
+    assert!(server
+        .keys(&format!("{}:*", glob_escape(&base)))
+        .iter()
+        .any(|k| kind_of(k, &base).is_none()));
     // No key is the name of two engines; every key is an engine's or the
     // user's.
     for k in server.keys("*") {
@@ -426,6 +445,16 @@ fn the_command_line_refuses_bad_prefixes() {
     assert!(server.keys("*").is_empty(), "{:?}", server.keys("*"));
 }
 
+/// `p` with the glob characters of `SCAN` and ACL key patterns escaped.
+fn glob_escape(p: &str) -> String {
+    p.chars()
+        .flat_map(|c| match c {
+            '*' | '?' | '[' | ']' | '\\' => vec!['\\', c],
+            c => vec![c],
+        })
+        .collect()
+}
+
 /// Every key begins `P:`: an ACL user allowed only the key pattern `~P:*`
 /// (glob characters of `P` escaped with a backslash) runs the whole engine,
 /// and such a user is kept from the keys beside it.
@@ -437,13 +466,7 @@ fn an_acl_key_pattern_of_the_prefix_covers_the_engine() {
     let server = Server::start();
     let base = prefix("acl");
     for (n, pre) in [base.clone(), format!("{base}*?[x]\\")].iter().enumerate() {
-        let escaped: String = pre
-            .chars()
-            .flat_map(|c| match c {
-                '*' | '?' | '[' | ']' | '\\' => vec!['\\', c],
-                c => vec![c],
-            })
-            .collect();
+        let escaped = glob_escape(pre);
         let user = format!("u{n}");
         let ok = server.cli(&[
             "ACL",
