@@ -92,8 +92,14 @@ fn a_server_that_comes_back_empty_is_an_error_for_running_clients() {
         let config_key = format!("{pre}:config");
         // `stats` too: it showed empty windows, without an error.
         match e.stats() {
-            Err(timebloom::redis::RedisError::EngineLost { key, .. }) => {
-                assert_eq!(key, config_key, "{how}")
+            Err(err @ timebloom::redis::RedisError::EngineLost { .. }) => {
+                let timebloom::redis::RedisError::EngineLost { key, .. } = &err else {
+                    unreachable!()
+                };
+                assert_eq!(*key, config_key, "{how}");
+                // What to delete: the documented names, not `P:*`.
+                let msg = err.to_string();
+                assert!(msg.contains("\"Key layout\""), "{how}: {msg}");
             }
             other => panic!("{how}: stats of a lost engine: {other:?}"),
         }

@@ -110,7 +110,7 @@ create_exception!(
     timebloom,
     RedisError,
     TimebloomError,
-    "Redis, or the connection to it, failed after every retry, or answered something unexpected; the message names the command, the Redis key and, for a failure of Redis or the connection, the server (`host:port`). After a failed `insert_many`, send the same keys again (same order, no other insert in between): the call resumes and reports each key new exactly once. Also raised by every call once Redis lost the engine's keys (a restart without persistence, `FLUSHDB`, a failover to an empty replica; the message names the config hash, or on a Cluster the directory of a shard whose master came back empty): sending again fails the same way; stop every client, then delete the prefix's keys or use another prefix."
+    "Redis, or the connection to it, failed after every retry, or answered something unexpected; the message names the command, the Redis key and, for a failure of Redis or the connection, the server (`host:port`). After a failed `insert_many`, send the same keys again (same order, no other insert in between): the call resumes and reports each key new exactly once. Also raised by every call once Redis lost the engine's keys (a restart without persistence, `FLUSHDB`, a failover to an empty replica; the message names the config hash, or on a Cluster the directory of a shard whose master came back empty): sending again fails the same way; stop every client, then delete the engine's keys (docs/distributed.md, \"Key layout\": not `prefix:*`) or use another prefix."
 );
 create_exception!(
     timebloom,

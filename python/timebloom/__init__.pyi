@@ -101,8 +101,9 @@ class RedisError(TimebloomError):
     keys (a restart without persistence, ``FLUSHDB``, a failover to an
     empty replica; the message names the config hash, or on a Cluster the
     directory of a shard whose master came back empty): sending again fails
-    the same way; stop every client, then delete the prefix's keys or use
-    another prefix."""
+    the same way; stop every client, then delete the engine's keys
+    (docs/distributed.md, "Key layout": not ``prefix:*``) or use another
+    prefix."""
 
 class NotReplicatedError(RedisError):
     """An insert batch was applied, or an engine created, but fewer replicas

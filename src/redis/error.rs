@@ -250,7 +250,9 @@ impl fmt::Display for RedisError {
                 "the timebloom engine's key {key:?} {reason}: Redis lost the engine's \
                  keys (a restart without persistence, a flush, a failover to an empty replica, \
                  an eviction) and the keys it held would read as absent; stop every client, then \
-                 delete the prefix's keys or use another prefix"
+                 delete the engine's keys (docs/distributed.md, \"Key layout\": not a pattern \
+                 of the prefix and `*`, which also takes other engines' keys) or use another \
+                 prefix"
             ),
         }
     }
