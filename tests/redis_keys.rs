@@ -373,6 +373,36 @@ fn a_foreign_value_at_the_config_name_is_an_error_and_kept() {
     assert_eq!(server.keys("*"), vec![key]);
 }
 
+/// A user's hash at the engine's config name that has no `engine` field
+/// is not taken for the engine's: create refuses it naming the key (and
+/// adds no field to it), open names it too, and the hash is left as it was.
+#[test]
+fn a_foreign_hash_at_the_config_name_is_refused_and_kept() {
+    if !require("a_foreign_hash_at_the_config_name_is_refused_and_kept") {
+        return;
+    }
+    let server = Server::start();
+    let pre = prefix("foreignhash");
+    let key = format!("{pre}:config");
+    server.cli(&["HSET", &key, "owner", "ops", "note", "keep me"]);
+    let before = server.cli(&["HGETALL", &key]);
+    for r in [
+        RedisEngine::create(&server.url(), &pre, config()).map(|_| ()),
+        RedisEngine::create_or_open(&server.url(), &pre, config()).map(|_| ()),
+    ] {
+        let msg = r.expect_err("a user's hash at the config name").to_string();
+        assert!(msg.contains(&key), "{msg}");
+        assert!(msg.contains("not a timebloom engine"), "{msg}");
+    }
+    let msg = RedisEngine::open(&server.url(), &pre)
+        .expect_err("a user's hash is no engine")
+        .to_string();
+    assert!(msg.contains(&key), "{msg}");
+    assert_eq!(server.cli(&["HGETALL", &key]), before);
+    assert_eq!(server.cli(&["HLEN", &key]).trim(), "2");
+    assert_eq!(server.keys("*"), vec![key]);
+}
+
 /// Q4 through the command line: an empty prefix, one with a space or a
 /// newline, braces, and one that is not UTF-8 are refused with a message
 /// and a failing exit, and nothing is written to Redis.

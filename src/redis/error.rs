@@ -43,6 +43,13 @@ pub enum RedisError {
         /// The config hash key that is missing.
         key: String,
     },
+    /// The config hash's name holds a hash that is not a timebloom
+    /// engine's (it has no `engine` field): someone else's data, which
+    /// neither `create` nor `open` touches.
+    NotAnEngine {
+        /// The config hash key, holding the other hash.
+        key: String,
+    },
     /// `create` found an engine under the prefix already.
     AlreadyExists {
         /// The config hash key that exists.
@@ -160,6 +167,9 @@ impl fmt::Debug for RedisError {
                 .finish(),
             RedisError::Engine(e) => f.debug_tuple("Engine").field(e).finish(),
             RedisError::NotFound { key } => f.debug_struct("NotFound").field("key", key).finish(),
+            RedisError::NotAnEngine { key } => {
+                f.debug_struct("NotAnEngine").field("key", key).finish()
+            }
             RedisError::AlreadyExists { key } => {
                 f.debug_struct("AlreadyExists").field("key", key).finish()
             }
@@ -225,6 +235,11 @@ impl fmt::Display for RedisError {
             RedisError::NotFound { key } => {
                 write!(f, "no timebloom engine in Redis (no config hash {key:?})")
             }
+            RedisError::NotAnEngine { key } => write!(
+                f,
+                "the key {key:?} holds a hash that is not a timebloom engine's config hash \
+                 (it has no \"engine\" field): left as it is; use another prefix"
+            ),
             RedisError::AlreadyExists { key } => {
                 write!(f, "a timebloom engine exists in Redis already ({key:?})")
             }

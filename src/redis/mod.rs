@@ -60,10 +60,27 @@ use link::Link;
 const SCRIPT: &str = include_str!("check_insert.lua");
 /// Records in the config hash that a window's chain has grown to `ARGV[2]`
 /// sub-filters in some shard (never lowers it).
-const GROW_SCRIPT: &str = "local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '1') \
+///
+/// Writes nothing, and answers -1, when the engine field is not `ARGV[3]`
+/// (Redis lost the engine's keys): a lone chain field would leave a hash
+/// without an engine field, which create refuses as someone else's.
+const GROW_SCRIPT: &str = "if redis.call('HGET', KEYS[1], 'engine') ~= ARGV[3] then return -1 end \
+    local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '1') \
     local n = tonumber(ARGV[2]) \
     if n > cur then redis.call('HSET', KEYS[1], ARGV[1], n) return n end \
     return cur";
+/// Offers the engine field `ARGV[1]` to the config hash: `HSETNX`, unless
+/// the key holds a hash without an engine field (someone else's: -1, and
+/// nothing written). The engine's own hash always has its engine field:
+/// the other fields are written only where it is (see [`GROW_SCRIPT`],
+/// [`DIRS_SCRIPT`]).
+const CREATE_SCRIPT: &str = "if redis.call('EXISTS', KEYS[1]) == 1 \
+    and redis.call('HEXISTS', KEYS[1], 'engine') == 0 then return -1 end \
+    return redis.call('HSETNX', KEYS[1], 'engine', ARGV[1])";
+/// Marks the config hash ([`DIRS_FIELD`]) when its engine field is still
+/// `ARGV[1]` (else -1, nothing written: Redis lost the engine's keys).
+const DIRS_SCRIPT: &str = "if redis.call('HGET', KEYS[1], 'engine') ~= ARGV[1] then return -1 end \
+    redis.call('HSET', KEYS[1], 'dirs', 'made') return 1";
 /// The most shards an engine has: one Redis Cluster slot each at most.
 const MAX_SHARDS: u32 = 16_384;
 /// The version of the key layout and the config hash.
@@ -545,20 +562,52 @@ impl RedisEngine {
         };
         let json = serde_json::to_string(&stored)
             .map_err(|e| RedisError::bad_reply("HSETNX", key, e.to_string()))?;
-        let r = link.one("HSETNX", key, &[ENGINE_FIELD.as_bytes(), json.as_bytes()])?;
+        let r = RedisEngine::script(link, "EVALSHA create", CREATE_SCRIPT, key, &[&json])?;
+        if matches!(r, Value::Int(-1)) {
+            return Err(RedisError::NotAnEngine {
+                key: key.to_string(),
+            });
+        }
         Ok((matches!(r, Value::Int(1)), json))
     }
 
+    /// Runs the one-key script `src` (named `what`) on `key` with `args`,
+    /// by its SHA1 (by its source after a `NOSCRIPT`).
+    fn script(link: &mut Link, what: &str, src: &str, key: &str, args: &[&str]) -> Result<Value> {
+        let sha = sha1(src);
+        let mut r = link.run(
+            what,
+            |_| key.to_string(),
+            |eval| {
+                let mut c = if eval {
+                    let mut c = redis::cmd("EVAL");
+                    c.arg(src);
+                    c
+                } else {
+                    let mut c = redis::cmd("EVALSHA");
+                    c.arg(&sha);
+                    c
+                };
+                c.arg(1).arg(key).arg(args);
+                vec![c]
+            },
+        )?;
+        match r.pop() {
+            Some(v) if r.is_empty() => Ok(v),
+            _ => Err(RedisError::bad_reply(what, key, "one reply expected")),
+        }
+    }
+
     /// A step of `start`: the engine field among the `fields` of the
-    /// config hash `key`, or [`RedisError::NotFound`].
+    /// config hash `key`; [`RedisError::NotFound`] when there is none,
+    /// [`RedisError::NotAnEngine`] when `key` holds a hash without one.
     fn engine_field(key: &str, fields: &[(String, String)]) -> Result<String> {
-        fields
-            .iter()
-            .find(|(f, _)| f == ENGINE_FIELD)
-            .map(|(_, v)| v.clone())
-            .ok_or_else(|| RedisError::NotFound {
-                key: key.to_string(),
-            })
+        let key = key.to_string();
+        match fields.iter().find(|(f, _)| f == ENGINE_FIELD) {
+            Some((_, v)) => Ok(v.clone()),
+            None if fields.is_empty() => Err(RedisError::NotFound { key }),
+            None => Err(RedisError::NotAnEngine { key }),
+        }
     }
 
     /// A step of `start`: the engine field `json` read from the config
@@ -655,8 +704,22 @@ impl RedisEngine {
             )?;
         }
         let key = self.names.config();
-        st.link
-            .one("HSET", &key, &[DIRS_FIELD.as_bytes(), b"made"])?;
+        let r = RedisEngine::script(
+            &mut st.link,
+            "EVALSHA mark-dirs",
+            DIRS_SCRIPT,
+            &key,
+            &[&self.engine_json],
+        )?;
+        if matches!(r, Value::Int(-1)) {
+            let e = st.link.one("HGET", &key, &[ENGINE_FIELD.as_bytes()])?;
+            self.still_there(bulk(&e))?;
+            return Err(RedisError::bad_reply(
+                "EVALSHA mark-dirs",
+                &key,
+                "the engine field changed while it was marked",
+            ));
+        }
         st.all_dirs = true;
         Ok(())
     }
@@ -1537,7 +1600,7 @@ impl RedisEngine {
         let key = self.names.config();
         let field = self.chain_field(ti, w);
         let grow_sha = &self.grow_sha;
-        st.link.run(
+        let replies = st.link.run(
             "EVALSHA record-growth",
             |_| key.clone(),
             |eval| {
@@ -1550,10 +1613,19 @@ impl RedisEngine {
                     c.arg(grow_sha);
                     c
                 };
-                c.arg(1).arg(&key).arg(&field).arg(n);
+                c.arg(1).arg(&key).arg(&field).arg(n).arg(&self.engine_json);
                 vec![c]
             },
         )?;
+        if let [Value::Int(-1)] = replies.as_slice() {
+            let e = st.link.one("HGET", &key, &[ENGINE_FIELD.as_bytes()])?;
+            self.still_there(bulk(&e))?;
+            return Err(RedisError::bad_reply(
+                "EVALSHA record-growth",
+                &key,
+                "the engine field changed while the growth was recorded",
+            ));
+        }
         Ok(())
     }
 
