@@ -311,6 +311,43 @@ fn prefixes_that_would_break_the_layout_are_refused_before_connecting() {
     }
 }
 
+/// Invisible format characters (zero-width, bidi controls, the BOM, the
+/// soft hyphen) would make a prefix that looks like another one, or a
+/// message that displays wrongly: refused as a configuration error naming
+/// the character by its code point, before any connection.
+#[test]
+fn prefixes_with_invisible_format_characters_are_refused() {
+    let nowhere = "redis://127.0.0.1:1";
+    let invisible = [
+        0xad, 0x200b, 0x200c, 0x200d, 0x200e, 0x200f, 0x202a, 0x202b, 0x202c, 0x202d, 0x202e,
+        0x2060, 0x2061, 0x2062, 0x2063, 0x2064, 0x2066, 0x2067, 0x2068, 0x2069, 0xfeff,
+    ];
+    for cp in invisible {
+        let c = char::from_u32(cp).expect("a char");
+        let code = format!("U+{cp:04X}");
+        for bad in [
+            format!("crawl{c}"),
+            format!("{c}crawl"),
+            format!("cr{c}awl"),
+        ] {
+            for r in [
+                RedisEngine::create(nowhere, &bad, config()).map(|_| ()),
+                RedisEngine::open(nowhere, &bad).map(|_| ()),
+                RedisEngine::create_or_open(nowhere, &bad, config()).map(|_| ()),
+            ] {
+                match r {
+                    Err(RedisError::Engine(timebloom::Error::InvalidConfig { reason: msg })) => {
+                        assert!(msg.contains(&code), "{bad:?}: {msg}");
+                        assert!(!msg.contains(c), "{bad:?}: the message shows it: {msg}");
+                    }
+                    Err(other) => panic!("{bad:?}: not a configuration error: {other}"),
+                    Ok(()) => panic!("{bad:?} was taken"),
+                }
+            }
+        }
+    }
+}
+
 /// Q4: the longest prefix allowed, and prefixes of other scripts, work
 /// and are the engine's own; the engine names its prefix as given.
 #[test]

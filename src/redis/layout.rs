@@ -120,7 +120,38 @@ impl Names {
     }
 }
 
-/// A prefix is part of every key and of the hash tag: no braces, no spaces.
+/// Invisible format characters (Unicode category Cf): a prefix holding one
+/// looks like the prefix without it in every message, and a bidi control
+/// makes a message display out of order.
+fn invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{ad}'
+            | '\u{600}'..='\u{605}'
+            | '\u{61c}'
+            | '\u{6dd}'
+            | '\u{70f}'
+            | '\u{890}'..='\u{891}'
+            | '\u{8e2}'
+            | '\u{180e}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{206f}'
+            | '\u{feff}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{110bd}'
+            | '\u{110cd}'
+            | '\u{13430}'..='\u{1343f}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0001}'
+            | '\u{e0020}'..='\u{e007f}'
+    )
+}
+
+/// A prefix is part of every key and of the hash tag: no braces, no spaces,
+/// no control or invisible format characters.
 pub(crate) fn check_prefix(prefix: &str) -> Result<(), String> {
     if prefix.is_empty() || prefix.len() > 128 {
         return Err("the prefix must be 1 to 128 bytes long".into());
@@ -131,6 +162,20 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<(), String> {
     {
         return Err(format!(
             "prefix {prefix:?}: braces, spaces and control characters are not allowed"
+        ));
+    }
+    if let Some(c) = prefix.chars().find(|&c| invisible(c)) {
+        let shown: String = prefix
+            .chars()
+            .map(|c| match invisible(c) {
+                true => format!("\\u{{{:x}}}", c as u32),
+                false => c.escape_debug().to_string(),
+            })
+            .collect();
+        return Err(format!(
+            "prefix \"{shown}\": invisible format characters such as U+{:04X} are not allowed \
+             (the prefix would look like another one)",
+            c as u32
         ));
     }
     Ok(())
