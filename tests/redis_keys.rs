@@ -512,6 +512,44 @@ fn the_command_line_refuses_bad_prefixes() {
     assert!(server.keys("*").is_empty(), "{:?}", server.keys("*"));
 }
 
+/// A --prefix with an invisible format character is refused with its code
+/// point named, and the message shows no such character: a zero-width
+/// space would make the prefix look like another, a bidi override would
+/// display the message out of order.
+#[cfg(feature = "cli")]
+#[test]
+fn the_command_line_shows_a_refused_invisible_prefix_escaped() {
+    use std::process::Command;
+    if !require("the_command_line_shows_a_refused_invisible_prefix_escaped") {
+        return;
+    }
+    let server = Server::start();
+    let bin = env!("CARGO_BIN_EXE_timebloom");
+    for (pre, code) in [
+        ("crawl\u{200b}", "U+200B"),
+        ("a\u{202e}cba", "U+202E"),
+        ("\u{feff}crawl", "U+FEFF"),
+    ] {
+        for command in [vec!["create", "--items-per-day", "1000"], vec!["stats"]] {
+            let out = Command::new(bin)
+                .args(&command)
+                .arg("--redis")
+                .arg(server.url())
+                .arg("--prefix")
+                .arg(pre)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .expect("run timebloom");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{pre:?} {command:?}: succeeded");
+            assert!(err.contains(code), "{pre:?} {command:?}: {err}");
+            let shown = pre.chars().find(|c| !c.is_ascii()).expect("the character");
+            assert!(!err.contains(shown), "{pre:?} {command:?}: {err:?}");
+        }
+    }
+    assert!(server.keys("*").is_empty());
+}
+
 /// `p` with the glob characters of `SCAN` and ACL key patterns escaped.
 fn glob_escape(p: &str) -> String {
     p.chars()

@@ -122,7 +122,8 @@ impl Names {
 
 /// Invisible format characters (Unicode category Cf): a prefix holding one
 /// looks like the prefix without it in every message, and a bidi control
-/// makes a message display out of order.
+/// makes a message display out of order. (The command line's
+/// `shown_prefix`, src/cli/store.rs, escapes the same list.)
 fn invisible(c: char) -> bool {
     matches!(
         c,
