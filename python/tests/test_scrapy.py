@@ -583,7 +583,7 @@ def test_the_default_redis_prefix_is_the_spider_name(redis_server):
         df.close("finished")
 
 
-@pytest.mark.parametrize("name", ["my spider", "brace{d}", "x" * 200])
+@pytest.mark.parametrize("name", ["my spider", "brace{d}", "x" * 200, "zero\u200bwidth", "bidi\u202eoverride"])
 def test_a_spider_name_no_prefix_can_hold_asks_for_timebloom_redis_prefix(redis_server, prefix, name):
     # A spider name with a space or a brace (or too long) made a default
     # prefix the engine refuses, an InvalidConfigError about a prefix the

@@ -22,8 +22,8 @@ Settings:
 ``TIMEBLOOM_REDIS_PREFIX``
     The prefix of the engine's Redis keys. Default: ``timebloom:<spider
     name>``, so the processes of one spider share an engine and different
-    spiders do not. A spider name with a brace, a space or a control
-    character (or of more than 118 bytes) makes no prefix: the filter
+    spiders do not. A spider name with a brace, a space, a control or
+    invisible format character (or of more than 118 bytes) makes no prefix: the filter
     fails at start with a ``ValueError`` asking for this setting.
 ``TIMEBLOOM_RECRAWL_AFTER``
     A request is a duplicate only if its fingerprint was seen within this
@@ -313,17 +313,19 @@ def _name_settings(e: Exception) -> None:
 def _default_prefix(name: str, check: bool) -> str:
     """``timebloom:<name>``, the default Redis prefix of a spider. With
     ``check``, a name that makes a prefix ``RedisEngine`` refuses (a brace,
-    white space or a control character, more than 128 bytes) is a
+    white space, a control or invisible format character, more than 128
+    bytes) is a
     ``ValueError`` that names ``TIMEBLOOM_REDIS_PREFIX``: the engine's own
     error would name a prefix the settings never gave."""
     prefix = f"timebloom:{name}"
     if check and (
         len(prefix.encode("utf-8", "surrogatepass")) > 128
-        or any(c in "{}" or c.isspace() or unicodedata.category(c) == "Cc" for c in prefix)
+        or any(c in "{}" or c.isspace() or unicodedata.category(c) in ("Cc", "Cf") for c in prefix)
     ):
         raise ValueError(
             f"spider name {name!r} cannot be part of the default Redis prefix (timebloom:<spider name>, "
-            "at most 128 bytes, no braces, spaces or control characters): set TIMEBLOOM_REDIS_PREFIX"
+            "at most 128 bytes, no braces, spaces, control or invisible format characters): "
+            "set TIMEBLOOM_REDIS_PREFIX"
         )
     return prefix
 
