@@ -77,6 +77,25 @@ pub(crate) struct PyRedisEngine {
     prefix: String,
 }
 
+/// `prefix` as error messages show it: what Rust's debug escaping escapes
+/// (control characters, invisible format characters such as a zero-width
+/// space or a bidi override) written as escapes, so a refused prefix
+/// neither cuts nor reorders the message nor looks like another prefix;
+/// the empty prefix as `""`.
+fn shown_prefix(prefix: &str) -> String {
+    if prefix.is_empty() {
+        return "\"\"".into();
+    }
+    prefix
+        .chars()
+        .map(|c| match c {
+            // Shown as they are: escaping them would only add backslashes.
+            '\\' | '"' | '\'' => c.to_string(),
+            _ => c.escape_debug().to_string(),
+        })
+        .collect()
+}
+
 impl PyRedisEngine {
     /// Connects (GIL released) with `start` and wraps the engine; errors
     /// name the URL (password masked) and the prefix.
@@ -87,7 +106,7 @@ impl PyRedisEngine {
         start: impl FnOnce() -> timebloom::redis::Result<RedisEngine> + Send,
     ) -> PyResult<PyRedisEngine> {
         let shown = timebloom::redact_url(url);
-        let place = PathBuf::from(format!("{shown} (prefix {prefix})"));
+        let place = PathBuf::from(format!("{shown} (prefix {})", shown_prefix(prefix)));
         match py.detach(start) {
             Ok(engine) => Ok(PyRedisEngine {
                 slot: Slot::new(place, engine),
@@ -168,7 +187,11 @@ impl PyRedisEngine {
         wait_replicas: u32,
         wait_timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyRedisEngine> {
-        let place = format!("{} (prefix {prefix})", timebloom::redact_url(url));
+        let place = format!(
+            "{} (prefix {})",
+            timebloom::redact_url(url),
+            shown_prefix(prefix)
+        );
         let config = config_of(tiers, items_per_day, fpr, utc_offset_secs)
             .map_err(|e| to_py(e, Path::new(&place)))?;
         let options = redis_options(

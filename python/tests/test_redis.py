@@ -587,3 +587,31 @@ def test_a_server_that_comes_back_empty_is_a_redis_error_saying_so(tmp_path):
         server.stop()
     doc = timebloom.RedisError.__doc__
     assert "lost the engine's keys" in doc, doc
+
+
+@pytest.mark.parametrize(
+    "bad, shown",
+    [
+        ("a\u200bb", "a\\u{200b}b"),
+        ("bidi\u202ex", "bidi\\u{202e}x"),
+        ("line\nbreak", "line\\nbreak"),
+        ("back\rover", "back\\rover"),
+        ("", '""'),
+    ],
+)
+def test_a_refused_prefix_is_shown_escaped_in_the_error(redis_server, bad, shown):
+    # The message named the prefix raw: a newline cut it, a carriage return
+    # or a bidi override reordered it on a terminal, and a zero-width space
+    # made it look like another prefix. Nothing is created either way.
+    for call in (
+        lambda: RedisEngine.create(redis_server.url, bad, tiers="7d"),
+        lambda: RedisEngine.open(redis_server.url, bad),
+    ):
+        with pytest.raises(timebloom.InvalidConfigError) as info:
+            call()
+        message = str(info.value)
+        assert f"(prefix {shown})" in message, message
+        if bad:
+            assert bad not in message, message
+        for c in "\u200b\u202e\n\r":
+            assert c not in message, message

@@ -68,51 +68,23 @@ pub enum Target {
     },
 }
 
-/// `prefix` as messages show it: its control characters escaped, so a
-/// refused prefix with a newline or a carriage return neither cuts nor
-/// overwrites the message, and its invisible format characters (a
-/// zero-width space, a bidi override) too, so it neither looks like another
-/// prefix nor reorders the message; the empty prefix as `""`.
+/// `prefix` as messages show it: what Rust's debug escaping escapes
+/// (control characters, invisible format characters such as a zero-width
+/// space or a bidi override, unassigned code points) written as escapes,
+/// so a refused prefix neither cuts nor reorders the message nor looks
+/// like another prefix; the empty prefix as `""`.
 pub fn shown_prefix(prefix: &str) -> String {
     if prefix.is_empty() {
         return "\"\"".into();
     }
     prefix
         .chars()
-        .map(|c| match c.is_control() || invisible(c) {
-            true => c.escape_default().to_string(),
-            false => c.to_string(),
+        .map(|c| match c {
+            // Shown as they are: escaping them would only add backslashes.
+            '\\' | '"' | '\'' => c.to_string(),
+            _ => c.escape_debug().to_string(),
         })
         .collect()
-}
-
-/// The Unicode format characters (category Cf) the engine refuses in a
-/// prefix (the list of `check_prefix` in src/redis/layout.rs).
-fn invisible(c: char) -> bool {
-    matches!(
-        c,
-        '\u{ad}'
-            | '\u{600}'..='\u{605}'
-            | '\u{61c}'
-            | '\u{6dd}'
-            | '\u{70f}'
-            | '\u{890}'..='\u{891}'
-            | '\u{8e2}'
-            | '\u{180e}'
-            | '\u{200b}'..='\u{200f}'
-            | '\u{202a}'..='\u{202e}'
-            | '\u{2060}'..='\u{2064}'
-            | '\u{2066}'..='\u{206f}'
-            | '\u{feff}'
-            | '\u{fff9}'..='\u{fffb}'
-            | '\u{110bd}'
-            | '\u{110cd}'
-            | '\u{13430}'..='\u{1343f}'
-            | '\u{1bca0}'..='\u{1bca3}'
-            | '\u{1d173}'..='\u{1d17a}'
-            | '\u{e0001}'
-            | '\u{e0020}'..='\u{e007f}'
-    )
 }
 
 /// The default `--prefix`.
