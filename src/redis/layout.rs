@@ -122,8 +122,9 @@ impl Names {
 
 /// Invisible format characters (Unicode category Cf): a prefix holding one
 /// looks like the prefix without it in every message, and a bidi control
-/// makes a message display out of order. (The command line's
-/// `shown_prefix`, src/cli/store.rs, escapes the same list.)
+/// makes a message display out of order. (Messages of the command line and
+/// the Python binding show a refused prefix with `char::escape_debug`,
+/// which escapes all of these.)
 fn invisible(c: char) -> bool {
     matches!(
         c,
@@ -283,6 +284,27 @@ mod tests {
         for bad in ["", "a{b", "a}b", "a b", "a\nb"] {
             assert!(check_prefix(bad).is_err(), "{bad:?}");
         }
+    }
+
+    /// Every character a prefix refuses as invisible is one that
+    /// `char::escape_debug` escapes: the command line and the Python
+    /// binding show a refused prefix that way, and rely on it.
+    #[test]
+    fn invisible_characters_are_escaped_where_messages_show_them() {
+        let mut n = 0;
+        for c in (0..=0x10_ffff)
+            .filter_map(char::from_u32)
+            .filter(|&c| invisible(c))
+        {
+            assert_ne!(
+                c.escape_debug().to_string(),
+                c.to_string(),
+                "U+{:04X}",
+                c as u32
+            );
+            n += 1;
+        }
+        assert!(n > 150, "{n}");
     }
 
     /// The sizing in docs/distributed.md ("Sizing on paper"): 10^10 URLs a
