@@ -43,6 +43,33 @@ pub fn redact_url(url: &str) -> String {
     mask_query_passwords(&out)
 }
 
+/// A Redis key prefix as error messages show it: characters that
+/// `char::escape_debug` escapes (control characters, invisible format
+/// characters such as a zero-width space or a bidi override, unassigned
+/// code points) written as escapes, so a refused prefix neither cuts nor
+/// reorders a message nor looks like another prefix; quotes and
+/// backslashes as they are; the empty prefix as `""`.
+///
+/// ```
+/// assert_eq!(timebloom::shown_prefix("crawl:prod"), "crawl:prod");
+/// assert_eq!(timebloom::shown_prefix("crawl\u{200b}"), "crawl\\u{200b}");
+/// assert_eq!(timebloom::shown_prefix("a\nb"), "a\\nb");
+/// assert_eq!(timebloom::shown_prefix(""), "\"\"");
+/// ```
+pub fn shown_prefix(prefix: &str) -> String {
+    if prefix.is_empty() {
+        return "\"\"".into();
+    }
+    prefix
+        .chars()
+        .map(|c| match c {
+            // Shown as they are: escaping them would only add backslashes.
+            '\\' | '"' | '\'' => c.to_string(),
+            _ => c.escape_debug().to_string(),
+        })
+        .collect()
+}
+
 /// `url` with the value of every `pass=` query parameter replaced by
 /// `***`, up to the next parameter, fragment, or URL of a list.
 fn mask_query_passwords(url: &str) -> String {

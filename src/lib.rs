@@ -96,7 +96,7 @@ pub mod redis;
 pub use clock::{Clock, ManualClock, Options, SystemClock};
 pub use config::{parse_tiers, Config, SyncPolicy, Tier};
 pub use engine::{Engine, Handle};
-pub use error::{redact_url, Error, Result};
+pub use error::{redact_url, shown_prefix, Error, Result};
 #[doc(hidden)]
 pub use file::testing;
 pub use filter::Kind;

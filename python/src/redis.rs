@@ -77,25 +77,6 @@ pub(crate) struct PyRedisEngine {
     prefix: String,
 }
 
-/// `prefix` as error messages show it: what Rust's debug escaping escapes
-/// (control characters, invisible format characters such as a zero-width
-/// space or a bidi override) written as escapes, so a refused prefix
-/// neither cuts nor reorders the message nor looks like another prefix;
-/// the empty prefix as `""`.
-fn shown_prefix(prefix: &str) -> String {
-    if prefix.is_empty() {
-        return "\"\"".into();
-    }
-    prefix
-        .chars()
-        .map(|c| match c {
-            // Shown as they are: escaping them would only add backslashes.
-            '\\' | '"' | '\'' => c.to_string(),
-            _ => c.escape_debug().to_string(),
-        })
-        .collect()
-}
-
 impl PyRedisEngine {
     /// Connects (GIL released) with `start` and wraps the engine; errors
     /// name the URL (password masked) and the prefix.
@@ -106,7 +87,10 @@ impl PyRedisEngine {
         start: impl FnOnce() -> timebloom::redis::Result<RedisEngine> + Send,
     ) -> PyResult<PyRedisEngine> {
         let shown = timebloom::redact_url(url);
-        let place = PathBuf::from(format!("{shown} (prefix {})", shown_prefix(prefix)));
+        let place = PathBuf::from(format!(
+            "{shown} (prefix {})",
+            timebloom::shown_prefix(prefix)
+        ));
         match py.detach(start) {
             Ok(engine) => Ok(PyRedisEngine {
                 slot: Slot::new(place, engine),
@@ -190,7 +174,7 @@ impl PyRedisEngine {
         let place = format!(
             "{} (prefix {})",
             timebloom::redact_url(url),
-            shown_prefix(prefix)
+            timebloom::shown_prefix(prefix)
         );
         let config = config_of(tiers, items_per_day, fpr, utc_offset_secs)
             .map_err(|e| to_py(e, Path::new(&place)))?;

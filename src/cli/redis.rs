@@ -34,7 +34,7 @@ impl<'a> Place<'a> {
             label: format!(
                 "{} (prefix {})",
                 timebloom::redact_url(url),
-                super::store::shown_prefix(prefix)
+                timebloom::shown_prefix(prefix)
             ),
             now,
         }

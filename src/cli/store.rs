@@ -68,25 +68,6 @@ pub enum Target {
     },
 }
 
-/// `prefix` as messages show it: what Rust's debug escaping escapes
-/// (control characters, invisible format characters such as a zero-width
-/// space or a bidi override, unassigned code points) written as escapes,
-/// so a refused prefix neither cuts nor reorders the message nor looks
-/// like another prefix; the empty prefix as `""`.
-pub fn shown_prefix(prefix: &str) -> String {
-    if prefix.is_empty() {
-        return "\"\"".into();
-    }
-    prefix
-        .chars()
-        .map(|c| match c {
-            // Shown as they are: escaping them would only add backslashes.
-            '\\' | '"' | '\'' => c.to_string(),
-            _ => c.escape_debug().to_string(),
-        })
-        .collect()
-}
-
 /// The default `--prefix`.
 pub const DEFAULT_PREFIX: &str = "timebloom";
 
@@ -112,7 +93,7 @@ impl Target {
             if let Some(prefix) = flags.prefix {
                 return Err(CliError(format!(
                     "--prefix {} needs --redis URL (an engine directory has no prefix)",
-                    shown_prefix(&prefix)
+                    timebloom::shown_prefix(&prefix)
                 )));
             }
             return match dir {

@@ -122,9 +122,9 @@ impl Names {
 
 /// Invisible format characters (Unicode category Cf): a prefix holding one
 /// looks like the prefix without it in every message, and a bidi control
-/// makes a message display out of order. (Messages of the command line and
-/// the Python binding show a refused prefix with `char::escape_debug`,
-/// which escapes all of these.)
+/// makes a message display out of order. (Messages show a refused prefix with
+/// [`crate::shown_prefix`], whose `char::escape_debug` escapes all of
+/// these.)
 fn invisible(c: char) -> bool {
     matches!(
         c,
@@ -287,8 +287,8 @@ mod tests {
     }
 
     /// Every character a prefix refuses as invisible is one that
-    /// `char::escape_debug` escapes: the command line and the Python
-    /// binding show a refused prefix that way, and rely on it.
+    /// `char::escape_debug` escapes: `shown_prefix`, how messages show a
+    /// refused prefix, relies on it.
     #[test]
     fn invisible_characters_are_escaped_where_messages_show_them() {
         let mut n = 0;
