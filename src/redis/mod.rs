@@ -365,7 +365,6 @@ pub struct RedisEngine {
     geoms: Mutex<Vec<Vec<Geom>>>,
     client: String,
     sha: String,
-    grow_sha: String,
     /// `(replicas, timeout)` of a `WAIT` after each insert batch.
     wait: Option<(u32, Duration)>,
     /// Whether the link talks to a Cluster (fixed at open: read without
@@ -658,7 +657,6 @@ impl RedisEngine {
             geoms: Mutex::new(geoms),
             client: format!("{:016x}", random_seed()),
             sha: sha1(SCRIPT),
-            grow_sha: sha1(GROW_SCRIPT),
             wait: (options.wait_replicas > 0)
                 .then_some((options.wait_replicas, options.wait_timeout)),
             cluster: link.is_cluster(),
@@ -704,22 +702,7 @@ impl RedisEngine {
             )?;
         }
         let key = self.names.config();
-        let r = RedisEngine::script(
-            &mut st.link,
-            "EVALSHA mark-dirs",
-            DIRS_SCRIPT,
-            &key,
-            &[&self.engine_json],
-        )?;
-        if matches!(r, Value::Int(-1)) {
-            let e = st.link.one("HGET", &key, &[ENGINE_FIELD.as_bytes()])?;
-            self.still_there(bulk(&e))?;
-            return Err(RedisError::bad_reply(
-                "EVALSHA mark-dirs",
-                &key,
-                "the engine field changed while it was marked",
-            ));
-        }
+        self.config_write(&mut st, "EVALSHA mark-dirs", DIRS_SCRIPT, &key, &[])?;
         st.all_dirs = true;
         Ok(())
     }
@@ -1599,31 +1582,38 @@ impl RedisEngine {
     fn record_growth(&self, st: &mut State, ti: usize, w: i64, n: u32) -> Result<()> {
         let key = self.names.config();
         let field = self.chain_field(ti, w);
-        let grow_sha = &self.grow_sha;
-        let replies = st.link.run(
+        let n = n.to_string();
+        self.config_write(
+            st,
             "EVALSHA record-growth",
-            |_| key.clone(),
-            |eval| {
-                let mut c = if eval {
-                    let mut c = redis::cmd("EVAL");
-                    c.arg(GROW_SCRIPT);
-                    c
-                } else {
-                    let mut c = redis::cmd("EVALSHA");
-                    c.arg(grow_sha);
-                    c
-                };
-                c.arg(1).arg(&key).arg(&field).arg(n).arg(&self.engine_json);
-                vec![c]
-            },
-        )?;
-        if let [Value::Int(-1)] = replies.as_slice() {
-            let e = st.link.one("HGET", &key, &[ENGINE_FIELD.as_bytes()])?;
+            GROW_SCRIPT,
+            &key,
+            &[&field, &n],
+        )
+    }
+
+    /// Runs `src`, one of the scripts that write the config hash `key`
+    /// only while its engine field is this client's ([`GROW_SCRIPT`],
+    /// [`DIRS_SCRIPT`]: `args`, then the engine field), and turns their
+    /// refusal (-1: Redis lost the engine's keys) into `EngineLost`.
+    fn config_write(
+        &self,
+        st: &mut State,
+        what: &str,
+        src: &str,
+        key: &str,
+        args: &[&str],
+    ) -> Result<()> {
+        let mut args = args.to_vec();
+        args.push(&self.engine_json);
+        let r = RedisEngine::script(&mut st.link, what, src, key, &args)?;
+        if matches!(r, Value::Int(-1)) {
+            let e = st.link.one("HGET", key, &[ENGINE_FIELD.as_bytes()])?;
             self.still_there(bulk(&e))?;
             return Err(RedisError::bad_reply(
-                "EVALSHA record-growth",
-                &key,
-                "the engine field changed while the growth was recorded",
+                what,
+                key,
+                "the engine field changed while the script ran",
             ));
         }
         Ok(())
