@@ -141,28 +141,29 @@ fn quarantine(dir: &Path, name: &str, err: &Error, read_only: bool) -> Result<Op
     Ok(Some(to))
 }
 
+/// The parts of a sub-filter's file name without its extension,
+/// `<tier>-<label>-<index>` (`manifest::file_name`): the tier's code and the
+/// window's label, each a non-empty run of ASCII letters and digits, and the
+/// chain index, decimal digits that fit a `u32`. `None` for any other name.
+fn seg_name_parts(stem: &str) -> Option<(&str, &str, u32)> {
+    let (rest, index) = stem.rsplit_once('-')?;
+    let (code, label) = rest.split_once('-')?;
+    let word = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric());
+    let digits = !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit());
+    if !(word(code) && word(label) && digits) {
+        return None;
+    }
+    Some((code, label, index.parse().ok()?))
+}
+
 /// Whether `name` is one the engine gives a file in `seg/`: a sub-filter
 /// (`<tier>-<label>-<index>.seg`) or its copy in large pages (`.large`),
 /// with no leading dot. Only such files are deleted as leftovers.
 fn made_in_seg(name: &str) -> bool {
-    let Some(stem) = name
-        .strip_suffix(".seg")
+    name.strip_suffix(".seg")
         .or_else(|| name.strip_suffix(".large"))
-    else {
-        return false;
-    };
-    let mut parts = stem.rsplitn(2, '-');
-    let (Some(index), Some(rest)) = (parts.next(), parts.next()) else {
-        return false;
-    };
-    !index.is_empty()
-        && index.bytes().all(|b| b.is_ascii_digit())
-        && rest.split_once('-').is_some_and(|(code, label)| {
-            !code.is_empty()
-                && !label.is_empty()
-                && code.bytes().all(|b| b.is_ascii_alphanumeric())
-                && label.bytes().all(|b| b.is_ascii_alphanumeric())
-        })
+        .and_then(seg_name_parts)
+        .is_some()
 }
 
 /// Makes `dir` (and missing parents); true when this call made `dir` itself.
@@ -789,10 +790,7 @@ impl Engine {
     /// files are what an expiry a crash interrupted left; a fingerprint
     /// chain's earlier tables expired.)
     fn past_manifest(&self, snap: &Snapshot, name: &str, spared: &[(usize, i64)]) -> bool {
-        let Some((rest, index)) = name.strip_suffix(".seg").and_then(|s| s.rsplit_once('-')) else {
-            return false;
-        };
-        let (Ok(index), Some((code, label))) = (index.parse::<u32>(), rest.split_once('-')) else {
+        let Some((code, label, index)) = name.strip_suffix(".seg").and_then(seg_name_parts) else {
             return false;
         };
         let Some((ti, t)) = snap.tiers.iter().enumerate().find(|(_, t)| t.code == code) else {
