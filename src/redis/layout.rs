@@ -167,15 +167,9 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<(), String> {
         ));
     }
     if let Some(c) = prefix.chars().find(|&c| invisible(c)) {
-        let shown: String = prefix
-            .chars()
-            .map(|c| match invisible(c) {
-                true => format!("\\u{{{:x}}}", c as u32),
-                false => c.escape_debug().to_string(),
-            })
-            .collect();
+        // `{:?}` writes each of them as an escape (`\u{200b}`).
         return Err(format!(
-            "prefix \"{shown}\": invisible format characters such as U+{:04X} are not allowed \
+            "prefix {prefix:?}: invisible format characters such as U+{:04X} are not allowed \
              (the prefix would look like another one)",
             c as u32
         ));
