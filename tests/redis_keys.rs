@@ -5,8 +5,9 @@
 //! characters) share no key, and a user's own keys beside them (`P`,
 //! `P:notes`) are never read, changed, expired or deleted. Prefixes the
 //! layout cannot keep apart (braces, which would change the Cluster hash
-//! tag; spaces and control characters; the empty prefix) are refused
-//! before anything is sent to Redis, through the API and the command line.
+//! tag; spaces, control and invisible format characters; the empty
+//! prefix) are refused before anything is sent to Redis, through the API
+//! and the command line.
 //!
 //! Run: `cargo test --features redis --release --test redis_keys`.
 #![cfg(feature = "redis")]
@@ -130,7 +131,7 @@ fn exercise(to: &str, pre: &str, keys: &[Vec<u8>]) -> bool {
     first.iter().all(|&n| n)
 }
 
-/// Q1: every key an engine makes is one of the documented names, and
+/// Every key an engine makes is one of the documented names, and
 /// every kind of name is made.
 #[test]
 fn an_engine_makes_only_the_documented_keys() {
@@ -158,7 +159,7 @@ fn an_engine_makes_only_the_documented_keys() {
         .all(|k| k.starts_with(&format!("{pre}:"))));
 }
 
-/// Q2: engines whose prefixes overlap as strings, and prefixes with glob
+/// Engines whose prefixes overlap as strings, and prefixes with glob
 /// characters, in one database beside a user's keys: each engine's keys
 /// are its own names only, no key is the name of two engines, and nothing
 /// one engine does changes a key that is not its own.
@@ -270,7 +271,7 @@ fn overlapping_prefixes_share_and_touch_no_key() {
     }
 }
 
-/// Q3 and Q4: prefixes the layout cannot keep apart are refused as a
+/// Prefixes the layout cannot keep apart are refused as a
 /// configuration error that names the reason, before any connection (the
 /// URL here has no server), and with a server nothing is written.
 #[test]
@@ -348,7 +349,7 @@ fn prefixes_with_invisible_format_characters_are_refused() {
     }
 }
 
-/// Q4: the longest prefix allowed, and prefixes of other scripts, work
+/// The longest prefix allowed, and prefixes of other scripts, work
 /// and are the engine's own; the engine names its prefix as given.
 #[test]
 fn long_and_non_ascii_prefixes_work() {
@@ -440,7 +441,7 @@ fn a_foreign_hash_at_the_config_name_is_refused_and_kept() {
     assert_eq!(server.keys("*"), vec![key]);
 }
 
-/// Q4 through the command line: an empty prefix, one with a space or a
+/// Through the command line: an empty prefix, one with a space or a
 /// newline, braces, and one that is not UTF-8 are refused with a message
 /// and a failing exit, and nothing is written to Redis.
 #[cfg(feature = "cli")]
