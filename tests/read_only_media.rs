@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -65,24 +64,6 @@ impl Drop for ReadOnlyView {
     }
 }
 
-/// Every file under `dir` with its bytes.
-fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                todo.push(p);
-            } else {
-                let rel = p.strip_prefix(dir).unwrap().to_path_buf();
-                out.insert(rel, fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
-}
-
 fn read_only_media(tiers: &str) {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let tiers: Vec<Tier> = tiers.split(',').map(|t| t.parse().unwrap()).collect();
@@ -97,7 +78,7 @@ fn read_only_media(tiers: &str) {
         e.insert_batch(&keys).unwrap();
     }
     e.close().unwrap();
-    let before = tree(&dir);
+    let before = snapshot(&dir);
 
     let Some(view) = ReadOnlyView::mount(scratch.path()) else {
         return;
@@ -145,7 +126,7 @@ fn read_only_media(tiers: &str) {
         other => panic!("writing open on read-only media: {other:?}"),
     }
     drop(view);
-    assert_eq!(tree(&dir), before, "read-only media changed");
+    assert!(snapshot(&dir) == before, "read-only media changed");
 
     // The same directory, writable again, opens for writing as it was.
     let e = open(&dir, &clock);

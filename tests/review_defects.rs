@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::HashSet;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
@@ -136,25 +136,6 @@ fn review_7_1_concurrent_cli_creators_never_delete_an_engine() {
 }
 
 // ---- 7.2 read-only opens and clock jumps -------------------------------------
-
-/// Every file's bytes and modification time.
-fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>, std::time::SystemTime)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let m = fs::metadata(&p).unwrap().modified().unwrap();
-                out.push((p.clone(), fs::read(&p).unwrap(), m));
-            }
-        }
-    }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out
-}
 
 #[test]
 fn review_7_2_read_only_opens_never_write_rotate_or_expire() {

@@ -113,6 +113,26 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
+/// Every file under `dir` with its bytes and modification time, by path:
+/// equal before and after something that must write nothing.
+pub fn snapshot(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>, SystemTime)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let m = std::fs::metadata(&p).unwrap().modified().unwrap();
+                out.push((p.clone(), std::fs::read(&p).unwrap(), m));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
 /// Runs `f` (an open for writing, or a create) again while it fails with
 /// a `Locked` that no writer causes: in a test binary whose tests start
 /// child processes, a child spawned while this process had the directory
